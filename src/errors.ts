@@ -1,0 +1,80 @@
+/**
+ * One error hierarchy for the whole gateway. Every error has a stable `code` that scripts and
+ * MCP clients can match on, a `retryable` flag, and a message that says what happened and what
+ * to do about it. Expected outcomes (duplicate, too late) are values, not errors.
+ */
+export const ErrorCode = {
+  badConfig: 'BAD_CONFIG',
+  badRequest: 'BAD_REQUEST',
+  unauthorized: 'UNAUTHORIZED',
+  unknownRecipient: 'UNKNOWN_RECIPIENT',
+  ambiguousRecipient: 'AMBIGUOUS_RECIPIENT',
+  textTooLarge: 'TEXT_TOO_LARGE',
+  nameTaken: 'NAME_TAKEN',
+  notAvailable: 'NOT_AVAILABLE',
+  brokerUnavailable: 'BROKER_UNAVAILABLE',
+  injectFailed: 'INJECT_FAILED',
+  paneUnavailable: 'PANE_UNAVAILABLE',
+  gatewayUnavailable: 'GATEWAY_UNAVAILABLE',
+  shuttingDown: 'SHUTTING_DOWN',
+  storeFailed: 'STORE_FAILED',
+  internal: 'INTERNAL',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export const Severity = { message: 'message', channel: 'channel', connection: 'connection' } as const;
+export type Severity = (typeof Severity)[keyof typeof Severity];
+
+export interface BridgeErrorOptions {
+  cause?: unknown;
+  retryable?: boolean;
+  details?: Record<string, unknown>;
+}
+
+export class BridgeError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly severity: Severity = Severity.message;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, options: BridgeErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+    this.details = options.details;
+  }
+
+  toJSON(): { code: ErrorCode; message: string; retryable: boolean; details?: Record<string, unknown> } {
+    return {
+      code: this.code,
+      message: this.message,
+      retryable: this.retryable,
+      ...(this.details ? { details: this.details } : {}),
+    };
+  }
+}
+
+/** A failure confined to one message or request; the gateway carries on. */
+export class MessageError extends BridgeError {}
+
+/** A failure of one pane, channel or consumer; others are unaffected. */
+export class ChannelError extends BridgeError {
+  override readonly severity: Severity = Severity.channel;
+}
+
+/** A failure of a whole connection or of the gateway's own resources. */
+export class ConnectionError extends BridgeError {
+  override readonly severity: Severity = Severity.connection;
+}
+
+export function isBridgeError(value: unknown): value is BridgeError {
+  return value instanceof BridgeError;
+}
+
+/** Wraps anything thrown into a BridgeError, keeping the original as `cause`. */
+export function toBridgeError(value: unknown): BridgeError {
+  if (isBridgeError(value)) return value;
+  const message = value instanceof Error ? value.message : String(value);
+  return new BridgeError(ErrorCode.internal, `internal error: ${message}`, { cause: value });
+}
