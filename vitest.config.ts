@@ -19,7 +19,6 @@ export default defineConfig({
           include: ['test/**/*.e2e.test.ts'],
           testTimeout: 180_000,
           hookTimeout: 60_000,
-          fileParallelism: false,
         },
       },
     ],

@@ -18,8 +18,8 @@ export function isReadyStatus(status: PaneStatus): boolean {
 }
 
 export type PaneTarget =
-  | { readonly type: 'tmux'; readonly target: string; readonly socket?: string }
-  | { readonly type: 'herdr'; readonly paneId: string; readonly socketPath?: string };
+  | { readonly type: 'tmux'; readonly target: string; readonly socket?: string | undefined }
+  | { readonly type: 'herdr'; readonly paneId: string; readonly socketPath?: string | undefined };
 
 export interface PaneInjector {
   /** Types `text` into the pane as one submission (text, then Enter). Rejects with a ChannelError. */

@@ -1,0 +1,412 @@
+import type { Config } from '../config/schema.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import { formatInjection, injectionMarker } from '../inject/formatInjection.js';
+import {
+  isReadyStatus,
+  type PaneInjector,
+  type PaneStatus,
+  type PaneTarget,
+} from '../inject/paneInjector.js';
+import {
+  type DeadLetterReason,
+  type DeliveryContext,
+  type DeliveryEvent,
+  DeliveryMode,
+  deliveryMachine,
+} from '../machines/deliveryMachine.js';
+import { type EntityEvent, type EntityInput, entityMachine } from '../machines/entityMachine.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
+import { readActorHead } from '../store/actorHeads.js';
+import type { EntityRecord } from '../store/entities.js';
+import { deleteEntity } from '../store/entities.js';
+import { purgeMessage, putMessage, readMessage } from '../store/messageBodies.js';
+import { readActorEvents } from '../store/readEvents.js';
+import { byteLength, digestText } from '../wire/digest.js';
+import type { Envelope } from '../wire/envelope.js';
+
+export interface EntityActorDeps extends RuntimeDeps {
+  config: Config;
+  metrics: Metrics;
+  createInjector: (pane: PaneTarget) => PaneInjector;
+}
+
+type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
+
+interface LiveDelivery {
+  readonly cell: DeliveryCell;
+  /** Loaded lazily after a restart; the store has it until the delivery finishes. */
+  envelope: Envelope | undefined;
+}
+
+interface ReplyWaiter {
+  readonly peer: string;
+  msgId: string | undefined;
+  readonly resolve: (envelope: Envelope | null) => void;
+}
+
+/** The result of offering a message to an entity. */
+export type AcceptOutcome = 'accepted' | 'duplicate';
+
+export const deliveryKind = 'delivery';
+export const entityKind = 'entity';
+
+export function deliveryActorId(msgId: string, recipient: string): string {
+  return `${msgId}/${recipient}`;
+}
+
+/**
+ * One local entity and everything addressed to it: its entity machine, one delivery actor per
+ * undelivered message in arrival order (per-recipient FIFO, R-DL4), and the way messages reach
+ * it: typed into its pane one at a time when the pane can take them (R-DL2), or held for an
+ * open send or a drain (R-DL3).
+ */
+export class EntityActor {
+  private readonly deliveries = new Map<string, LiveDelivery>();
+  private readonly waiters: ReplyWaiter[] = [];
+  private readonly deliveryMachine;
+  private injector: PaneInjector | undefined;
+  private stopWatching: (() => void) | undefined;
+  private paneStatus: PaneStatus = 'unknown';
+  private pumpScheduled = false;
+
+  private constructor(
+    readonly record: EntityRecord,
+    private readonly cell: ActorCell<EntityInput, EntityEvent>,
+    private readonly deps: EntityActorDeps,
+  ) {
+    const { clock } = deps;
+    this.deliveryMachine = deliveryMachine.provide({
+      actions: {
+        typeIntoPane: ({ context }) => this.typeIntoPane(context.msgId),
+        verifyInjection: ({ context }) => this.verifyInjection(context.msgId),
+        deadLetter: ({ context }) => this.reportDeadLetter(context),
+      },
+      delays: {
+        untilDeadline: ({ context }) => Math.max(0, context.deadline - clock.now()),
+      },
+    });
+  }
+
+  /** A newly registered entity. */
+  static create(record: EntityRecord, host: string, deps: EntityActorDeps): EntityActor {
+    const cell = ActorCell.create<EntityInput, EntityEvent>(
+      entityMachine,
+      inputOf(record, host),
+      { kind: entityKind, id: record.gid, traceId: record.gid, msgId: null },
+      deps,
+    );
+    return new EntityActor(record, cell, deps);
+  }
+
+  /** An entity rebuilt from its log after a restart. */
+  static rehydrate(record: EntityRecord, deps: EntityActorDeps): EntityActor {
+    const rows = readActorEvents(deps.store, entityKind, record.gid);
+    const cell = ActorCell.rehydrate<EntityInput, EntityEvent>(
+      entityMachine,
+      rows,
+      { kind: entityKind, id: record.gid, traceId: record.gid, msgId: null },
+      deps,
+    );
+    cell.send({ type: 'actor.rehydrated' });
+    return new EntityActor(record, cell, deps);
+  }
+
+  get gid(): string {
+    return this.record.gid;
+  }
+
+  get mode(): DeliveryMode {
+    return this.record.pane === null ? DeliveryMode.hold : DeliveryMode.inject;
+  }
+
+  /** registered, active.idle, active.busy or gone. */
+  get state(): string {
+    return this.cell.state;
+  }
+
+  /** Messages accepted for this entity and not yet delivered. */
+  get depth(): number {
+    return this.deliveries.size;
+  }
+
+  /** Connects the pane (if any) and starts delivering. */
+  start(): void {
+    if (this.record.pane === null) {
+      this.cell.send({ type: 'entity.activated' });
+      return;
+    }
+    this.injector = this.deps.createInjector(this.record.pane);
+    this.stopWatching = this.injector.watchStatus((status) => this.onPaneStatus(status));
+  }
+
+  /**
+   * Accepts a message for this entity, durably once the current batch commits. A msgId this
+   * entity already has (live or finished) is a duplicate and changes nothing (invariant 5).
+   */
+  accept(envelope: Envelope): AcceptOutcome {
+    const id = deliveryActorId(envelope.msgId, this.gid);
+    if (this.deliveries.has(envelope.msgId) || readActorHead(this.deps.store, deliveryKind, id))
+      return 'duplicate';
+    if (this.cell.done) {
+      throw new BridgeError(
+        ErrorCode.unknownRecipient,
+        `${this.record.name} was deregistered; it takes no messages`,
+      );
+    }
+    const { config, clock } = this.deps;
+    putMessage(this.deps.store, this.gid, envelope);
+    const acceptedAt = clock.now();
+    const cell = ActorCell.create<DeliveryContext, DeliveryEvent>(
+      this.deliveryMachine,
+      {
+        msgId: envelope.msgId,
+        traceId: envelope.traceId,
+        recipient: this.gid,
+        sender: envelope.from.gid,
+        mode: this.mode,
+        acceptedAt,
+        deadline: envelope.expiresAt ?? acceptedAt + config.delivery.ttlMs,
+        maxAttempts: config.delivery.maxAttempts,
+        retryBaseMs: config.delivery.retryBaseMs,
+        digest: digestText(envelope.text),
+        size: byteLength(envelope.text),
+      },
+      { kind: deliveryKind, id, traceId: envelope.traceId, msgId: envelope.msgId, owner: this.gid },
+      this.deps,
+    );
+    this.track(cell, envelope);
+    if (this.mode === DeliveryMode.hold) this.hold(envelope.msgId);
+    else this.schedulePump();
+    return 'accepted';
+  }
+
+  /** Rebuilds one of this entity's deliveries from the log and resumes it. */
+  rehydrateDelivery(msgId: string, traceId: string): void {
+    const id = deliveryActorId(msgId, this.gid);
+    const rows = readActorEvents(this.deps.store, deliveryKind, id);
+    const cell = ActorCell.rehydrate<DeliveryContext, DeliveryEvent>(
+      this.deliveryMachine,
+      rows,
+      { kind: deliveryKind, id, traceId, msgId, owner: this.gid },
+      this.deps,
+    );
+    this.track(cell, undefined);
+    cell.send({ type: 'actor.rehydrated' });
+    // A message typed (or handed over) before the crash but not yet acked: ack it now.
+    if (cell.state === 'injected') this.ackInjected(cell);
+    if (this.mode === DeliveryMode.hold && cell.state === 'pending') this.hold(msgId);
+    this.schedulePump();
+  }
+
+  /**
+   * Hands over up to `max` held messages, oldest first, and records them as delivered before
+   * returning them (ack only after the entity has the message, invariant 5).
+   */
+  async drain(max: number): Promise<Envelope[]> {
+    const taken: Envelope[] = [];
+    for (const [msgId, live] of this.deliveries) {
+      if (taken.length >= max) break;
+      if (live.cell.state !== 'held') continue;
+      const envelope = this.envelopeOf(msgId, live);
+      if (!envelope) continue;
+      live.cell.send({ type: 'delivery.acked', via: 'drain' });
+      taken.push(envelope);
+    }
+    await this.deps.store.batch.flush();
+    return taken;
+  }
+
+  /**
+   * Parks until a message from `peer` (or one answering `msgId`) arrives for this entity, or
+   * `ms` passes (R-DL3). Register before sending, so a fast reply cannot slip past.
+   */
+  waitForReply(
+    peer: string,
+    ms: number,
+  ): { promise: Promise<Envelope | null>; cancel: () => void; answering: (msgId: string) => void } {
+    let waiter!: ReplyWaiter;
+    const promise = new Promise<Envelope | null>((resolve) => {
+      waiter = { peer, msgId: undefined, resolve };
+    });
+    this.waiters.push(waiter);
+    const cancel = (): void => {
+      const index = this.waiters.indexOf(waiter);
+      if (index >= 0) this.waiters.splice(index, 1);
+      this.deps.clock.clearTimeout(timer);
+      waiter.resolve(null);
+    };
+    const timer = this.deps.clock.setTimeout(cancel, ms);
+    const answering = (msgId: string): void => {
+      waiter.msgId = msgId;
+    };
+    return { promise, cancel, answering };
+  }
+
+  /** Ends this entity: undelivered messages are dead-lettered (never dropped) and it is forgotten. */
+  deregister(): void {
+    for (const live of [...this.deliveries.values()]) {
+      live.cell.send({ type: 'delivery.deadLettered', reason: 'recipient-gone' });
+    }
+    this.cell.send({ type: 'entity.deregistered' });
+    deleteEntity(this.deps.store, this.gid);
+    void this.stop();
+  }
+
+  /** Stops timers and the pane connection; the log keeps everything for the next start. */
+  async stop(): Promise<void> {
+    this.stopWatching?.();
+    for (const waiter of this.waiters.splice(0)) waiter.resolve(null);
+    for (const live of this.deliveries.values()) live.cell.stop();
+    this.cell.stop();
+    await this.injector?.close();
+  }
+
+  private track(cell: DeliveryCell, envelope: Envelope | undefined): void {
+    const msgId = cell.context.msgId;
+    this.deliveries.set(msgId, { cell, envelope });
+    cell.onTransition = (transition) => this.onDeliveryTransition(msgId, cell, transition);
+  }
+
+  private hold(msgId: string): void {
+    const live = this.deliveries.get(msgId);
+    if (!live) return;
+    live.cell.send({ type: 'delivery.hold' });
+    const envelope = this.envelopeOf(msgId, live);
+    if (!envelope) return;
+    const index = this.waiters.findIndex(
+      (w) => w.peer === envelope.from.gid || (w.msgId !== undefined && w.msgId === envelope.inReplyTo),
+    );
+    if (index < 0) return;
+    const [waiter] = this.waiters.splice(index, 1);
+    live.cell.send({ type: 'delivery.acked', via: 'open-send' });
+    this.deps.store.batch.afterCommit(() => waiter?.resolve(envelope));
+  }
+
+  private onPaneStatus(status: PaneStatus): void {
+    this.paneStatus = status;
+    if (this.cell.state === 'registered') this.cell.send({ type: 'entity.activated' });
+    if (isReadyStatus(status)) this.cell.send({ type: 'entity.idle' });
+    else
+      this.cell.send({
+        type: 'entity.busy',
+        status: status === 'done' || status === 'idle' ? 'unknown' : status,
+      });
+    this.schedulePump();
+  }
+
+  private onDeliveryTransition(msgId: string, cell: DeliveryCell, transition: Transition): void {
+    if (transition.done) {
+      this.deliveries.delete(msgId);
+      const { metrics, clock } = this.deps;
+      metrics.deliveries.inc({ outcome: transition.to });
+      if (transition.to === 'acked') {
+        purgeMessage(this.deps.store, msgId, this.gid);
+        metrics.deliveryLatency.observe({ mode: this.mode }, (clock.now() - cell.context.acceptedAt) / 1000);
+      }
+    }
+    this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    queueMicrotask(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Types the oldest pending message when the pane can take it; one at a time, in order. */
+  private pump(): void {
+    if (this.mode !== DeliveryMode.inject || !this.injector || !isReadyStatus(this.paneStatus)) return;
+    for (const live of this.deliveries.values()) {
+      const state = live.cell.state;
+      if (state === 'injected') continue; // typed, waiting for its ack: not in the way
+      if (state === 'pending') live.cell.send({ type: 'delivery.inject' });
+      return; // the head is being typed, verified or retried: the rest wait (FIFO)
+    }
+  }
+
+  private typeIntoPane(msgId: string): void {
+    const live = this.deliveries.get(msgId);
+    const injector = this.injector;
+    if (!live || !injector) return;
+    const envelope = this.envelopeOf(msgId, live);
+    if (!envelope) return;
+    injector.inject(formatInjection(envelope)).then(
+      () => {
+        live.cell.send({ type: 'delivery.injected' });
+        this.ackInjected(live.cell);
+      },
+      (err: unknown) => this.injectFailed(live.cell, err),
+    );
+  }
+
+  private verifyInjection(msgId: string): void {
+    const live = this.deliveries.get(msgId);
+    const injector = this.injector;
+    if (!live || !injector) return;
+    injector.contains(injectionMarker(msgId), this.deps.config.delivery.captureLines).then(
+      (found) => live.cell.send({ type: found ? 'delivery.found' : 'delivery.absent' }),
+      (err: unknown) => this.injectFailed(live.cell, err),
+    );
+  }
+
+  private injectFailed(cell: DeliveryCell, err: unknown): void {
+    const error = err instanceof Error ? err.message : String(err);
+    this.deps.logger.warn(
+      { err, traceId: cell.context.traceId, msgId: cell.context.msgId, entity: this.record.name },
+      'injection failed; will retry',
+    );
+    cell.send({ type: 'delivery.injectFailed', error });
+  }
+
+  /** Local deliveries are acked as soon as `injected` is recorded: there is no broker to tell. */
+  private ackInjected(cell: DeliveryCell): void {
+    cell.send({ type: 'delivery.acked', via: 'pane' });
+  }
+
+  private reportDeadLetter(context: DeliveryContext): void {
+    const reason: DeadLetterReason = context.reason ?? 'rejected';
+    this.deps.metrics.deadLetters.inc({ reason });
+    this.deps.logger.error(
+      {
+        traceId: context.traceId,
+        msgId: context.msgId,
+        recipient: this.record.name,
+        reason,
+        attempts: context.attempts,
+        lastError: context.lastError,
+      },
+      'message dead-lettered; its body is kept for the operator',
+    );
+  }
+
+  /** The message's envelope, from memory or the store; a missing body dead-letters it loudly. */
+  private envelopeOf(msgId: string, live: LiveDelivery): Envelope | undefined {
+    if (live.envelope) return live.envelope;
+    const envelope = readMessage(this.deps.store, msgId, this.gid);
+    if (!envelope) {
+      live.cell.send({
+        type: 'delivery.deadLettered',
+        reason: 'rejected',
+        detail: 'message body missing from the store',
+      });
+      return undefined;
+    }
+    live.envelope = envelope;
+    return envelope;
+  }
+}
+
+function inputOf(record: EntityRecord, host: string): EntityInput {
+  return {
+    gid: record.gid,
+    name: record.name,
+    kind: record.kind,
+    host,
+    groups: record.groups,
+    mode: record.pane === null ? DeliveryMode.hold : DeliveryMode.inject,
+  };
+}

@@ -1,0 +1,277 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { type Clock, systemClock } from '../clock/clock.js';
+import { createHlc, type Hlc } from '../clock/hlc.js';
+import type { Config } from '../config/schema.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import type { PaneInjector, PaneTarget } from '../inject/paneInjector.js';
+import type { Logger } from '../log/logger.js';
+import { deliveryMachine } from '../machines/deliveryMachine.js';
+import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { countActorsByState, readLiveActors } from '../store/actorHeads.js';
+import { type EntityRecord, insertEntity, readEntities } from '../store/entities.js';
+import { openStore, type Store } from '../store/openStore.js';
+import { readActorEvents, readLastHlc } from '../store/readEvents.js';
+import type { Address, EntityKind, Envelope } from '../wire/envelope.js';
+import { Directory, hashToken } from './directory.js';
+import { deliveryKind, EntityActor, type EntityActorDeps } from './entityActor.js';
+import { addressOf, Router, type SendRequest, type SendResult } from './router.js';
+
+export interface GatewayOptions {
+  config: Config;
+  logger: Logger;
+  clock?: Clock;
+  createInjector: (pane: PaneTarget) => PaneInjector;
+  /** Checks a pane exists before an entity is registered with it; throws a BridgeError if not. */
+  checkPane?: (pane: PaneTarget) => Promise<void>;
+  /** Called when the gateway can no longer trust its own state (a failed commit). */
+  onFatal?: (err: unknown) => void;
+}
+
+export interface RegisterRequest {
+  kind: EntityKind;
+  name: string;
+  groups?: string[] | undefined;
+  pane?: PaneTarget | undefined;
+}
+
+export interface Registration {
+  gid: string;
+  token: string;
+  name: string;
+  host: string;
+  kind: EntityKind;
+}
+
+export interface RosterEntry extends Address {
+  groups: string[];
+  status: string;
+  depth: number;
+}
+
+export interface SendOptions extends SendRequest {
+  /** How long to hold the call open for the first reply (R-DL3); 0 returns at once. */
+  waitMs?: number | undefined;
+}
+
+export interface SendOutcome extends SendResult {
+  /** The reply that resolved an open send, if one came in time. */
+  reply?: Envelope | null;
+}
+
+const namePattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * The gateway supervisor: opens the event log, rebuilds every live actor from it, and owns
+ * the local entities, the router and the metrics. Interfaces (MCP, admin socket) call it.
+ */
+export class Gateway {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly directory: Directory;
+  readonly startedAt: number;
+  private readonly clock: Clock;
+  private store!: Store;
+  private hlc!: Hlc;
+  private router!: Router;
+  private entityDeps!: EntityActorDeps;
+  private stopping = false;
+
+  constructor(private readonly options: GatewayOptions) {
+    this.config = options.config;
+    this.logger = options.logger;
+    this.clock = options.clock ?? systemClock;
+    this.startedAt = this.clock.now();
+    this.directory = new Directory(this.config.hostId);
+    this.metrics = createMetrics(() => [...this.directory.all()].map((e) => [e.record.name, e.depth]));
+  }
+
+  get host(): string {
+    return this.config.hostId;
+  }
+
+  get storeFile(): string {
+    return this.store.file;
+  }
+
+  /** Opens the log and rebuilds every entity and undelivered message from it. */
+  start(): void {
+    const { config, logger } = this;
+    this.store = openStore({
+      file: join(config.home, 'events.db'),
+      synchronous: config.store.synchronous,
+      onWriteFailure: (err) => {
+        logger.fatal({ err }, 'event log write failed; stopping so a restart can rebuild from the log');
+        this.options.onFatal?.(err);
+      },
+    });
+    this.hlc = createHlc(() => this.clock.now(), readLastHlc(this.store));
+    const deps: RuntimeDeps = {
+      store: this.store,
+      hlc: this.hlc,
+      clock: this.clock,
+      host: this.host,
+      logger,
+    };
+    this.entityDeps = { ...deps, config, metrics: this.metrics, createInjector: this.options.createInjector };
+    this.router = new Router({ ...deps, config, metrics: this.metrics, directory: this.directory });
+
+    for (const record of readEntities(this.store)) {
+      const entity = EntityActor.rehydrate(record, this.entityDeps);
+      this.directory.add(entity);
+      entity.start();
+    }
+    let resumed = 0;
+    for (const head of readLiveActors(this.store, deliveryKind)) {
+      const owner = head.owner === null ? undefined : this.directory.byGidOrUndefined(head.owner);
+      const msgId = head.actorId.slice(0, head.actorId.indexOf('/'));
+      if (owner) owner.rehydrateDelivery(msgId, head.traceId);
+      else this.deadLetterOrphan(head.actorId, msgId, head.traceId, head.owner);
+      resumed++;
+    }
+    logger.info(
+      { entities: this.directory.size, resumedDeliveries: resumed, store: this.store.file },
+      'gateway started',
+    );
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    await Promise.all([...this.directory.all()].map((entity) => entity.stop()));
+    try {
+      await this.store.batch.flush();
+    } finally {
+      this.store.close();
+    }
+  }
+
+  /** Registers a local entity and returns its capability token (shown once, stored hashed). */
+  async register(request: RegisterRequest): Promise<Registration> {
+    this.assertRunning();
+    if (!namePattern.test(request.name)) {
+      throw new BridgeError(
+        ErrorCode.badRequest,
+        `bad name "${request.name}": use 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
+      );
+    }
+    if (this.directory.hasName(request.name)) {
+      throw new BridgeError(
+        ErrorCode.nameTaken,
+        `an entity named "${request.name}" is already registered on ${this.host}; pick another name`,
+      );
+    }
+    if (request.pane && this.options.checkPane) await this.options.checkPane(request.pane);
+    const token = `brt_${randomBytes(24).toString('base64url')}`;
+    const record: EntityRecord = {
+      gid: randomUUID(),
+      name: request.name,
+      kind: request.kind,
+      groups: request.groups ?? [],
+      pane: request.pane ?? null,
+      tokenHash: hashToken(token),
+      created: this.hlc.tick(),
+    };
+    insertEntity(this.store, record);
+    const entity = EntityActor.create(record, this.host, this.entityDeps);
+    this.directory.add(entity);
+    entity.start();
+    await this.store.batch.flush();
+    this.logger.info({ gid: record.gid, name: record.name, kind: record.kind }, 'entity registered');
+    return { gid: record.gid, token, name: record.name, host: this.host, kind: record.kind };
+  }
+
+  /** Deregisters an entity; its undelivered messages are dead-lettered, never dropped. */
+  async deregister(address: string): Promise<Address> {
+    this.assertRunning();
+    const entity = this.directory.resolve(address);
+    const address_ = addressOf(entity, this.host);
+    this.directory.remove(entity);
+    entity.deregister();
+    await this.store.batch.flush();
+    this.logger.info({ gid: entity.gid, name: entity.record.name }, 'entity deregistered');
+    return address_;
+  }
+
+  authenticate(token: string): EntityActor | undefined {
+    return this.directory.authenticate(token);
+  }
+
+  /**
+   * Sends a message from a local entity. With `waitMs`, holds the call open until the first
+   * message back from the recipient (or answering this one) arrives (R-DL3).
+   */
+  async send(sender: EntityActor, options: SendOptions): Promise<SendOutcome> {
+    this.assertRunning();
+    const waitMs = Math.min(options.waitMs ?? 0, this.config.limits.maxWaitMs);
+    if (waitMs <= 0) return this.router.send(sender, options);
+    const recipient = this.directory.resolve(options.to);
+    const waiter = sender.waitForReply(recipient.gid, waitMs);
+    let result: SendResult;
+    try {
+      result = await this.router.send(sender, options);
+    } catch (err) {
+      waiter.cancel();
+      throw err;
+    }
+    waiter.answering(result.msgId);
+    return { ...result, reply: await waiter.promise };
+  }
+
+  async drain(entity: EntityActor, max?: number): Promise<Envelope[]> {
+    this.assertRunning();
+    return entity.drain(Math.min(max ?? this.config.limits.maxDrain, this.config.limits.maxDrain));
+  }
+
+  roster(): RosterEntry[] {
+    return [...this.directory.all()].map((entity) => ({
+      ...addressOf(entity, this.host),
+      groups: entity.record.groups,
+      status: entity.state,
+      depth: entity.depth,
+    }));
+  }
+
+  status(): Record<string, unknown> {
+    return {
+      host: this.host,
+      pid: process.pid,
+      uptimeSeconds: Math.round((this.clock.now() - this.startedAt) / 1000),
+      mode: this.config.broker.uri ? 'federated' : 'single-host',
+      broker: this.config.broker.uri ? 'not connected' : 'none (single-host mode)',
+      store: this.store.file,
+      entities: this.roster(),
+      deliveries: countActorsByState(this.store, deliveryKind),
+    };
+  }
+
+  private assertRunning(): void {
+    if (this.stopping) {
+      throw new BridgeError(ErrorCode.shuttingDown, 'the gateway is shutting down; retry in a moment', {
+        retryable: true,
+      });
+    }
+  }
+
+  /** A message whose recipient no longer exists is dead-lettered with a reason, not dropped. */
+  private deadLetterOrphan(actorId: string, msgId: string, traceId: string, owner: string | null): void {
+    const deps: RuntimeDeps = {
+      store: this.store,
+      hlc: this.hlc,
+      clock: this.clock,
+      host: this.host,
+      logger: this.logger,
+    };
+    const cell = ActorCell.rehydrate(
+      deliveryMachine,
+      readActorEvents(this.store, deliveryKind, actorId),
+      { kind: deliveryKind, id: actorId, traceId, msgId, owner },
+      deps,
+    );
+    cell.send({ type: 'delivery.deadLettered', reason: 'recipient-gone' });
+    this.metrics.deadLetters.inc({ reason: 'recipient-gone' });
+    this.logger.error({ traceId, msgId, recipient: owner }, 'message for an unknown recipient dead-lettered');
+  }
+}

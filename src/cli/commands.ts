@@ -1,0 +1,166 @@
+import type { Registration, RosterEntry, SendOutcome } from '../actors/gateway.js';
+import { loadConfig } from '../config/loadConfig.js';
+import { adminSocketPath } from '../daemon/startDaemon.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import type { PaneTarget } from '../inject/paneInjector.js';
+import { adminRoutes } from '../interfaces/adminProtocol.js';
+import type { Envelope } from '../wire/envelope.js';
+import { callAdmin } from './adminClient.js';
+import type { CliValues } from './main.js';
+
+function socketOf(values: CliValues): string {
+  return adminSocketPath(loadConfig({ file: values.config }).config);
+}
+
+function print(values: CliValues, result: unknown, human: () => string): number {
+  process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${human()}\n`);
+  return 0;
+}
+
+function tokenOf(values: CliValues): string {
+  const token = values.token ?? process.env.BRIDGE_TOKEN;
+  if (!token) {
+    throw new BridgeError(
+      ErrorCode.unauthorized,
+      'no identity: set BRIDGE_TOKEN (or pass --token) to the token `bridge register` printed for the sending entity',
+    );
+  }
+  return token;
+}
+
+function integerOption(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < 0) {
+    throw new BridgeError(ErrorCode.badRequest, `--${name} takes a whole number, got "${value}"`);
+  }
+  return number;
+}
+
+function paneOf(values: CliValues): PaneTarget | undefined {
+  if (values.tmux && values['herdr-pane']) {
+    throw new BridgeError(ErrorCode.badRequest, 'give either --tmux or --herdr-pane, not both');
+  }
+  if (values.tmux) return { type: 'tmux', target: values.tmux, socket: values['tmux-socket'] };
+  if (values['herdr-pane']) return { type: 'herdr', paneId: values['herdr-pane'] };
+  return undefined;
+}
+
+export async function runRegister(values: CliValues): Promise<number> {
+  if (!values.kind || !values.name) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      'register needs --kind worker|main|orchestrator and --name NAME',
+    );
+  }
+  const result = (await callAdmin(socketOf(values), adminRoutes.register, {
+    kind: values.kind,
+    name: values.name,
+    ...(values.group ? { groups: values.group } : {}),
+    ...(paneOf(values) ? { pane: paneOf(values) } : {}),
+  })) as Registration;
+  return print(
+    values,
+    result,
+    () =>
+      `registered ${result.name}@${result.host} (${result.kind})\n` +
+      `gid:   ${result.gid}\n` +
+      `token: ${result.token}\n` +
+      'Keep the token: it is shown once. Give it to the agent as BRIDGE_TOKEN, or as its MCP bearer token.',
+  );
+}
+
+export async function runDeregister(values: CliValues, rest: string[]): Promise<number> {
+  const [address] = rest;
+  if (!address) throw new BridgeError(ErrorCode.badRequest, 'deregister needs NAME or GID');
+  const result = (await callAdmin(socketOf(values), adminRoutes.deregister, { address })) as RosterEntry;
+  return print(values, result, () => `deregistered ${result.name}@${result.host}`);
+}
+
+export async function runSend(values: CliValues, rest: string[]): Promise<number> {
+  const [to, ...words] = rest;
+  const text = words.join(' ');
+  if (!to || !text)
+    throw new BridgeError(ErrorCode.badRequest, 'send needs TO and TEXT: bridge send worker-1 "hello"');
+  const waitMs = integerOption('wait', values.wait);
+  const result = (await callAdmin(socketOf(values), adminRoutes.send, {
+    token: tokenOf(values),
+    to,
+    text,
+    kind: values['reply-to'] ? 'REPLY' : 'SEND',
+    ...(values['reply-to'] ? { inReplyTo: values['reply-to'] } : {}),
+    ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
+    ...(waitMs === undefined ? {} : { waitMs }),
+  })) as SendOutcome;
+  return print(values, result, () => {
+    const head = `${result.duplicate ? 'already sent' : 'sent'} ${result.msgId} to ${result.to.name}@${result.to.host}`;
+    if (result.reply)
+      return `${head}\nreply from ${result.reply.from.name}@${result.reply.from.host}: ${result.reply.text}`;
+    return result.reply === null ? `${head}\nno reply within ${waitMs} ms` : head;
+  });
+}
+
+export async function runDrain(values: CliValues): Promise<number> {
+  const max = integerOption('max', values.max);
+  const result = (await callAdmin(socketOf(values), adminRoutes.drain, {
+    token: tokenOf(values),
+    ...(max === undefined ? {} : { max }),
+  })) as Envelope[];
+  return print(values, result, () =>
+    result.length === 0
+      ? 'no messages'
+      : result.map((m) => `${m.msgId} ${m.kind} from ${m.from.name}@${m.from.host}: ${m.text}`).join('\n'),
+  );
+}
+
+export async function runRoster(values: CliValues): Promise<number> {
+  const result = (await callAdmin(socketOf(values), adminRoutes.roster)) as RosterEntry[];
+  return print(values, result, () => {
+    if (result.length === 0) return 'no entities registered; add one with `bridge register`';
+    const rows = result.map((e) => [
+      `${e.name}@${e.host}`,
+      e.kind,
+      e.status,
+      String(e.depth),
+      e.groups.join(','),
+      e.gid,
+    ]);
+    return table(['ENTITY', 'KIND', 'STATUS', 'QUEUED', 'GROUPS', 'GID'], rows);
+  });
+}
+
+export async function runStatus(values: CliValues): Promise<number> {
+  const result = (await callAdmin(socketOf(values), adminRoutes.status)) as {
+    host: string;
+    pid: number;
+    uptimeSeconds: number;
+    mode: string;
+    broker: string;
+    store: string;
+    entities: RosterEntry[];
+    deliveries: Record<string, number>;
+  };
+  return print(values, result, () => {
+    const deliveries = Object.entries(result.deliveries)
+      .map(([state, n]) => `${state}=${n}`)
+      .join(' ');
+    return [
+      `host:       ${result.host} (pid ${result.pid}, up ${result.uptimeSeconds}s)`,
+      `mode:       ${result.mode}`,
+      `broker:     ${result.broker}`,
+      `event log:  ${result.store}`,
+      `entities:   ${result.entities.length}`,
+      `deliveries: ${deliveries || 'none yet'}`,
+    ].join('\n');
+  });
+}
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { runDeregister, runDrain, runRegister, runRoster, runSend, runStatus } from './commands.js';
+import { runStart } from './start.js';
+
+const usage = `bridge — cross-host messaging for AI coding agents
+
+Usage:
+  bridge start [--config FILE]                       run the gateway (foreground)
+  bridge register --kind worker|main|orchestrator --name NAME
+                  [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID] [--group G]...
+                                                      register an entity; prints its gid and token
+  bridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
+  bridge send TO TEXT [--reply-to MSGID] [--wait MS] [--idempotency-key KEY]
+                                                      send as the entity whose token is in BRIDGE_TOKEN (or --token)
+  bridge drain [--max N]                              collect messages held for that entity
+  bridge roster                                       who is reachable
+  bridge status                                       the gateway's state
+
+Every command takes --json (machine-readable output), --config FILE, and --token for send/drain.
+Environment: BRIDGE_CONFIG, BRIDGE_HOME (default ./.bridge), BRIDGE_HOST_ID, BRIDGE_BROKER_URI,
+BRIDGE_MCP_PORT (default 7433), BRIDGE_TOKEN.`;
+
+const options = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  config: { type: 'string' },
+  kind: { type: 'string' },
+  name: { type: 'string' },
+  tmux: { type: 'string' },
+  'tmux-socket': { type: 'string' },
+  'herdr-pane': { type: 'string' },
+  group: { type: 'string', multiple: true },
+  token: { type: 'string' },
+  'reply-to': { type: 'string' },
+  wait: { type: 'string' },
+  'idempotency-key': { type: 'string' },
+  max: { type: 'string' },
+} as const;
+
+export type CliValues = ReturnType<typeof parseCli>['values'];
+
+function parseCli(argv: string[]) {
+  return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parseCli>;
+  try {
+    parsed = parseCli(argv);
+  } catch (err) {
+    throw new BridgeError(ErrorCode.badRequest, `${(err as Error).message}; see \`bridge help\``);
+  }
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined || command === 'help') {
+    process.stdout.write(`${usage}\n`);
+    return 0;
+  }
+  switch (command) {
+    case 'start':
+      return runStart(values);
+    case 'register':
+      return runRegister(values);
+    case 'deregister':
+      return runDeregister(values, rest);
+    case 'send':
+      return runSend(values, rest);
+    case 'drain':
+      return runDrain(values);
+    case 'roster':
+      return runRoster(values);
+    case 'status':
+      return runStatus(values);
+    default:
+      throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    const error = toBridgeError(err);
+    const json = process.argv.includes('--json');
+    if (json) process.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
+    else process.stderr.write(`bridge: ${error.code}: ${error.message}\n`);
+    process.exitCode = error.code === ErrorCode.badRequest || error.code === ErrorCode.badConfig ? 2 : 1;
+  },
+);

@@ -1,0 +1,50 @@
+import { loadConfig } from '../config/loadConfig.js';
+import { startDaemon } from '../daemon/startDaemon.js';
+import { createLogger } from '../log/logger.js';
+import type { CliValues } from './main.js';
+
+/** `bridge start`: runs the gateway in the foreground until SIGINT/SIGTERM. */
+export async function runStart(values: CliValues): Promise<number> {
+  const { config, file } = loadConfig({ file: values.config });
+  const logger = createLogger({ level: config.log.level, host: config.hostId });
+  const daemon = await startDaemon({
+    config,
+    logger,
+    onFatal: () => {
+      logger.flush();
+      process.exit(70);
+    },
+  });
+  const mode = config.broker.uri
+    ? `federated via ${redact(config.broker.uri)}`
+    : 'single-host mode, no broker';
+  process.stderr.write(
+    [
+      `bridge gateway "${config.hostId}" is up (${mode})`,
+      `  MCP endpoint:  ${daemon.mcpUrl}  (Streamable HTTP; header "Authorization: Bearer <token>")`,
+      `  admin socket:  ${daemon.adminSocket}`,
+      `  event log:     ${daemon.gateway.storeFile}`,
+      `  config:        ${file ?? 'built-in defaults'}`,
+      'Connect an agent:',
+      '  bridge register --kind main --name me          # prints a gid and a token',
+      `  claude mcp add --transport http bridge ${daemon.mcpUrl} --header "Authorization: Bearer <token>"`,
+      '',
+    ].join('\n'),
+  );
+  await new Promise<void>((resolve) => {
+    const shutdown = (signal: string) => {
+      logger.info({ signal }, 'stopping');
+      resolve();
+    };
+    process.once('SIGINT', () => shutdown('SIGINT'));
+    process.once('SIGTERM', () => shutdown('SIGTERM'));
+  });
+  await daemon.stop();
+  logger.info('stopped');
+  logger.flush();
+  return 0;
+}
+
+function redact(uri: string): string {
+  return uri.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
+}

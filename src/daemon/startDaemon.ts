@@ -1,0 +1,66 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Gateway } from '../actors/gateway.js';
+import type { Clock } from '../clock/clock.js';
+import type { Config } from '../config/schema.js';
+import { checkPane, createInjectorFactory } from '../inject/createInjector.js';
+import { startAdminServer } from '../interfaces/adminServer.js';
+import { startHttpServer } from '../interfaces/httpServer.js';
+import type { Logger } from '../log/logger.js';
+
+export interface Daemon {
+  readonly gateway: Gateway;
+  readonly mcpUrl: string;
+  readonly adminSocket: string;
+  stop(): Promise<void>;
+}
+
+export interface DaemonOptions {
+  config: Config;
+  logger: Logger;
+  clock?: Clock;
+  onFatal?: (err: unknown) => void;
+}
+
+export function adminSocketPath(config: Config): string {
+  return join(config.home, 'admin.sock');
+}
+
+/** Starts a gateway with its interfaces: the event log first, then MCP and the admin socket. */
+export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
+  const { config, logger } = options;
+  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  const gateway = new Gateway({
+    config,
+    logger,
+    ...(options.clock ? { clock: options.clock } : {}),
+    createInjector: createInjectorFactory({ herdrSocketPath: config.herdr.socketPath, logger }),
+    checkPane,
+    ...(options.onFatal ? { onFatal: options.onFatal } : {}),
+  });
+  const admin = await startAdminServer(gateway, adminSocketPath(config));
+  try {
+    gateway.start();
+  } catch (err) {
+    await admin.close();
+    throw err;
+  }
+  let http: Awaited<ReturnType<typeof startHttpServer>>;
+  try {
+    http = await startHttpServer(gateway);
+  } catch (err) {
+    await admin.close();
+    await gateway.stop();
+    throw err;
+  }
+  return {
+    gateway,
+    mcpUrl: `${http.url}/mcp`,
+    adminSocket: admin.socketPath,
+    async stop() {
+      await http.close();
+      await admin.close();
+      await gateway.stop();
+    },
+  };
+}

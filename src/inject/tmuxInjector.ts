@@ -1,0 +1,314 @@
+import { type ExecFileException, execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { ChannelError, ErrorCode, MessageError } from '../errors.js';
+import { type PaneInjector, PaneStatus } from './paneInjector.js';
+
+export interface TmuxInjectorOptions {
+  /** tmux target pane: a pane id (`%12`) or `session:window.pane`. */
+  readonly target: string;
+  /**
+   * tmux server socket path (`tmux -S`). Unset: the server `$TMUX` names, else the user's
+   * default server.
+   */
+  readonly socket?: string | undefined;
+  /** tmux executable, default `tmux` from PATH. */
+  readonly tmuxPath?: string | undefined;
+  /**
+   * Upper bound for one tmux command, default 10 s: a wedged tmux server must not stall the
+   * pane's delivery queue forever.
+   */
+  readonly timeoutMs?: number | undefined;
+}
+
+const defaultTimeoutMs = 10_000;
+const defaultContainsLines = 500;
+
+/**
+ * A {@link PaneInjector} for a tmux pane. Each message costs one tmux process: the text goes
+ * in through stdin (never argv, never a shell), is pasted as one paste (bracketed when the
+ * application asked for it), and Enter follows. Injects run one at a time, in call order.
+ *
+ * Throws a MessageError (`BAD_REQUEST`) at once when `target` cannot be a tmux target.
+ */
+export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
+  const target = checkTarget(options.target);
+  const tmux: TmuxRunOptions = {
+    socket: options.socket,
+    tmuxPath: options.tmuxPath ?? 'tmux',
+    timeoutMs: options.timeoutMs ?? defaultTimeoutMs,
+  };
+  // Chained so injects type in call order even when callers do not await each other; `tail`
+  // never rejects, so one failed inject does not wedge the ones behind it (each caller still
+  // gets its own rejection from the promise `inject` returns).
+  let tail: Promise<void> = Promise.resolve();
+  let closed = false;
+
+  const typeOnce = async (text: string): Promise<void> => {
+    const buffer = `bridge-${process.pid}-${randomUUID()}`;
+    // Why each step:
+    // - `copy-mode -q` first: a pane in copy mode (or any other mode) would swallow the Enter
+    //   and leave the message typed but unsubmitted, where the next message would append to
+    //   it. It also fails fast on a missing pane, before a buffer is created that could leak.
+    // - a named buffer, deleted by the paste (`-d`), so concurrent gateways and the user's
+    //   own paste buffers never mix.
+    // - all in one client: tmux runs one client's queued commands back to back once the
+    //   stdin read completes, so no other client's keys land between the paste and Enter.
+    // biome-ignore format: one tmux command per line reads better than a wrapped list
+    const args = [
+      'copy-mode', '-q', '-t', target, ';',
+      'load-buffer', '-b', buffer, '-', ';',
+      'paste-buffer', '-p', '-d', '-b', buffer, '-t', target, ';',
+      'send-keys', '-t', target, 'Enter',
+    ];
+    try {
+      await runTmux(tmux, args, text);
+    } catch (err) {
+      const failure = toTmuxFailure(err);
+      if (failure.kind === 'failed' || failure.kind === 'timeout') {
+        // The chain may have stopped after load-buffer (pane gone in between): drop the
+        // buffer so a message cannot later be pasted by hand from the buffer list.
+        await runTmux(tmux, ['delete-buffer', '-b', buffer]).catch(() => undefined);
+      }
+      throw paneError(failure, target, tmux, 'type into');
+    }
+  };
+
+  return {
+    inject(text: string): Promise<void> {
+      if (closed) {
+        return Promise.reject(
+          new ChannelError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
+        );
+      }
+      const pasted = toPasteText(text);
+      if (pasted === '') {
+        return Promise.reject(
+          new MessageError(
+            ErrorCode.badRequest,
+            `nothing to type into tmux pane ${target}: the text is empty`,
+          ),
+        );
+      }
+      const run = tail.then(() => typeOnce(pasted));
+      tail = run.catch(() => undefined);
+      return run;
+    },
+
+    async contains(marker: string, lines: number = defaultContainsLines): Promise<boolean> {
+      if (marker === '') throw new MessageError(ErrorCode.badRequest, 'contains() needs a non-empty marker');
+      if (!Number.isSafeInteger(lines) || lines < 1) {
+        throw new MessageError(ErrorCode.badRequest, `contains() needs a positive line count, got ${lines}`);
+      }
+      try {
+        // -J joins lines tmux wrapped at the pane width, so a marker that happened to straddle
+        // the right edge is still found. -S counts history lines above the visible screen, which
+        // is mostly blank below the cursor: the blank tail is dropped and the last `lines` lines
+        // are searched, as the contract promises.
+        const { stdout } = await runTmux(tmux, ['capture-pane', '-p', '-J', '-S', `-${lines}`, '-t', target]);
+        const captured = stdout.trimEnd().split('\n');
+        return captured.slice(-lines).join('\n').includes(marker);
+      } catch (err) {
+        throw paneError(toTmuxFailure(err), target, tmux, 'read');
+      }
+    },
+
+    watchStatus(listener: (status: PaneStatus) => void): () => void {
+      // tmux cannot tell whether an agent is busy (R-DL2: inject at once), so the pane is
+      // reported idle once. Asynchronously, like a multiplexer that does report status, so
+      // callers never see the listener run before they hold the unsubscribe function.
+      let active = true;
+      queueMicrotask(() => {
+        if (active && !closed) listener(PaneStatus.idle);
+      });
+      return () => {
+        active = false;
+      };
+    },
+
+    async close(): Promise<void> {
+      closed = true;
+      await tail;
+    },
+  };
+}
+
+/**
+ * True when `target` names a pane on the tmux server at `socket` (default server when unset).
+ * A missing pane or no running server is `false`; a missing tmux binary throws a ChannelError
+ * (`PANE_UNAVAILABLE`), since "not found" would send the operator looking in the wrong place.
+ */
+export async function tmuxPaneExists(target: string, socket?: string): Promise<boolean> {
+  const checked = checkTarget(target);
+  const tmux: TmuxRunOptions = { socket, tmuxPath: 'tmux', timeoutMs: defaultTimeoutMs };
+  try {
+    // display-message tolerates a missing target (prints an empty line, exits 0), so the
+    // answer is whether a pane id came back.
+    const { stdout } = await runTmux(tmux, ['display-message', '-p', '-t', checked, '#{pane_id}']);
+    return stdout.trim() !== '';
+  } catch (err) {
+    const failure = toTmuxFailure(err);
+    if (failure.kind === 'notFound' || failure.kind === 'serverDown') return false;
+    throw paneError(failure, checked, tmux, 'look up');
+  }
+}
+
+interface TmuxRunOptions {
+  readonly socket: string | undefined;
+  readonly tmuxPath: string;
+  readonly timeoutMs: number;
+}
+
+type TmuxFailureKind = 'notInstalled' | 'serverDown' | 'notFound' | 'timeout' | 'failed';
+
+interface TmuxFailure {
+  readonly kind: TmuxFailureKind;
+  readonly stderr: string;
+  readonly exitCode: number | string | undefined;
+  readonly cause: unknown;
+}
+
+/** Thrown by runTmux; carries what tmux printed so errors can quote it. */
+class TmuxRunError extends Error {
+  constructor(
+    readonly failure: TmuxFailure,
+    message: string,
+  ) {
+    super(message, { cause: failure.cause });
+  }
+}
+
+function runTmux(
+  tmux: TmuxRunOptions,
+  args: readonly string[],
+  input?: string,
+): Promise<{ stdout: string; stderr: string }> {
+  const argv = tmux.socket === undefined ? [...args] : ['-S', tmux.socket, ...args];
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      tmux.tmuxPath,
+      argv,
+      { encoding: 'utf8', timeout: tmux.timeoutMs, maxBuffer: 64 * 1024 * 1024, windowsHide: true },
+      (error: ExecFileException | null, stdout: string, stderr: string) => {
+        if (error === null) {
+          resolve({ stdout, stderr });
+          return;
+        }
+        const failure = classify(error, stderr);
+        reject(new TmuxRunError(failure, stderr.trim() || error.message));
+      },
+    );
+    // When tmux exits before reading stdin (missing pane, dead server) the write fails with
+    // EPIPE; the exit status and stderr already report that failure, with a better message.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(input ?? '');
+  });
+}
+
+function classify(error: ExecFileException, stderr: string): TmuxFailure {
+  const text = stderr.trim();
+  const base = { stderr: text, exitCode: error.code ?? undefined, cause: error };
+  if (error.code === 'ENOENT' || error.code === 'EACCES') return { kind: 'notInstalled', ...base };
+  if (error.killed) return { kind: 'timeout', ...base };
+  if (/no server running|error connecting to|server exited|lost server/i.test(text)) {
+    return { kind: 'serverDown', ...base };
+  }
+  if (/can't find (pane|window|session)|no such (pane|window|session)/i.test(text)) {
+    return { kind: 'notFound', ...base };
+  }
+  return { kind: 'failed', ...base };
+}
+
+function toTmuxFailure(err: unknown): TmuxFailure {
+  if (err instanceof TmuxRunError) return err.failure;
+  return { kind: 'failed', stderr: '', exitCode: undefined, cause: err };
+}
+
+function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, verb: string): ChannelError {
+  const server = tmux.socket === undefined ? 'the default tmux server' : `the tmux server at ${tmux.socket}`;
+  const cli = tmux.socket === undefined ? 'tmux' : `tmux -S ${tmux.socket}`;
+  const said = failure.stderr === '' ? '' : ` (tmux said: ${failure.stderr})`;
+  const details = {
+    target,
+    socket: tmux.socket ?? null,
+    stderr: failure.stderr,
+    exitCode: failure.exitCode ?? null,
+  };
+  const options = { cause: failure.cause, details };
+  switch (failure.kind) {
+    case 'notInstalled':
+      return new ChannelError(
+        ErrorCode.paneUnavailable,
+        `cannot ${verb} tmux pane ${target}: could not run "${tmux.tmuxPath}": install tmux or put it on PATH`,
+        options,
+      );
+    case 'serverDown':
+      return new ChannelError(
+        ErrorCode.paneUnavailable,
+        `cannot ${verb} tmux pane ${target}: ${server} is not running${said}: ` +
+          'start tmux (or fix the socket path) and register the pane again',
+        options,
+      );
+    case 'notFound':
+      return new ChannelError(
+        ErrorCode.paneUnavailable,
+        `tmux pane ${target} not found on ${server}${said}: check the target with \`${cli} list-panes -a\``,
+        options,
+      );
+    case 'timeout':
+      // Retryable: whether the text was typed is unknown, and R-DL5 recovery settles that by
+      // looking for the msg id in the pane before typing again.
+      return new ChannelError(
+        ErrorCode.injectFailed,
+        `tmux did not answer within ${tmux.timeoutMs} ms when asked to ${verb} pane ${target}: ` +
+          `check that ${server} is responsive`,
+        { ...options, retryable: true },
+      );
+    case 'failed':
+      return new ChannelError(
+        ErrorCode.injectFailed,
+        `cannot ${verb} tmux pane ${target}: tmux failed${said}`,
+        options,
+      );
+  }
+}
+
+/**
+ * tmux reads argv as a command list in which an argument ending in `;` ends the command, so a
+ * target like `x;` would splice our own arguments into a new command. Targets never need `;`,
+ * control characters or surrounding blanks.
+ */
+function checkTarget(target: string): string {
+  if (target.trim() === '' || target !== target.trim() || target.includes(';') || hasControl(target)) {
+    throw new MessageError(
+      ErrorCode.badRequest,
+      `"${target}" is not a tmux pane target: use a pane id like %12 or session:window.pane ` +
+        '(see `tmux list-panes -a -F "#{pane_id} #{session_name}:#{window_index}.#{pane_index}"`)',
+    );
+  }
+  return target;
+}
+
+/**
+ * The pasted bytes reach the pane's terminal as if typed, so control characters in a message
+ * would act: ^C interrupts the agent, ^D ends its input, ESC `[201~` closes the bracketed
+ * paste early and turns the rest into keystrokes. They become U+FFFD. Line breaks stay (CR and
+ * CRLF become LF, which tmux pastes as CR); trailing ones are dropped because the Enter that
+ * follows is the submission, and an extra one would submit an empty line or submit early.
+ */
+function toPasteText(text: string): string {
+  const lines = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '');
+  let out = '';
+  for (const ch of lines) out += ch === '\n' || ch === '\t' || !isControlChar(ch) ? ch : '\uFFFD';
+  return out;
+}
+
+function hasControl(text: string): boolean {
+  for (const ch of text) if (isControlChar(ch)) return true;
+  return false;
+}
+
+/** C0 controls, DEL and C1 controls (some terminals read U+009B as CSI). */
+function isControlChar(ch: string): boolean {
+  const code = ch.codePointAt(0) ?? 0;
+  return code < 0x20 || (code >= 0x7f && code <= 0x9f);
+}

@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { paneTargetSchema } from '../store/entities.js';
+import { entityKindSchema } from '../wire/envelope.js';
+
+/** The admin socket's requests: operator commands from the CLI to the running gateway. */
+export const registerBody = z.strictObject({
+  kind: entityKindSchema,
+  name: z.string().min(1),
+  groups: z.array(z.string().min(1)).optional(),
+  pane: paneTargetSchema.optional(),
+});
+
+export const deregisterBody = z.strictObject({ address: z.string().min(1) });
+
+export const sendBody = z.strictObject({
+  token: z.string().min(1),
+  to: z.string().min(1),
+  text: z.string().min(1),
+  kind: z.enum(['SEND', 'REPLY']).default('SEND'),
+  inReplyTo: z.string().uuid().optional(),
+  idempotencyKey: z.string().min(1).max(200).optional(),
+  waitMs: z.number().int().min(0).optional(),
+});
+
+export const drainBody = z.strictObject({
+  token: z.string().min(1),
+  max: z.number().int().min(1).optional(),
+});
+
+export const adminReply = z.union([
+  z.object({ ok: z.literal(true), result: z.unknown() }),
+  z.object({
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean().optional() }),
+  }),
+]);
+export type AdminReply = z.infer<typeof adminReply>;
+
+export const adminRoutes = {
+  status: '/v1/status',
+  roster: '/v1/roster',
+  register: '/v1/register',
+  deregister: '/v1/deregister',
+  send: '/v1/send',
+  drain: '/v1/drain',
+} as const;

@@ -1,0 +1,130 @@
+import { chmodSync, existsSync, unlinkSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createConnection } from 'node:net';
+import type { z } from 'zod';
+import type { Gateway } from '../actors/gateway.js';
+import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { adminRoutes, deregisterBody, drainBody, registerBody, sendBody } from './adminProtocol.js';
+
+export interface AdminServerHandle {
+  readonly socketPath: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The admin socket: a unix socket (mode 0600) in the gateway's home, speaking JSON over HTTP.
+ * Operator commands (`bridge register`, `status`, `roster`, `send`) talk to the gateway here.
+ */
+export async function startAdminServer(gateway: Gateway, socketPath: string): Promise<AdminServerHandle> {
+  await claimSocketPath(socketPath);
+  const routes: Record<string, (body: unknown) => Promise<unknown>> = {
+    [adminRoutes.status]: async () => gateway.status(),
+    [adminRoutes.roster]: async () => gateway.roster(),
+    [adminRoutes.register]: async (body) => {
+      const request = parse(registerBody, body);
+      return gateway.register(request);
+    },
+    [adminRoutes.deregister]: async (body) => gateway.deregister(parse(deregisterBody, body).address),
+    [adminRoutes.send]: async (body) => {
+      const { token, ...request } = parse(sendBody, body);
+      return gateway.send(entityOf(token), request);
+    },
+    [adminRoutes.drain]: async (body) => {
+      const { token, max } = parse(drainBody, body);
+      return gateway.drain(entityOf(token), max);
+    },
+  };
+
+  function entityOf(token: string) {
+    const entity = gateway.authenticate(token);
+    if (!entity) {
+      throw new BridgeError(
+        ErrorCode.unauthorized,
+        'unknown token: use the token `bridge register` printed (BRIDGE_TOKEN or --token)',
+      );
+    }
+    return entity;
+  }
+
+  const server = createServer((req, res) => {
+    void serve(req, res);
+  });
+
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const route = routes[(req.url ?? '').split('?')[0] ?? ''];
+    try {
+      if (!route)
+        throw new BridgeError(
+          ErrorCode.badRequest,
+          `no admin endpoint ${req.url}; upgrade the CLI or the gateway`,
+        );
+      const body = req.method === 'POST' ? await readBody(req) : undefined;
+      reply(res, 200, { ok: true, result: await route(body) });
+    } catch (err) {
+      const error = toBridgeError(err);
+      if (error.code === ErrorCode.internal)
+        gateway.logger.error({ err, path: req.url }, 'admin request failed');
+      reply(res, error.code === ErrorCode.internal ? 500 : 400, { ok: false, error: error.toJSON() });
+    }
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  chmodSync(socketPath, 0o600);
+  return {
+    socketPath,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
+  throw new BridgeError(ErrorCode.badRequest, `bad request: ${problems}`);
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new BridgeError(ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+function reply(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+/** Removes a stale socket left by a crashed gateway; refuses if a live gateway answers on it. */
+async function claimSocketPath(socketPath: string): Promise<void> {
+  if (!existsSync(socketPath)) return;
+  const alive = await new Promise<boolean>((resolve) => {
+    const probe = createConnection(socketPath);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (alive) {
+    throw new BridgeError(
+      ErrorCode.badConfig,
+      `another gateway is running with this home (${socketPath} answers): stop it, or give this one its own BRIDGE_HOME`,
+    );
+  }
+  unlinkSync(socketPath);
+}

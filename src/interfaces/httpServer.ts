@@ -1,0 +1,193 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { EntityActor } from '../actors/entityActor.js';
+import type { Gateway } from '../actors/gateway.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import { createMcpSession } from './mcpTools.js';
+
+interface Session {
+  readonly transport: StreamableHTTPServerTransport;
+  readonly server: McpServer;
+  readonly entity: EntityActor;
+}
+
+export interface HttpServerHandle {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** JSON-RPC error code for transport-level refusals (the MCP SDK uses -32000 upward). */
+const jsonRpcServerError = -32001;
+
+/**
+ * The gateway's loopback HTTP server: MCP over Streamable HTTP at `/mcp` (bearer token =
+ * entity identity, R-ID2), Prometheus metrics at `/metrics`, liveness at `/healthz`.
+ */
+export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandle> {
+  const sessions = new Map<string, Session>();
+  const { host, port } = gateway.config.mcp;
+  const maxBody = gateway.config.limits.maxTextBytes * 4 + 64 * 1024;
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      gateway.logger.error({ err, path: req.url }, 'http request failed');
+      if (!res.headersSent) refuse(res, 500, ErrorCode.internal, 'internal error; see the gateway log');
+      else res.end();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') return json(res, 200, { ok: true, host: gateway.host });
+    if (path === '/metrics') {
+      res.writeHead(200, { 'content-type': gateway.metrics.registry.contentType });
+      res.end(await gateway.metrics.registry.metrics());
+      return;
+    }
+    if (path !== '/mcp')
+      return refuse(res, 404, ErrorCode.badRequest, `no such endpoint ${path}; MCP is at /mcp`);
+
+    const entity = authenticate(req);
+    if (!entity) {
+      gateway.metrics.rejectedRequests.inc({ code: ErrorCode.unauthorized });
+      res.setHeader('www-authenticate', 'Bearer realm="bridge"');
+      return refuse(
+        res,
+        401,
+        ErrorCode.unauthorized,
+        'missing or unknown bearer token: send "Authorization: Bearer <token>" with the token `bridge register` printed',
+      );
+    }
+
+    const sessionId = req.headers['mcp-session-id'];
+    if (typeof sessionId === 'string') {
+      const session = sessions.get(sessionId);
+      if (!session) {
+        return refuse(
+          res,
+          404,
+          ErrorCode.badRequest,
+          `unknown MCP session ${sessionId} (the gateway may have restarted): start a new session with initialize`,
+        );
+      }
+      if (session.entity !== entity) {
+        return refuse(
+          res,
+          403,
+          ErrorCode.unauthorized,
+          'this MCP session belongs to another entity; use its own token',
+        );
+      }
+      const body = req.method === 'POST' ? await readJson(req, res) : undefined;
+      if (body === invalid) return;
+      await session.transport.handleRequest(req, res, body);
+      return;
+    }
+
+    if (req.method !== 'POST') {
+      return refuse(
+        res,
+        400,
+        ErrorCode.badRequest,
+        'no Mcp-Session-Id header: start a session with an initialize POST',
+      );
+    }
+    const body = await readJson(req, res);
+    if (body === invalid) return;
+    if (!isInitializeRequest(body)) {
+      return refuse(
+        res,
+        400,
+        ErrorCode.badRequest,
+        'no Mcp-Session-Id header: the first request must be initialize',
+      );
+    }
+    const mcp = createMcpSession(gateway, entity);
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        sessions.set(id, { transport, server: mcp, entity });
+      },
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    await mcp.connect(transport);
+    await transport.handleRequest(req, res, body);
+  }
+
+  function authenticate(req: IncomingMessage): EntityActor | undefined {
+    const header = req.headers.authorization;
+    const match = header === undefined ? null : /^Bearer\s+(\S+)$/i.exec(header);
+    return match?.[1] === undefined ? undefined : gateway.authenticate(match[1]);
+  }
+
+  const invalid = Symbol('invalid');
+
+  async function readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > maxBody) {
+        refuse(res, 413, ErrorCode.textTooLarge, `request body over ${maxBody} bytes; send a shorter text`);
+        return invalid;
+      }
+      chunks.push(chunk as Buffer);
+    }
+    try {
+      return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch (err) {
+      refuse(res, 400, ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`);
+      return invalid;
+    }
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new BridgeError(
+              ErrorCode.badConfig,
+              `MCP port ${port} on ${host} is in use (another gateway?): stop it or set BRIDGE_MCP_PORT / mcp.port`,
+              { cause: err },
+            )
+          : err,
+      ),
+    );
+    server.listen(port, host, () => {
+      server.removeAllListeners('error');
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${bound}`;
+  return {
+    url,
+    port: bound,
+    async close() {
+      for (const session of sessions.values()) await session.transport.close().catch(() => {});
+      sessions.clear();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+function refuse(res: ServerResponse, status: number, code: string, message: string): void {
+  json(res, status, {
+    jsonrpc: '2.0',
+    error: { code: jsonRpcServerError, message: `${code}: ${message}` },
+    id: null,
+  });
+}

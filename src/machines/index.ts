@@ -1,0 +1,21 @@
+import type { AnyStateMachine } from 'xstate';
+import type { z } from 'zod';
+import { deliveryEventSchema, deliveryInputSchema, deliveryMachine } from './deliveryMachine.js';
+import { entityEventSchema, entityInputSchema, entityMachine } from './entityMachine.js';
+import { sendEventSchema, sendInputSchema, sendMachine } from './sendMachine.js';
+
+/** Every machine by actor kind, with the schemas of its input and events (for replay and viz). */
+export interface MachineEntry {
+  readonly machine: AnyStateMachine;
+  readonly input: z.ZodType;
+  readonly events: z.ZodType;
+}
+
+export const machines = {
+  entity: { machine: entityMachine, input: entityInputSchema, events: entityEventSchema },
+  delivery: { machine: deliveryMachine, input: deliveryInputSchema, events: deliveryEventSchema },
+  send: { machine: sendMachine, input: sendInputSchema, events: sendEventSchema },
+} as const satisfies Record<string, MachineEntry>;
+
+export type ActorKind = keyof typeof machines;
+export const actorKinds = Object.keys(machines) as ActorKind[];

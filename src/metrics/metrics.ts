@@ -1,0 +1,67 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The gateway's Prometheus metrics (SPEC §9: observability). */
+export interface Metrics {
+  readonly registry: Registry;
+  readonly accepted: Counter<'route'>;
+  readonly deliveries: Counter<'outcome'>;
+  readonly deadLetters: Counter<'reason'>;
+  readonly deliveryLatency: Histogram<'mode'>;
+  readonly inboxDepth: Gauge<'entity'>;
+  readonly brokerConnected: Gauge;
+  readonly rejectedRequests: Counter<'code'>;
+}
+
+export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Metrics {
+  const registry = new Registry();
+  const inboxDepth = new Gauge({
+    name: 'bridge_inbox_depth',
+    help: 'Undelivered messages per local entity',
+    labelNames: ['entity'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [entity, depth] of inboxDepths()) this.set({ entity }, depth);
+    },
+  });
+  return {
+    registry,
+    inboxDepth,
+    accepted: new Counter({
+      name: 'bridge_messages_accepted_total',
+      help: 'Messages accepted from local senders, by route',
+      labelNames: ['route'] as const,
+      registers: [registry],
+    }),
+    deliveries: new Counter({
+      name: 'bridge_deliveries_total',
+      help: 'Finished deliveries by outcome',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    deadLetters: new Counter({
+      name: 'bridge_dead_letters_total',
+      help: 'Dead-lettered deliveries by reason',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    deliveryLatency: new Histogram({
+      name: 'bridge_delivery_latency_seconds',
+      help: 'From acceptance to delivery (typed into the pane or handed over)',
+      labelNames: ['mode'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60],
+      registers: [registry],
+    }),
+    brokerConnected: new Gauge({
+      name: 'bridge_broker_connected',
+      help: '1 when connected to the broker, 0 when not; absent in single-host mode',
+      registers: [registry],
+    }),
+    rejectedRequests: new Counter({
+      name: 'bridge_rejected_requests_total',
+      help: 'Requests refused with an error, by error code',
+      labelNames: ['code'] as const,
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,213 @@
+import { type AnyMachineSnapshot, type AnyStateMachine, initialTransition, transition } from 'xstate';
+import type { Clock } from '../clock/clock.js';
+import type { Hlc } from '../clock/hlc.js';
+import type { Logger } from '../log/logger.js';
+import { appendEvent } from '../store/appendEvent.js';
+import type { EventRow } from '../store/eventRow.js';
+import type { Store } from '../store/openStore.js';
+import { foldEvents, initEvent } from './foldEvents.js';
+import { stateName } from './stateName.js';
+
+/** What every actor cell needs from the gateway. */
+export interface RuntimeDeps {
+  store: Store;
+  hlc: Hlc;
+  clock: Clock;
+  host: string;
+  logger: Logger;
+}
+
+export interface ActorIdentity {
+  kind: string;
+  id: string;
+  traceId: string;
+  msgId: string | null;
+  /** The actor's owner (a delivery's recipient) for rehydration by owner. */
+  owner?: string | null;
+}
+
+export interface Transition {
+  event: string;
+  from: string | null;
+  to: string;
+  done: boolean;
+}
+
+interface ExecutableAction {
+  type: string;
+  params?: unknown;
+  info?: unknown;
+  exec?: ((info: unknown, params: unknown) => void) | undefined;
+}
+
+const raiseAction = 'xstate.raise';
+const cancelAction = 'xstate.cancel';
+
+/**
+ * An actor: one XState machine driven by XState's pure `transition`, with the I/O around it.
+ * Every event is appended to the event log first; the machine's actions (its effects, and its
+ * delayed events as timers on the injected clock) run only after that append is durable. That
+ * ordering is what lets a crashed gateway rebuild every actor from its log (`rehydrate`).
+ */
+/** An event as the runtime handles it: a type and a small JSON payload. */
+export type CellEvent = { type: string } & Record<string, unknown>;
+
+export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEvent = CellEvent> {
+  private snapshot: AnyMachineSnapshot;
+  private readonly timers = new Map<string, unknown>();
+  private stopped = false;
+  /** Called after each transition, synchronously, in the same tick as its append. */
+  onTransition: ((transition: Transition) => void) | undefined;
+
+  private constructor(
+    readonly machine: AnyStateMachine,
+    readonly identity: ActorIdentity,
+    private readonly deps: RuntimeDeps,
+    snapshot: AnyMachineSnapshot,
+  ) {
+    this.snapshot = snapshot;
+  }
+
+  /** Creates a new actor: logs its creation (with its input) and runs its entry effects. */
+  static create<TContext, TEvent extends CellEvent>(
+    machine: AnyStateMachine,
+    input: object,
+    identity: ActorIdentity,
+    deps: RuntimeDeps,
+  ): ActorCell<TContext, TEvent> {
+    const [snapshot, actions] = initialTransition(machine, input);
+    const cell = new ActorCell<TContext, TEvent>(machine, identity, deps, snapshot);
+    cell.record(initEvent, input as Record<string, unknown>, null);
+    cell.runAfterCommit(actions as ExecutableAction[]);
+    return cell;
+  }
+
+  /**
+   * Rebuilds an actor from its recorded events without running anything, then sends it
+   * `actor.rehydrated` so that each machine re-arms its timers and resumes its effects.
+   */
+  static rehydrate<TContext, TEvent extends CellEvent>(
+    machine: AnyStateMachine,
+    rows: readonly EventRow[],
+    identity: ActorIdentity,
+    deps: RuntimeDeps,
+  ): ActorCell<TContext, TEvent> {
+    return new ActorCell<TContext, TEvent>(machine, identity, deps, foldEvents(machine, rows));
+  }
+
+  get state(): string {
+    return stateName(this.snapshot.value);
+  }
+
+  get context(): TContext {
+    return this.snapshot.context as TContext;
+  }
+
+  get done(): boolean {
+    return this.snapshot.status === 'done';
+  }
+
+  /** Whether the current state would take this event (XState's `can`, without running it). */
+  can(event: TEvent | CellEvent): boolean {
+    return this.snapshot.can(event);
+  }
+
+  /** Processes one event: transition, append, then effects after commit. Ignored once done. */
+  send(event: TEvent | CellEvent): void {
+    if (this.stopped || this.done) {
+      this.deps.logger.debug(
+        {
+          traceId: this.identity.traceId,
+          actor: this.identity.kind,
+          id: this.identity.id,
+          event: event.type,
+        },
+        'event for a finished actor ignored',
+      );
+      return;
+    }
+    const from = this.state;
+    const [next, actions] = transition(this.machine, this.snapshot, event);
+    if (next === this.snapshot) return;
+    this.snapshot = next;
+    const { type, ...data } = event;
+    this.record(type, Object.keys(data).length > 0 ? data : null, from);
+    this.runAfterCommit(actions as ExecutableAction[]);
+    if (this.done) this.stop();
+  }
+
+  /** Stops timers; the actor's log stays as it is. */
+  stop(): void {
+    this.stopped = this.done || this.stopped;
+    for (const handle of this.timers.values()) this.deps.clock.clearTimeout(handle);
+    this.timers.clear();
+  }
+
+  private record(event: string, data: Record<string, unknown> | null, from: string | null): void {
+    const { kind, id, traceId, msgId, owner } = this.identity;
+    const to = this.state;
+    const row: EventRow = {
+      hlc: this.deps.hlc.tick(),
+      host: this.deps.host,
+      actorKind: kind,
+      actorId: id,
+      traceId,
+      msgId,
+      event,
+      fromState: from,
+      toState: to,
+      data,
+    };
+    appendEvent(this.deps.store, row, { owner: owner ?? null, done: this.done });
+    this.deps.logger.debug({ traceId, actor: kind, id, msgId, event, from, to }, 'transition');
+    this.onTransition?.({ event, from, to, done: this.done });
+  }
+
+  private runAfterCommit(actions: ExecutableAction[]): void {
+    if (actions.length === 0) return;
+    this.deps.store.batch.afterCommit(() => {
+      for (const action of actions) this.runAction(action);
+    });
+  }
+
+  private runAction(action: ExecutableAction): void {
+    if (action.type === raiseAction) {
+      const params = action.params as { event: { type: string }; id?: string; delay?: number };
+      if (this.stopped) return;
+      if (params.delay === undefined) {
+        this.send(params.event as CellEvent);
+        return;
+      }
+      const id = params.id ?? params.event.type;
+      const previous = this.timers.get(id);
+      if (previous !== undefined) this.deps.clock.clearTimeout(previous);
+      const handle = this.deps.clock.setTimeout(() => {
+        this.timers.delete(id);
+        this.send(params.event as CellEvent);
+      }, params.delay);
+      this.timers.set(id, handle);
+      return;
+    }
+    if (action.type === cancelAction) {
+      const { sendId } = action.params as { sendId: string };
+      const handle = this.timers.get(sendId);
+      if (handle !== undefined) this.deps.clock.clearTimeout(handle);
+      this.timers.delete(sendId);
+      return;
+    }
+    try {
+      action.exec?.(action.info, action.params);
+    } catch (err) {
+      this.deps.logger.error(
+        {
+          err,
+          traceId: this.identity.traceId,
+          actor: this.identity.kind,
+          id: this.identity.id,
+          action: action.type,
+        },
+        'effect failed',
+      );
+    }
+  }
+}

@@ -1,0 +1,42 @@
+import type { EventRow } from './eventRow.js';
+import type { Store } from './openStore.js';
+
+export interface AppendOptions {
+  /** The actor's owner (a delivery's recipient), kept on its `actors` row. */
+  owner?: string | null;
+  /** Whether the actor reached a final state with this event. */
+  done: boolean;
+}
+
+/**
+ * Appends one transition to the log and moves the actor's head row, in the current batch.
+ * Durable once the batch commits (`store.batch.flush()` / `afterCommit`).
+ */
+export function appendEvent(store: Store, row: EventRow, options: AppendOptions): void {
+  const data = row.data === null ? null : JSON.stringify(row.data);
+  store.batch.write(() => {
+    store
+      .prepare(
+        `INSERT INTO events (hlc, host, actor_kind, actor_id, trace_id, msg_id, event, from_state, to_state, data)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        row.hlc,
+        row.host,
+        row.actorKind,
+        row.actorId,
+        row.traceId,
+        row.msgId,
+        row.event,
+        row.fromState,
+        row.toState,
+        data,
+      );
+    store
+      .prepare(
+        `INSERT INTO actors (actor_kind, actor_id, owner, trace_id, state, done) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (actor_kind, actor_id) DO UPDATE SET state = excluded.state, done = excluded.done`,
+      )
+      .run(row.actorKind, row.actorId, options.owner ?? null, row.traceId, row.toState, options.done ? 1 : 0);
+  });
+}

@@ -1,0 +1,64 @@
+/**
+ * The event log's schema, as an ordered list of migrations. A database records how many have
+ * run in `PRAGMA user_version`; opening it runs the rest in one transaction.
+ */
+export const migrations: readonly string[] = [
+  `
+  -- Every transition of every actor, append-only (R-DL1). Bodies never go here (R-H2).
+  CREATE TABLE events (
+    seq        INTEGER PRIMARY KEY,
+    hlc        TEXT    NOT NULL,
+    host       TEXT    NOT NULL,
+    actor_kind TEXT    NOT NULL,
+    actor_id   TEXT    NOT NULL,
+    trace_id   TEXT    NOT NULL,
+    msg_id     TEXT,
+    event      TEXT    NOT NULL,
+    from_state TEXT,
+    to_state   TEXT    NOT NULL,
+    data       TEXT
+  );
+  CREATE INDEX events_by_actor ON events (actor_kind, actor_id, seq);
+  CREATE INDEX events_by_trace ON events (trace_id, seq);
+
+  -- One row per actor: its current state; live ones are rehydrated at start. Delivery actors
+  -- are keyed by msgId + recipient, which makes this table the dedup index (invariant 5).
+  CREATE TABLE actors (
+    actor_kind TEXT    NOT NULL,
+    actor_id   TEXT    NOT NULL,
+    owner      TEXT,
+    trace_id   TEXT    NOT NULL,
+    state      TEXT    NOT NULL,
+    done       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (actor_kind, actor_id)
+  );
+  CREATE INDEX actors_live ON actors (done, actor_kind, owner);
+
+  -- Message bodies, kept only while undelivered (or dead-lettered), then purged (R-H2).
+  CREATE TABLE messages (
+    msg_id    TEXT NOT NULL,
+    recipient TEXT NOT NULL,
+    envelope  TEXT NOT NULL,
+    PRIMARY KEY (msg_id, recipient)
+  );
+
+  -- Local entities. Tokens are stored hashed (R-ID2).
+  CREATE TABLE entities (
+    gid        TEXT PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    kind       TEXT NOT NULL,
+    groups     TEXT NOT NULL,
+    pane       TEXT,
+    token_hash TEXT NOT NULL UNIQUE,
+    created    TEXT NOT NULL
+  );
+
+  -- idempotency_key -> first msgId, per sending entity (SPEC §9).
+  CREATE TABLE idempotency (
+    sender TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    msg_id TEXT NOT NULL,
+    PRIMARY KEY (sender, key)
+  );
+  `,
+];

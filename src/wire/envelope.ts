@@ -1,0 +1,51 @@
+import { z } from 'zod';
+
+/**
+ * The message envelope: what a sender hands to the router and what crosses the broker.
+ * `v` is the schema version (R-H3): within a major, unknown fields are ignored; a newer major
+ * is refused, never half-parsed.
+ */
+export const schemaVersion = { major: 1, minor: 0 } as const;
+export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
+
+export const WireKind = {
+  send: 'SEND',
+  reply: 'REPLY',
+  ask: 'ASK',
+  answer: 'ANSWER',
+  tooLate: 'TOO_LATE',
+  broadcast: 'BROADCAST',
+  spawn: 'SPAWN',
+  spawnResult: 'SPAWN_RESULT',
+  stop: 'STOP',
+  presence: 'PRESENCE',
+} as const;
+export type WireKind = (typeof WireKind)[keyof typeof WireKind];
+
+export const entityKinds = ['worker', 'main', 'orchestrator'] as const;
+export const entityKindSchema = z.enum(entityKinds);
+export type EntityKind = z.infer<typeof entityKindSchema>;
+
+export const addressSchema = z.object({
+  gid: z.string().uuid(),
+  name: z.string(),
+  host: z.string(),
+  kind: entityKindSchema,
+});
+export type Address = z.infer<typeof addressSchema>;
+
+export const envelopeSchema = z.object({
+  v: z.string().regex(/^\d+\.\d+$/),
+  kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
+  msgId: z.string().uuid(),
+  traceId: z.string().min(1).max(128),
+  hlc: z.string(),
+  from: addressSchema,
+  /** Recipient gid (or a broadcast routing key). */
+  to: z.string().min(1),
+  text: z.string(),
+  inReplyTo: z.string().uuid().optional(),
+  /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
+  expiresAt: z.number().int().optional(),
+});
+export type Envelope = z.infer<typeof envelopeSchema>;

@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+// Architecture checks the linter cannot express:
+// 1. src/machines stays pure: no I/O imports, no wall clock (STYLE.md "Machines are pure").
+// 2. No import cycles among runtime (non-type) imports in src/.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+const root = resolve(dirname(new URL(import.meta.url).pathname), '..');
+const src = join(root, 'src');
+
+function walk(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? walk(path) : path.endsWith('.ts') ? [path] : [];
+  });
+}
+
+const importPattern = /^\s*(import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/gm;
+const files = walk(src);
+const graph = new Map();
+const impureImports = new Map();
+const problems = [];
+
+const impureModules = /^(node:|fs$|net$|child_process$|http$|better-sqlite3$|amqplib$|pino$|prom-client$)/;
+const impureLocal = /\/(store|actors|runtime|inject|interfaces|daemon|cli|log|metrics)\//;
+
+for (const file of files) {
+  const text = readFileSync(file, 'utf8');
+  const edges = [];
+  for (const match of text.matchAll(importPattern)) {
+    const [, , typeOnly, spec] = match;
+    const inMachines = file.startsWith(join(src, 'machines'));
+    if (
+      inMachines &&
+      !typeOnly &&
+      (impureModules.test(spec) || impureLocal.test(`/${spec.replace(/^\.\.?\//, '')}`))
+    ) {
+      problems.push(`${relative(root, file)} imports ${spec}: machines must stay pure (actors do the I/O)`);
+    }
+    if (!typeOnly && impureModules.test(spec)) impureImports.set(file, spec);
+    if (!typeOnly && spec.startsWith('.')) edges.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+  }
+  if (file.startsWith(join(src, 'machines')) && /Date\.now\(\)|new Date\(/.test(text)) {
+    problems.push(`${relative(root, file)} reads the wall clock: inject time instead`);
+  }
+  graph.set(file, edges);
+}
+
+// Machines may import local modules only if those are pure too, all the way down.
+for (const file of files.filter((f) => f.startsWith(join(src, 'machines')))) {
+  const seen = new Set([file]);
+  const queue = [...(graph.get(file) ?? [])];
+  while (queue.length > 0) {
+    const next = queue.shift();
+    if (seen.has(next)) continue;
+    seen.add(next);
+    if (impureImports.has(next)) {
+      problems.push(`${relative(root, file)} reaches ${relative(root, next)}, which imports ${impureImports.get(next)}`);
+    }
+    queue.push(...(graph.get(next) ?? []));
+  }
+}
+
+const state = new Map();
+const stack = [];
+function visit(file) {
+  state.set(file, 'open');
+  stack.push(file);
+  for (const next of graph.get(file) ?? []) {
+    if (state.get(next) === 'open') {
+      const cycle = stack
+        .slice(stack.indexOf(next))
+        .concat(next)
+        .map((f) => relative(src, f));
+      problems.push(`import cycle: ${cycle.join(' -> ')}`);
+    } else if (!state.has(next)) visit(next);
+  }
+  stack.pop();
+  state.set(file, 'done');
+}
+for (const file of files) if (!state.has(file)) visit(file);
+
+if (problems.length > 0) {
+  for (const problem of problems) console.error(`checkImports: ${problem}`);
+  process.exit(1);
+}
+console.log(`checkImports: ${files.length} files, machines pure, no import cycles`);
