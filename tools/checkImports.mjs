@@ -55,7 +55,9 @@ for (const file of files.filter((f) => f.startsWith(join(src, 'machines')))) {
     if (seen.has(next)) continue;
     seen.add(next);
     if (impureImports.has(next)) {
-      problems.push(`${relative(root, file)} reaches ${relative(root, next)}, which imports ${impureImports.get(next)}`);
+      problems.push(
+        `${relative(root, file)} reaches ${relative(root, next)}, which imports ${impureImports.get(next)}`,
+      );
     }
     queue.push(...(graph.get(next) ?? []));
   }

@@ -1,0 +1,163 @@
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FakeHerdr, startFakeHerdr } from '../support/fakeHerdr.js';
+import { GatewayProcess, repoRoot } from '../support/gatewayProcess.js';
+import { callTool, connectMcp } from '../support/mcpClient.js';
+import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
+
+interface Registered {
+  gid: string;
+  token: string;
+  name: string;
+  host: string;
+  kind: string;
+}
+
+async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  ms = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('single-host flows through MCP (gateway, tmux and clients as separate processes)', () => {
+  let gateway: GatewayProcess;
+  let tmux: TmuxTestServer;
+  let herdr: FakeHerdr;
+  const clients: Client[] = [];
+
+  const register = async (args: string[]): Promise<Registered> => {
+    const result = await gateway.cli(['register', ...args, '--json']);
+    expect(result.code, result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as Registered;
+  };
+  const client = async (token: string): Promise<Client> => {
+    const c = await connectMcp(gateway.mcpUrl, token);
+    clients.push(c);
+    return c;
+  };
+
+  beforeAll(async () => {
+    tmux = await startTmuxServer();
+    herdr = await startFakeHerdr();
+    gateway = new GatewayProcess({ config: { herdr: { socketPath: herdr.socketPath } } });
+    await gateway.start();
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => {});
+    await gateway?.dispose();
+    await tmux?.kill();
+    await herdr?.close();
+  });
+
+  it('a main sends a task to a worker in a tmux pane; its open send returns the worker’s reply', async () => {
+    const pane = await tmux.newPane('sleep 600');
+    const worker = await register([
+      '--kind',
+      'worker',
+      '--name',
+      'coder',
+      '--tmux',
+      pane,
+      '--tmux-socket',
+      tmux.socket,
+    ]);
+    const agent = join(repoRoot, 'tools', 'standInAgent.mjs');
+    await tmux.run(
+      'respawn-pane',
+      '-k',
+      '-t',
+      pane,
+      `BRIDGE_MCP_URL=${gateway.mcpUrl} BRIDGE_TOKEN=${worker.token} ${process.execPath} ${agent}`,
+    );
+    await waitFor('the stand-in agent', async () =>
+      (await tmux.capture(pane)).includes('stand-in agent ready') ? true : undefined,
+    );
+
+    const main = await register(['--kind', 'main', '--name', 'lead']);
+    const lead = await client(main.token);
+    const result = await callTool(lead, 'bridge_send', {
+      to: 'coder',
+      text: 'refactor the parser',
+      wait_ms: 30_000,
+    });
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    const sent = result.structuredContent as {
+      msgId: string;
+      reply: { text: string; from: { name: string } };
+    };
+    expect(sent.reply.text).toBe('done: refactor the parser');
+    expect(sent.reply.from.name).toBe('coder');
+    expect(await tmux.capture(pane)).toContain(`msg ${sent.msgId}] refactor the parser`);
+
+    // A second main without an open send pulls the reply with bridge_drain.
+    const second = await register(['--kind', 'main', '--name', 'reviewer']);
+    const reviewer = await client(second.token);
+    const queued = await callTool(reviewer, 'bridge_send', {
+      to: `coder@${gateway.hostId}`,
+      text: 'review PR 7',
+    });
+    expect(queued.isError).toBeFalsy();
+    const queuedId = (queued.structuredContent as { msgId: string }).msgId;
+    const drained = await waitFor('the reply in reviewer’s inbox', async () => {
+      const r = await callTool(reviewer, 'bridge_drain', {});
+      const messages = (r.structuredContent as { messages: Array<{ text: string; inReplyTo?: string }> })
+        .messages;
+      return messages.length > 0 ? messages : undefined;
+    });
+    expect(drained).toHaveLength(1);
+    expect(drained[0]).toMatchObject({ text: 'done: review PR 7', inReplyTo: queuedId });
+    // Handed over once: a second drain is empty.
+    const again = await callTool(reviewer, 'bridge_drain', {});
+    expect((again.structuredContent as { messages: unknown[] }).messages).toEqual([]);
+
+    const roster = await callTool(lead, 'bridge_roster', {});
+    const names = (roster.structuredContent as { entities: Array<{ name: string }> }).entities.map(
+      (e) => e.name,
+    );
+    expect(names).toEqual(expect.arrayContaining(['coder', 'lead', 'reviewer']));
+  });
+
+  it('holds a message for a herdr pane while its agent is working and types it when it turns idle', async () => {
+    herdr.addPane('w9-1', { status: 'working' });
+    await register(['--kind', 'worker', '--name', 'herdr-worker', '--herdr-pane', 'w9-1']);
+    const main = await register(['--kind', 'main', '--name', 'herdr-lead']);
+    const lead = await client(main.token);
+
+    await waitFor('the worker to read as busy', async () => {
+      const roster = await callTool(lead, 'bridge_roster', {});
+      const entities = (roster.structuredContent as { entities: Array<{ name: string; status: string }> })
+        .entities;
+      return entities.find((e) => e.name === 'herdr-worker' && e.status === 'active.busy');
+    });
+    const sent = await callTool(lead, 'bridge_send', { to: 'herdr-worker', text: 'run the tests' });
+    expect(sent.isError).toBeFalsy();
+    const msgId = (sent.structuredContent as { msgId: string }).msgId;
+
+    await sleep(1_000);
+    expect(herdr.typed('w9-1')).toEqual([]); // never typed into a working agent (R-DL2)
+
+    herdr.setStatus('w9-1', 'blocked');
+    await sleep(500);
+    expect(herdr.typed('w9-1')).toEqual([]); // nor into an approval prompt
+
+    herdr.setStatus('w9-1', 'idle');
+    const typed = await waitFor('the message typed into the herdr pane', () => {
+      const inputs = herdr.inputs('w9-1');
+      return inputs.length > 0 ? inputs : undefined;
+    });
+    expect(typed).toHaveLength(1);
+    expect(typed[0]?.text).toContain(`msg ${msgId}] run the tests`);
+    expect(typed[0]?.keys).toEqual(['Enter']);
+  });
+});

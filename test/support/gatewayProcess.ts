@@ -1,0 +1,153 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const repoRoot = resolve(import.meta.dirname, '..', '..');
+export const cliPath = join(repoRoot, 'dist', 'cli', 'main.js');
+
+/** A free TCP port on loopback (asked of the kernel, then released). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolvePort(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the `bridge` CLI as its own process. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promise<CliResult> {
+  return new Promise((resolveRun) => {
+    execFile(
+      process.execPath,
+      [cliPath, ...args],
+      { cwd, env: { ...process.env, ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolveRun({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+export interface GatewayProcessOptions {
+  hostId?: string;
+  /** Extra config written to $BRIDGE_HOME/config.json. */
+  config?: Record<string, unknown>;
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * A gateway daemon as a separate OS process (`bridge start`), with its own home and port.
+ * It can be SIGKILLed and started again on the same home, as after a crash.
+ */
+export class GatewayProcess {
+  readonly home: string;
+  readonly hostId: string;
+  port = 0;
+  private child: ChildProcess | undefined;
+  private output = '';
+  private readonly env: NodeJS.ProcessEnv;
+
+  constructor(private readonly options: GatewayProcessOptions = {}) {
+    this.home = mkdtempSync(join(tmpdir(), 'bridge-gw-'));
+    this.hostId = options.hostId ?? `host-${Math.random().toString(36).slice(2, 8)}`;
+    if (options.config) writeFileSync(join(this.home, 'config.json'), JSON.stringify(options.config));
+    this.env = {
+      BRIDGE_HOME: this.home,
+      BRIDGE_HOST_ID: this.hostId,
+      BRIDGE_LOG_LEVEL: 'info',
+      ...options.env,
+    };
+  }
+
+  get mcpUrl(): string {
+    return `http://127.0.0.1:${this.port}/mcp`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Everything the daemon printed (logs and banner), for assertions and post-mortems. */
+  get log(): string {
+    return this.output;
+  }
+
+  cliEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+    return { ...this.env, BRIDGE_MCP_PORT: String(this.port), ...extra };
+  }
+
+  cli(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+    return runCli(args, this.cliEnv(extra));
+  }
+
+  async start(): Promise<void> {
+    if (this.port === 0) this.port = await freePort();
+    const child = spawn(process.execPath, [cliPath, 'start'], {
+      cwd: this.home,
+      env: { ...process.env, ...this.cliEnv() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    child.stdout?.on('data', (chunk: Buffer) => {
+      this.output += chunk.toString();
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      this.output += chunk.toString();
+    });
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}:\n${this.output}`);
+      if (await this.healthy()) return;
+      await sleep(50);
+    }
+    throw new Error(`gateway did not become healthy:\n${this.output}`);
+  }
+
+  async healthy(): Promise<boolean> {
+    try {
+      const res = await fetch(`http://127.0.0.1:${this.port}/healthz`);
+      return res.ok && existsSync(join(this.home, 'admin.sock'));
+    } catch {
+      return false;
+    }
+  }
+
+  /** SIGKILL: no shutdown code runs, as in a crash or an OOM kill. */
+  async kill9(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** SIGTERM and wait for a clean exit. */
+  async stop(): Promise<number | null> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return child?.exitCode ?? null;
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    const code = await exited;
+    clearTimeout(timer);
+    return code;
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    rmSync(this.home, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,27 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+
+/** An MCP SDK client connected to a gateway with an entity's bearer token. */
+export async function connectMcp(url: string, token: string): Promise<Client> {
+  const client = new Client({ name: 'bridge-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  return client;
+}
+
+/** Calls a tool and returns its result with structured content typed loosely for assertions. */
+export async function callTool(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  timeoutMs = 60_000,
+): Promise<CallToolResult & { structuredContent?: Record<string, unknown> }> {
+  return (await client.callTool({ name, arguments: args }, undefined, {
+    timeout: timeoutMs,
+  })) as CallToolResult & {
+    structuredContent?: Record<string, unknown>;
+  };
+}
