@@ -57,9 +57,9 @@ function describeIssue(issue: z.core.$ZodIssue): string {
  */
 export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
-  const homeFromEnv = env.BRIDGE_HOME;
+  const homeFromEnv = env.BRIDGE_HOME || undefined;
   const defaultFile = resolve(homeFromEnv ?? './.bridge', 'config.json');
-  const file = options.file ?? env.BRIDGE_CONFIG ?? (existsSync(defaultFile) ? defaultFile : undefined);
+  const file = options.file ?? (env.BRIDGE_CONFIG || undefined) ?? (existsSync(defaultFile) ? defaultFile : undefined);
 
   let raw: Record<string, unknown> = {};
   if (file !== undefined) {
