@@ -128,7 +128,9 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
     }
     const from = this.state;
     const [next, actions] = transition(this.machine, this.snapshot, event);
-    if (next === this.snapshot) return;
+    // XState hands back the same snapshot for an event no state takes, and also for a
+    // re-entry into the same state (which still has actions, e.g. re-armed timers).
+    if (next === this.snapshot && actions.length === 0) return;
     this.snapshot = next;
     const { type, ...data } = event;
     this.record(type, Object.keys(data).length > 0 ? data : null, from);
