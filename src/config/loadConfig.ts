@@ -59,7 +59,8 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
   const homeFromEnv = env.BRIDGE_HOME || undefined;
   const defaultFile = resolve(homeFromEnv ?? './.bridge', 'config.json');
-  const file = options.file ?? (env.BRIDGE_CONFIG || undefined) ?? (existsSync(defaultFile) ? defaultFile : undefined);
+  const file =
+    options.file ?? (env.BRIDGE_CONFIG || undefined) ?? (existsSync(defaultFile) ? defaultFile : undefined);
 
   let raw: Record<string, unknown> = {};
   if (file !== undefined) {

@@ -60,7 +60,7 @@ export class GatewayProcess {
   private output = '';
   private readonly env: NodeJS.ProcessEnv;
 
-  constructor(private readonly options: GatewayProcessOptions = {}) {
+  constructor(options: GatewayProcessOptions = {}) {
     this.home = mkdtempSync(join(tmpdir(), 'bridge-gw-'));
     this.hostId = options.hostId ?? `host-${Math.random().toString(36).slice(2, 8)}`;
     if (options.config) writeFileSync(join(this.home, 'config.json'), JSON.stringify(options.config));
