@@ -10,6 +10,7 @@ export interface HlcTime {
 
 const wallWidth = 15;
 const counterWidth = 6;
+const counterLimit = 10 ** counterWidth;
 
 export function encodeHlc(time: HlcTime): string {
   return `${String(time.wall).padStart(wallWidth, '0')}.${String(time.counter).padStart(counterWidth, '0')}`;
@@ -45,7 +46,9 @@ export function createHlc(physicalNow: () => number, start?: string): Hlc {
     let counter = 0;
     if (wall === current.wall) counter = current.counter + 1;
     for (const c of candidates) if (c.wall === wall) counter = Math.max(counter, c.counter + 1);
-    current = { wall, counter };
+    // A counter that would outgrow its digits moves the clock on by a millisecond instead, so
+    // every time stays valid and ordered (a peer far ahead can make one millisecond very busy).
+    current = counter < counterLimit ? { wall, counter } : { wall: wall + 1, counter: 0 };
     return encodeHlc(current);
   };
 

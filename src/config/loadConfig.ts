@@ -89,7 +89,8 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
     if (value === undefined || value === '') continue;
     if (override.type === 'number') {
       const number = Number(value);
-      if (!Number.isInteger(number)) throw badConfig(`${name}=${value} is not a whole number`);
+      if (value.trim() === '' || !Number.isInteger(number))
+        throw badConfig(`${name}=${value} is not a whole number`);
       setPath(raw, override.path, number);
     } else {
       setPath(raw, override.path, value);

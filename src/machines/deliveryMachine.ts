@@ -70,6 +70,21 @@ export interface DeliveryContext extends DeliveryInput {
 
 const retryCapMs = 60_000;
 
+/** Any live delivery can be dead-lettered on request (bad input, recipient gone); a finished one cannot. */
+const deadLetterOnRequest = {
+  target: 'dead-lettered',
+  actions: assign<
+    DeliveryContext,
+    Extract<DeliveryEvent, { type: 'delivery.deadLettered' }>,
+    undefined,
+    DeliveryEvent,
+    never
+  >({
+    reason: ({ event }) => event.reason,
+    lastError: ({ event }) => event.detail ?? null,
+  }),
+} as const;
+
 export const deliveryMachine = setup({
   types: {
     context: {} as DeliveryContext,
@@ -98,21 +113,13 @@ export const deliveryMachine = setup({
   id: 'delivery',
   context: ({ input }) => ({ ...input, attempts: 0, lastError: null, reason: null }),
   initial: 'pending',
-  on: {
-    'delivery.deadLettered': {
-      target: '.dead-lettered',
-      actions: assign({
-        reason: ({ event }) => event.reason,
-        lastError: ({ event }) => event.detail ?? null,
-      }),
-    },
-  },
   states: {
     pending: {
       after: {
         untilDeadline: { target: 'dead-lettered', actions: assign({ reason: DeadLetterReason.expired }) },
       },
       on: {
+        'delivery.deadLettered': deadLetterOnRequest,
         'delivery.inject': { guard: 'isInjectMode', target: 'injecting' },
         'delivery.hold': { target: 'held' },
         'actor.rehydrated': { target: 'pending', reenter: true },
@@ -121,6 +128,7 @@ export const deliveryMachine = setup({
     injecting: {
       entry: 'typeIntoPane',
       on: {
+        'delivery.deadLettered': deadLetterOnRequest,
         'delivery.injected': { target: 'injected' },
         'delivery.injectFailed': [
           {
@@ -147,6 +155,7 @@ export const deliveryMachine = setup({
     verifying: {
       entry: 'verifyInjection',
       on: {
+        'delivery.deadLettered': deadLetterOnRequest,
         'delivery.found': { target: 'injected' },
         // Not typed yet: back in line, so the pane's status decides when (R-DL2).
         'delivery.absent': { target: 'pending' },
@@ -159,16 +168,23 @@ export const deliveryMachine = setup({
     },
     backoff: {
       after: { retryDelay: { target: 'pending' } },
-      on: { 'actor.rehydrated': { target: 'backoff', reenter: true } },
+      on: {
+        'delivery.deadLettered': deadLetterOnRequest,
+        'actor.rehydrated': { target: 'backoff', reenter: true },
+      },
     },
     injected: {
-      on: { 'delivery.acked': { target: 'acked' } },
+      on: {
+        'delivery.deadLettered': deadLetterOnRequest,
+        'delivery.acked': { target: 'acked' },
+      },
     },
     held: {
       after: {
         untilDeadline: { target: 'dead-lettered', actions: assign({ reason: DeadLetterReason.expired }) },
       },
       on: {
+        'delivery.deadLettered': deadLetterOnRequest,
         'delivery.acked': { target: 'acked' },
         'actor.rehydrated': { target: 'held', reenter: true },
       },

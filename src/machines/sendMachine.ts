@@ -37,8 +37,10 @@ export const sendMachine = setup({
   },
   actions: {
     recordFailure: assign({
-      failure: ({ event }) =>
-        event.type === 'send.failed' ? `${event.code}: ${event.detail ?? ''}`.trim() : null,
+      failure: ({ event }) => {
+        if (event.type !== 'send.failed') return null;
+        return event.detail ? `${event.code}: ${event.detail}` : event.code;
+      },
     }),
   },
 }).createMachine({

@@ -135,12 +135,19 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
     const { type, ...data } = event;
     this.record(type, Object.keys(data).length > 0 ? data : null, from);
     this.runAfterCommit(actions as ExecutableAction[]);
-    if (this.done) this.stop();
+    if (this.done) this.clearTimers();
   }
 
-  /** Stops timers; the actor's log stays as it is. */
+  /**
+   * Stops the actor in memory (gateway shutdown): no more events, effects or timers. Its log
+   * stays as it is, to be rehydrated at the next start.
+   */
   stop(): void {
-    this.stopped = this.done || this.stopped;
+    this.stopped = true;
+    this.clearTimers();
+  }
+
+  private clearTimers(): void {
     for (const handle of this.timers.values()) this.deps.clock.clearTimeout(handle);
     this.timers.clear();
   }
@@ -173,9 +180,10 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
   }
 
   private runAction(action: ExecutableAction): void {
+    if (this.stopped) return;
     if (action.type === raiseAction) {
       const params = action.params as { event: { type: string }; id?: string; delay?: number };
-      if (this.stopped) return;
+      if (this.done) return;
       if (params.delay === undefined) {
         this.send(params.event as CellEvent);
         return;

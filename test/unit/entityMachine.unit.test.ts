@@ -1,0 +1,221 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type AnyStateMachine,
+  type AnyTransitionDefinition,
+  type ExecutableActionsFrom,
+  initialTransition,
+  type SnapshotFrom,
+  transition,
+} from 'xstate';
+import type { DirectedGraphEdge, DirectedGraphNode } from 'xstate/graph';
+import { getShortestPaths, getStateNodes, toDirectedGraph } from 'xstate/graph';
+import { type EntityEvent, type EntityInput, entityMachine } from '../../src/machines/entityMachine.js';
+import { stateName } from '../../src/runtime/stateName.js';
+
+type Snapshot = SnapshotFrom<typeof entityMachine>;
+type Actions = ExecutableActionsFrom<typeof entityMachine>[];
+
+const input: EntityInput = {
+  gid: '3f1c2a7e-0000-4000-8000-000000000001',
+  name: 'worker-1',
+  kind: 'worker',
+  host: 'host-a',
+  groups: ['backend'],
+  mode: 'inject',
+};
+
+// Coverage of declared transitions (see deliveryMachine.unit.test.ts for the idea): every step
+// records the (state, transition) pair it took; the last test compares that with the graph.
+
+function transitionKey(t: AnyTransitionDefinition): string {
+  const targets = t.target?.map((node) => node.path.join('.')).join(',') ?? '(none)';
+  return `${t.eventType} -> ${targets}`;
+}
+
+function graphEdges(machine: AnyStateMachine): DirectedGraphEdge[] {
+  const edges: DirectedGraphEdge[] = [];
+  const walk = (node: DirectedGraphNode): void => {
+    edges.push(...node.edges);
+    for (const child of node.children) walk(child);
+  };
+  walk(toDirectedGraph(machine));
+  return edges;
+}
+
+function declaredPairs(machine: AnyStateMachine): Set<string> {
+  const pairs = new Set<string>();
+  for (const edge of graphEdges(machine)) {
+    const leaves = [edge.source, ...getStateNodes(edge.source)].filter((node) => node.type === 'atomic');
+    for (const leaf of leaves) pairs.add(`${leaf.path.join('.')}: ${transitionKey(edge.transition)}`);
+  }
+  return pairs;
+}
+
+const covered = new Set<string>();
+
+function step(snapshot: Snapshot, event: EntityEvent): [Snapshot, Actions] {
+  if (snapshot.status === 'active') {
+    for (const t of entityMachine.getTransitionData(snapshot, event)) {
+      covered.add(`${stateName(snapshot.value)}: ${transitionKey(t)}`);
+    }
+  }
+  return transition(entityMachine, snapshot, event);
+}
+
+function run(snapshot: Snapshot, ...events: EntityEvent[]): Snapshot {
+  let current = snapshot;
+  for (const event of events) [current] = step(current, event);
+  return current;
+}
+
+const activated: EntityEvent = { type: 'entity.activated' };
+const idle: EntityEvent = { type: 'entity.idle' };
+const busy = (status: 'working' | 'blocked' | 'unknown' = 'working'): EntityEvent => ({
+  type: 'entity.busy',
+  status,
+});
+const deregistered: EntityEvent = { type: 'entity.deregistered' };
+const rehydrated: EntityEvent = { type: 'actor.rehydrated' };
+const sampleEvents: EntityEvent[] = [activated, idle, busy(), deregistered, rehydrated];
+
+const registered = (): Snapshot => initialTransition(entityMachine, input)[0];
+const reach = {
+  registered,
+  'active.idle': () => run(registered(), activated),
+  'active.busy': () => run(registered(), activated, busy()),
+} as const satisfies Record<string, () => Snapshot>;
+
+describe('entityMachine: initial state', () => {
+  it('starts registered, with the input as context and no actions', () => {
+    const [snapshot, actions] = initialTransition(entityMachine, input);
+    expect(snapshot.value).toBe('registered');
+    expect(snapshot.status).toBe('active');
+    expect(snapshot.context).toEqual(input);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('entityMachine: registered', () => {
+  it('entity.activated → active.idle', () => {
+    const [snapshot, actions] = step(registered(), activated);
+    expect(snapshot.value).toEqual({ active: 'idle' });
+    expect(actions).toEqual([]);
+  });
+
+  it('actor.rehydrated is ignored: still waiting for its pane to report', () => {
+    const before = registered();
+    const [after, actions] = step(before, rehydrated);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+
+  it.each([idle, busy()])('ignores $type before activation', (event) => {
+    const before = registered();
+    const [after, actions] = transition(entityMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('entityMachine: active.idle', () => {
+  it.each(['working', 'blocked', 'unknown'] as const)('entity.busy (%s) → active.busy', (status) => {
+    const [snapshot, actions] = step(reach['active.idle'](), busy(status));
+    expect(snapshot.value).toEqual({ active: 'busy' });
+    expect(snapshot.context).toEqual(input);
+    expect(actions).toEqual([]);
+  });
+
+  it('actor.rehydrated → registered: the pane status is unknown until it reports again', () => {
+    const [snapshot, actions] = step(reach['active.idle'](), rehydrated);
+    expect(snapshot.value).toBe('registered');
+    expect(actions).toEqual([]);
+  });
+
+  it.each([activated, idle])('ignores $type', (event) => {
+    const before = reach['active.idle']();
+    const [after, actions] = transition(entityMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('entityMachine: active.busy', () => {
+  it('entity.idle → active.idle', () => {
+    const [snapshot, actions] = step(reach['active.busy'](), idle);
+    expect(snapshot.value).toEqual({ active: 'idle' });
+    expect(actions).toEqual([]);
+  });
+
+  it('actor.rehydrated → registered', () => {
+    const [snapshot] = step(reach['active.busy'](), rehydrated);
+    expect(snapshot.value).toBe('registered');
+  });
+
+  it.each([activated, busy('blocked')])('ignores $type', (event) => {
+    const before = reach['active.busy']();
+    const [after, actions] = transition(entityMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('entityMachine: entity.deregistered from every non-final state', () => {
+  it.each(Object.keys(reach) as Array<keyof typeof reach>)('%s → gone (final)', (state) => {
+    const before = reach[state]();
+    expect(stateName(before.value)).toBe(state);
+    const [snapshot, actions] = step(before, deregistered);
+    expect(snapshot.value).toBe('gone');
+    expect(snapshot.status).toBe('done');
+    expect(snapshot.context).toEqual(input);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('entityMachine: gone', () => {
+  it('ignores every event that a state declares', () => {
+    const before = run(registered(), deregistered);
+    for (const event of sampleEvents.filter((e) => e.type !== 'entity.deregistered')) {
+      const [after, actions] = transition(entityMachine, before, event);
+      expect(after, event.type).toBe(before);
+      expect(actions, event.type).toEqual([]);
+    }
+  });
+
+  it('stays gone on a second entity.deregistered', () => {
+    const before = run(registered(), deregistered);
+    const [after, actions] = transition(entityMachine, before, deregistered);
+    expect(after.value).toBe('gone');
+    expect(after.status).toBe('done');
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('entityMachine: graph', () => {
+  it('the sample events name every event the machine declares a transition for', () => {
+    const declared = new Set(graphEdges(entityMachine).map((edge) => edge.transition.eventType));
+    const sampled = new Set(sampleEvents.map((event) => event.type));
+    expect([...declared].filter((type) => !sampled.has(type))).toEqual([]);
+  });
+
+  it('every state node is reachable from the initial state', () => {
+    const paths = getShortestPaths(entityMachine, { input, events: sampleEvents });
+    const reached = new Set(paths.flatMap((path) => path.state._nodes.map((node) => node.id)));
+    const all = getStateNodes(entityMachine.root).map((node) => node.id);
+    expect(all.sort()).toEqual([
+      'entity.active',
+      'entity.active.busy',
+      'entity.active.idle',
+      'entity.gone',
+      'entity.registered',
+    ]);
+    expect(all.filter((id) => !reached.has(id))).toEqual([]);
+  });
+
+  // Must stay last: it checks what the tests above exercised.
+  it('every declared (state, transition) pair is exercised by a test above', () => {
+    const declared = declaredPairs(entityMachine);
+    expect(declared.size).toBe(8);
+    expect([...declared].filter((pair) => !covered.has(pair)).sort()).toEqual([]);
+    expect([...covered].filter((pair) => !declared.has(pair)).sort()).toEqual([]);
+  });
+});
