@@ -193,7 +193,7 @@ export class EntityActor {
     );
     this.track(cell, undefined);
     cell.send({ type: 'actor.rehydrated' });
-    // A message typed (or handed over) before the crash but not yet acked: ack it now.
+    // A message typed before the crash but not yet acked: ack it now.
     if (cell.state === 'injected') this.ackInjected(cell);
     if (this.mode === DeliveryMode.hold && cell.state === 'pending') this.hold(msgId);
     this.schedulePump();
@@ -296,6 +296,10 @@ export class EntityActor {
   }
 
   private onDeliveryTransition(msgId: string, cell: DeliveryCell, transition: Transition): void {
+    // Typed, or found typed by crash recovery: the entity has it (invariant 5).
+    if (transition.to === 'injected' && transition.from !== 'injected') {
+      queueMicrotask(() => this.ackInjected(cell));
+    }
     if (transition.done) {
       this.deliveries.delete(msgId);
       const { metrics, clock } = this.deps;
@@ -335,10 +339,7 @@ export class EntityActor {
     const envelope = this.envelopeOf(msgId, live);
     if (!envelope) return;
     injector.inject(formatInjection(envelope)).then(
-      () => {
-        live.cell.send({ type: 'delivery.injected' });
-        this.ackInjected(live.cell);
-      },
+      () => live.cell.send({ type: 'delivery.injected' }),
       (err: unknown) => this.injectFailed(live.cell, err),
     );
   }

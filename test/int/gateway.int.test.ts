@@ -13,9 +13,12 @@ import { silentLogger } from '../../src/log/logger.js';
 class ScriptedPane implements PaneInjector {
   typed: string[] = [];
   failing = false;
+  /** While set, inject() never settles: the gateway is "killed" mid-typing. */
+  hanging = false;
   private listener: ((s: PaneStatus) => void) | undefined;
   async inject(text: string): Promise<void> {
     if (this.failing) throw new Error('pane is gone');
+    if (this.hanging) return new Promise(() => {});
     this.typed.push(text);
   }
   async contains(marker: string): Promise<boolean> {
@@ -167,6 +170,37 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       expect(JSON.stringify(data)).not.toMatch(/one|two|three/);
     }
   });
+
+  for (const typedBeforeCrash of [true, false]) {
+    it(`recovers a delivery interrupted mid-typing: ${typedBeforeCrash ? 'found in the pane, not typed again' : 'absent, typed once'}`, async () => {
+      await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
+      const main = await gateway.register({ kind: 'main', name: 'm' });
+      pane.hanging = true;
+      const { msgId } = await gateway.send(gateway.authenticate(main.token)!, {
+        kind: 'SEND',
+        to: 'w',
+        text: 'hello',
+      });
+      await settle();
+      // The crash: `injecting` is on disk; whether the text reached the pane is unknown.
+      await gateway.stop();
+      pane.hanging = false;
+      if (typedBeforeCrash) pane.typed.push(`[bridge SEND from m@h1 msg ${msgId}] hello`);
+      gateway = boot();
+      await settle();
+      await settle();
+      expect(pane.typed.filter((t) => t.includes(msgId))).toHaveLength(1);
+      expect(gateway.roster().find((e) => e.name === 'w')?.depth).toBe(0);
+      const trail = events(
+        `SELECT to_state FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq`,
+      ).map((r) => (r as { to_state: string }).to_state);
+      expect(trail).toEqual(
+        typedBeforeCrash
+          ? ['pending', 'injecting', 'verifying', 'injected', 'acked']
+          : ['pending', 'injecting', 'verifying', 'pending', 'injecting', 'injected', 'acked'],
+      );
+    });
+  }
 
   it('deregistering a recipient dead-letters what it had not received', async () => {
     const main = await gateway.register({ kind: 'main', name: 'm' });
