@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { newTraceId } from '../log/logger.js';
@@ -9,6 +8,7 @@ import { readIdempotentMsgId, recordIdempotencyKey } from '../store/idempotency.
 import { readTraceOfMessage } from '../store/messageBodies.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import { type Address, type Envelope, schemaVersionString, type WireKind } from '../wire/envelope.js';
+import { uuidv7 } from '../wire/ids.js';
 import type { Directory } from './directory.js';
 import type { EntityActor } from './entityActor.js';
 
@@ -77,7 +77,7 @@ export class Router {
       }
     }
 
-    const msgId = randomUUID();
+    const msgId = uuidv7(this.deps.clock.now());
     const traceId =
       (request.inReplyTo === undefined ? undefined : readTraceOfMessage(store, request.inReplyTo)) ??
       newTraceId();

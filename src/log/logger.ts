@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomUUID } from 'node:crypto';
 import pino from 'pino';
+import { uuidv7 } from '../wire/ids.js';
 
 export type Logger = pino.Logger;
 
@@ -8,7 +8,7 @@ const traceStorage = new AsyncLocalStorage<string>();
 
 /** Mints a trace id (R-H4): the first send of a flow does this, every later hop carries it. */
 export function newTraceId(): string {
-  return randomUUID();
+  return uuidv7();
 }
 
 /** Runs `fn` with `traceId` as the trace of every log line written inside it. */

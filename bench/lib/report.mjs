@@ -1,0 +1,108 @@
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import BetterSqlite3 from 'better-sqlite3';
+
+export const ratioNote =
+  'ratio = gateway msgs/s ÷ baseline msgs/s (1.00 = as fast as the floor; 0.25 = four times slower). ' +
+  'p50/p99 are the gateway’s per-operation latencies in ms, base p50/p99 the baseline’s. ' +
+  'cpu µs/msg is the CPU time (user+system) of the process doing the work (the daemon, the echo server, ' +
+  'or this one for in-process targets) per message: steadier than msgs/s when the machine is shared.';
+
+/** Where and on what this run happened: results only compare across the same machine. */
+export function machineInfo(dir, loadAtStart) {
+  const cpus = os.cpus();
+  return {
+    cpu: cpus[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    node: process.version,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    sqlite: new BetterSqlite3(':memory:').prepare('SELECT sqlite_version() AS v').get().v,
+    tempDir: dir,
+    tempDirFilesystem: filesystemOf(dir),
+    loadAverage1m: { start: loadAtStart, end: loadAverage() },
+  };
+}
+
+export function loadAverage() {
+  return Math.round(os.loadavg()[0] * 100) / 100;
+}
+
+function filesystemOf(dir) {
+  try {
+    return execFileSync('findmnt', ['-n', '-o', 'FSTYPE', '-T', dir], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** The command line that reproduces this run, with the BENCH_* overrides that were set. */
+export function commandLine() {
+  const overrides = Object.entries(process.env)
+    .filter(([name]) => name.startsWith('BENCH_'))
+    .map(([name, value]) => `${name}=${value}`);
+  const command = process.env.npm_lifecycle_event === 'bench' ? 'npm run bench' : 'node bench/run.mjs';
+  return [...overrides, command].join(' ');
+}
+
+const columns = [
+  ['scenario', (r) => r.label],
+  ['baseline', (r) => r.baseline],
+  ['gateway msg/s', (r) => String(r.gateway.msgsPerSec)],
+  ['baseline msg/s', (r) => String(r.floor.msgsPerSec)],
+  ['ratio', (r) => r.ratio.toFixed(2)],
+  ['p50 ms', (r) => r.gateway.p50Ms.toFixed(2)],
+  ['p99 ms', (r) => r.gateway.p99Ms.toFixed(2)],
+  ['base p50', (r) => r.floor.p50Ms.toFixed(2)],
+  ['base p99', (r) => r.floor.p99Ms.toFixed(2)],
+  ['cpu µs/msg', (r) => String(r.gateway.cpuUsPerMsg)],
+  ['base cpu µs/msg', (r) => String(r.floor.cpuUsPerMsg)],
+];
+
+/** The results table, padded; as Markdown (a pipe table) or as plain text for the terminal. */
+export function renderTable(rows, { markdown = false } = {}) {
+  const cells = [columns.map(([title]) => title), ...rows.map((row) => columns.map(([, cell]) => cell(row)))];
+  const widths = columns.map((_, i) => Math.max(...cells.map((line) => line[i].length)));
+  const numeric = (i) => i >= 2;
+  const pad = (cell, i) => (numeric(i) ? cell.padStart(widths[i]) : cell.padEnd(widths[i]));
+  const rule = widths.map((width, i) =>
+    markdown && numeric(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width),
+  );
+  const line = (parts) => (markdown ? `| ${parts.join(' | ')} |` : parts.join('  '));
+  return [line(cells[0].map(pad)), line(rule), ...cells.slice(1).map((row) => line(row.map(pad)))].join('\n');
+}
+
+export function writeResults({ jsonFile, mdFile, results }) {
+  writeFileSync(jsonFile, `${JSON.stringify(results, null, 2)}\n`);
+  const { machine, settings, rows } = results;
+  const scenarios = [...new Map(rows.map((row) => [row.scenario, row])).values()];
+  const floors = [...new Map(rows.map((row) => [row.baseline, row])).values()];
+  const md = [
+    '# bridge benchmark: same-host messaging',
+    '',
+    `Run ${results.date} with \`${results.command}\` (${results.durationSeconds} s).`,
+    '',
+    `- CPU: ${machine.cpu}, ${machine.cores} cores; ${machine.memoryGiB} GiB; ${machine.os}`,
+    `- Node ${machine.node}, SQLite ${machine.sqlite}`,
+    `- Load average (1 min) at start ${machine.loadAverage1m.start}, at end ${machine.loadAverage1m.end} (a start value near the core count means something else was running)`,
+    `- Temp dir ${machine.tempDir} on ${machine.tempDirFilesystem}; SQLite journal WAL, synchronous ${settings.synchronous} (the default config)`,
+    `- Settings: ${Object.entries(settings)
+      .map(([key, value]) => `${key}=${value}`)
+      .join(', ')}`,
+    '',
+    renderTable(rows, { markdown: true }),
+    '',
+    ratioNote,
+    '',
+    '## What each row measures',
+    '',
+    ...scenarios.map(
+      (row) =>
+        `- **${row.label}** (${row.gateway.count} msgs, concurrency ${row.gateway.concurrency}): ${row.measures}. Check: ${row.check}.`,
+    ),
+    ...floors.map((row) => `- baseline **${row.baseline}**: ${row.baselineMeasures}.`),
+    '',
+  ].join('\n');
+  writeFileSync(mdFile, md);
+}

@@ -1,0 +1,159 @@
+import { join } from 'node:path';
+import pino from 'pino';
+import { Gateway } from '../../dist/actors/gateway.js';
+import { loadConfig } from '../../dist/config/loadConfig.js';
+import { createLogger } from '../../dist/log/logger.js';
+import { sqliteFloor } from '../lib/floors.mjs';
+import { createDeliveryTracker, keyOfText, messageText } from '../lib/measure.mjs';
+
+/**
+ * (a) Same-host messages through the internal router, in process: `new Gateway(...)` from dist/
+ * with the default config (WAL + synchronous FULL), a fresh event log per scenario, two mains
+ * (a → b, b holds: R-DL3) and a worker whose pane injector is a no-op in memory, so only the
+ * gateway's own cost is measured.
+ */
+export function routerScenarios({ count, concurrency }) {
+  const common = { count, concurrency, baselines: [sqliteFloor] };
+  return [
+    {
+      ...common,
+      name: 'router-accept',
+      label: 'router: main → main (held), accept',
+      measures: 'gateway.send() until it resolves: the message is durable and held for b',
+      open: (ctx) =>
+        openGateway(ctx, ({ gateway, a, b }) => ({
+          op: (i) => gateway.send(a, send(b, i, ctx)),
+          verify: () => expectDepth(b, ctx.total, 'b holds every message'),
+        })),
+    },
+    {
+      ...common,
+      name: 'router-drain',
+      label: 'router: main → main, delivered to drain',
+      measures: 'gateway.send() until a drain loop on b has returned the message (acked, durable)',
+      open: (ctx) =>
+        openGateway(ctx, ({ gateway, a, b, tracker }) => {
+          let draining = true;
+          const drainLoop = (async () => {
+            while (draining) {
+              const messages = await gateway.drain(b);
+              for (const message of messages) tracker.delivered(keyOfText(message.text));
+              if (messages.length === 0) await new Promise(setImmediate);
+            }
+          })();
+          return {
+            op: async (i) => {
+              const delivered = tracker.wait(`m${i}`);
+              await gateway.send(a, send(b, i, ctx));
+              await delivered;
+            },
+            verify: () => expectDepth(b, 0, 'b drained everything'),
+            close: async () => {
+              draining = false;
+              await drainLoop;
+            },
+          };
+        }),
+    },
+    {
+      ...common,
+      name: 'router-open-send',
+      label: 'router: main → main, delivered to open send',
+      measures: 'b opens bridge_send(a, wait_ms); a sends to b; until b’s open send returns that message',
+      open: (ctx) =>
+        openGateway(ctx, ({ gateway, a, b }) => ({
+          op: async (i) => {
+            const open = gateway.send(b, { kind: 'SEND', to: a.gid, text: `open ${i}`, waitMs: 60_000 });
+            await gateway.send(a, send(b, i, ctx));
+            const { reply } = await open;
+            if (!reply) throw new Error(`open send ${i} got no reply`);
+          },
+          verify: () => expectDepth(b, 0, 'every message to b went to an open send'),
+        })),
+    },
+    {
+      ...common,
+      name: 'router-worker',
+      label: 'router: main → worker (no-op pane), injected',
+      measures: 'gateway.send() until the no-op injector is called with the message (pane typing costs 0)',
+      open: (ctx) =>
+        openGateway(ctx, ({ gateway, a, worker, tracker }) => ({
+          op: async (i) => {
+            const injected = tracker.wait(`m${i}`);
+            await gateway.send(a, send(worker, i, ctx));
+            await injected;
+          },
+          verify: () => expectDepth(worker, 0, 'the worker got everything'),
+        })),
+    },
+  ];
+}
+
+function send(recipient, i, { textBytes }) {
+  return { kind: 'SEND', to: recipient.gid, text: messageText(i, textBytes) };
+}
+
+function expectDepth(entity, expected, what) {
+  if (entity.depth !== expected) {
+    throw new Error(
+      `${what}: expected ${expected} undelivered for ${entity.record.name}, found ${entity.depth}`,
+    );
+  }
+  return `${what} (depth ${entity.depth})`;
+}
+
+/**
+ * A gateway in its own data dir under the run's temp dir, with the production config defaults,
+ * logging at the default level to a file, and entities a, b (mains) and worker (no-op pane).
+ */
+async function openGateway({ dir, name }, build) {
+  const home = join(dir, name);
+  const { config } = loadConfig({ env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'bench' } });
+  const destination = pino.destination({ dest: join(home, 'gateway.log'), mkdir: true, sync: false });
+  const tracker = createDeliveryTracker();
+  const gateway = new Gateway({
+    config,
+    logger: createLogger({ level: config.log.level, host: config.hostId, destination }),
+    createInjector: () => createNoopInjector((text) => tracker.delivered(keyOfText(text))),
+    onFatal: (err) => {
+      throw err;
+    },
+  });
+  gateway.start();
+  const entity = async (kind, entityName, pane) =>
+    gateway.authenticate((await gateway.register({ kind, name: entityName, pane })).token);
+  const parts = {
+    gateway,
+    tracker,
+    a: await entity('main', 'a'),
+    b: await entity('main', 'b'),
+    worker: await entity('worker', 'worker', { type: 'tmux', target: '%bench' }),
+  };
+  const target = build(parts);
+  return {
+    op: target.op,
+    verify: target.verify,
+    close: async () => {
+      await target.close?.();
+      await gateway.stop();
+      destination.end();
+    },
+  };
+}
+
+/** A pane that takes input instantly and is always idle: the gateway's cost alone. */
+function createNoopInjector(onInjected) {
+  return {
+    inject(text) {
+      // formatInjection: "[bridge SEND from a@host msg <id>] <text>"
+      onInjected(text.slice(text.indexOf('] ') + 2));
+      return Promise.resolve();
+    },
+    contains: () => Promise.resolve(false),
+    watchStatus(listener) {
+      queueMicrotask(() => listener('idle'));
+      return () => {};
+    },
+    close: () => Promise.resolve(),
+  };
+}

