@@ -13,6 +13,8 @@ export const ErrorCode = {
   nameTaken: 'NAME_TAKEN',
   notAvailable: 'NOT_AVAILABLE',
   brokerUnavailable: 'BROKER_UNAVAILABLE',
+  consumerRefused: 'CONSUMER_REFUSED',
+  inboxFull: 'INBOX_FULL',
   injectFailed: 'INJECT_FAILED',
   paneUnavailable: 'PANE_UNAVAILABLE',
   gatewayUnavailable: 'GATEWAY_UNAVAILABLE',

@@ -25,10 +25,21 @@ import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import type { Envelope } from '../wire/envelope.js';
 
+/** A received broker message, as far as a delivery needs it: settled once the entity has it. */
+export interface InboundHandle {
+  ack(): void;
+}
+
+/** Where dead letters of broker-delivered messages go (the broker's DLQ, with their reason). */
+export interface DeadLetterSink {
+  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null, inbound: InboundHandle): void;
+}
+
 export interface EntityActorDeps extends RuntimeDeps {
   config: Config;
   metrics: Metrics;
   createInjector: (pane: PaneTarget) => PaneInjector;
+  deadLetters?: DeadLetterSink | undefined;
 }
 
 type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
@@ -37,6 +48,8 @@ interface LiveDelivery {
   readonly cell: DeliveryCell;
   /** Loaded lazily after a restart; the store has it until the delivery finishes. */
   envelope: Envelope | undefined;
+  /** The broker message it came in, acked only once the delivery is finished and on disk. */
+  inbound: InboundHandle | undefined;
 }
 
 interface ReplyWaiter {
@@ -144,10 +157,19 @@ export class EntityActor {
    * Accepts a message for this entity, durably once the current batch commits. A msgId this
    * entity already has (live or finished) is a duplicate and changes nothing (invariant 5).
    */
-  accept(envelope: Envelope): AcceptOutcome {
+  accept(envelope: Envelope, inbound?: InboundHandle): AcceptOutcome {
     const id = deliveryActorId(envelope.msgId, this.gid);
-    if (this.deliveries.has(envelope.msgId) || readActorHead(this.deps.store, deliveryKind, id))
+    const live = this.deliveries.get(envelope.msgId);
+    if (live) {
+      // A redelivery (reconnect, consumer timeout): the newest handle is the one that can ack.
+      if (inbound) live.inbound = inbound;
       return 'duplicate';
+    }
+    const head = readActorHead(this.deps.store, deliveryKind, id);
+    if (head) {
+      if (inbound) this.settleFinished(envelope, head.state, inbound);
+      return 'duplicate';
+    }
     if (this.cell.done) {
       throw new BridgeError(
         ErrorCode.unknownRecipient,
@@ -175,10 +197,17 @@ export class EntityActor {
       { kind: deliveryKind, id, traceId: envelope.traceId, msgId: envelope.msgId, owner: this.gid },
       this.deps,
     );
-    this.track(cell, envelope);
+    this.track(cell, envelope, inbound);
     if (this.mode === DeliveryMode.hold) this.hold(envelope.msgId);
     else this.schedulePump();
     return 'accepted';
+  }
+
+  /** A message this entity already finished came again: ack it, or dead-letter it again. */
+  private settleFinished(envelope: Envelope, state: string, inbound: InboundHandle): void {
+    if (state === 'dead-lettered' && this.deps.deadLetters) {
+      this.deps.deadLetters.deadLetter(envelope, 'rejected', 'redelivered after it was dead-lettered', inbound);
+    } else inbound.ack();
   }
 
   /** Rebuilds one of this entity's deliveries from the log and resumes it. */
@@ -191,7 +220,7 @@ export class EntityActor {
       { kind: deliveryKind, id, traceId, msgId, owner: this.gid },
       this.deps,
     );
-    this.track(cell, undefined);
+    this.track(cell, undefined, undefined);
     cell.send({ type: 'actor.rehydrated' });
     // A message typed before the crash but not yet acked: ack it now.
     if (cell.state === 'injected') this.ackInjected(cell);
@@ -262,10 +291,11 @@ export class EntityActor {
     await this.injector?.close();
   }
 
-  private track(cell: DeliveryCell, envelope: Envelope | undefined): void {
+  private track(cell: DeliveryCell, envelope: Envelope | undefined, inbound: InboundHandle | undefined): void {
     const msgId = cell.context.msgId;
-    this.deliveries.set(msgId, { cell, envelope });
-    cell.onTransition = (transition) => this.onDeliveryTransition(msgId, cell, transition);
+    const live: LiveDelivery = { cell, envelope, inbound };
+    this.deliveries.set(msgId, live);
+    cell.onTransition = (transition) => this.onDeliveryTransition(msgId, live, transition);
   }
 
   private hold(msgId: string): void {
@@ -295,7 +325,8 @@ export class EntityActor {
     this.schedulePump();
   }
 
-  private onDeliveryTransition(msgId: string, cell: DeliveryCell, transition: Transition): void {
+  private onDeliveryTransition(msgId: string, live: LiveDelivery, transition: Transition): void {
+    const { cell } = live;
     // Typed, or found typed by crash recovery: the entity has it (invariant 5).
     if (transition.to === 'injected' && transition.from !== 'injected') {
       queueMicrotask(() => this.ackInjected(cell));
@@ -308,8 +339,21 @@ export class EntityActor {
         purgeMessage(this.deps.store, msgId, this.gid);
         metrics.deliveryLatency.observe({ mode: this.mode }, (clock.now() - cell.context.acceptedAt) / 1000);
       }
+      if (live.inbound) this.settleInbound(live, transition.to);
     }
     this.schedulePump();
+  }
+
+  /** Acks the broker only once the finished delivery is on disk (invariant 5). */
+  private settleInbound(live: LiveDelivery, state: string): void {
+    this.deps.store.batch.afterCommit(() => {
+      const inbound = live.inbound;
+      if (!inbound) return;
+      const envelope = live.envelope ?? readMessage(this.deps.store, live.cell.context.msgId, this.gid);
+      if (state === 'dead-lettered' && this.deps.deadLetters && envelope) {
+        this.deps.deadLetters.deadLetter(envelope, live.cell.context.reason ?? 'rejected', live.cell.context.lastError, inbound);
+      } else inbound.ack();
+    });
   }
 
   private schedulePump(): void {

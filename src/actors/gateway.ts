@@ -14,9 +14,18 @@ import { type EntityRecord, insertEntity, readEntities } from '../store/entities
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
 import type { Address, EntityKind, Envelope } from '../wire/envelope.js';
+import { dlqName, inboxName } from '../broker/topology.js';
 import { Directory, hashToken } from './directory.js';
 import { deliveryKind, EntityActor, type EntityActorDeps } from './entityActor.js';
-import { addressOf, Router, type SendRequest, type SendResult } from './router.js';
+import { type DeadLetterView, Federation } from './federation.js';
+import {
+  addressOf,
+  type BroadcastRequest,
+  type BroadcastResult,
+  Router,
+  type SendRequest,
+  type SendResult,
+} from './router.js';
 
 export interface GatewayOptions {
   config: Config;
@@ -25,7 +34,7 @@ export interface GatewayOptions {
   createInjector: (pane: PaneTarget) => PaneInjector;
   /** Checks a pane exists before an entity is registered with it; throws a BridgeError if not. */
   checkPane?: (pane: PaneTarget) => Promise<void>;
-  /** Called when the gateway can no longer trust its own state (a failed commit). */
+  /** Called when the gateway can no longer trust its own state (a failed commit, a refused inbox). */
   onFatal?: (err: unknown) => void;
 }
 
@@ -47,7 +56,8 @@ export interface Registration {
 export interface RosterEntry extends Address {
   groups: string[];
   status: string;
-  depth: number;
+  /** Queued messages, known for local entities only. */
+  depth?: number;
 }
 
 export interface SendOptions extends SendRequest {
@@ -77,6 +87,7 @@ export class Gateway {
   private hlc!: Hlc;
   private router!: Router;
   private entityDeps!: EntityActorDeps;
+  private federation: Federation | undefined;
   private stopping = false;
 
   constructor(private readonly options: GatewayOptions) {
@@ -96,8 +107,11 @@ export class Gateway {
     return this.store.file;
   }
 
-  /** Opens the log and rebuilds every entity and undelivered message from it. */
-  start(): void {
+  /**
+   * Opens the log, rebuilds every entity and undelivered message from it, then (federated)
+   * connects to the broker. Rejects if the broker refuses one of this gateway's inboxes.
+   */
+  async start(): Promise<void> {
     const { config, logger } = this;
     this.store = openStore({
       file: join(config.home, 'events.db'),
@@ -115,8 +129,33 @@ export class Gateway {
       host: this.host,
       logger,
     };
-    this.entityDeps = { ...deps, config, metrics: this.metrics, createInjector: this.options.createInjector };
-    this.router = new Router({ ...deps, config, metrics: this.metrics, directory: this.directory });
+    if (config.broker.uri) {
+      this.federation = new Federation({
+        ...deps,
+        config,
+        metrics: this.metrics,
+        localEntities: () => this.directory.all(),
+        findLocal: (gid) => this.directory.byGidOrUndefined(gid),
+        onFatal: (err) => {
+          logger.fatal({ err }, err.message);
+          this.options.onFatal?.(err);
+        },
+      });
+    }
+    this.entityDeps = {
+      ...deps,
+      config,
+      metrics: this.metrics,
+      createInjector: this.options.createInjector,
+      deadLetters: this.federation,
+    };
+    this.router = new Router({
+      ...deps,
+      config,
+      metrics: this.metrics,
+      directory: this.directory,
+      federation: this.federation,
+    });
 
     for (const record of readEntities(this.store)) {
       const entity = EntityActor.rehydrate(record, this.entityDeps);
@@ -135,11 +174,13 @@ export class Gateway {
       { entities: this.directory.size, resumedDeliveries: resumed, store: this.store.file },
       'gateway started',
     );
+    await this.federation?.start();
   }
 
   async stop(): Promise<void> {
-    if (this.stopping) return;
+    if (this.stopping || !this.store) return;
     this.stopping = true;
+    await this.federation?.stop();
     await Promise.all([...this.directory.all()].map((entity) => entity.stop()));
     try {
       await this.store.batch.flush();
@@ -179,6 +220,7 @@ export class Gateway {
     this.directory.add(entity);
     entity.start();
     await this.store.batch.flush();
+    await this.federation?.addEntity(entity);
     this.logger.info({ gid: record.gid, name: record.name, kind: record.kind }, 'entity registered');
     return { gid: record.gid, token, name: record.name, host: this.host, kind: record.kind };
   }
@@ -191,6 +233,7 @@ export class Gateway {
     this.directory.remove(entity);
     entity.deregister();
     await this.store.batch.flush();
+    await this.federation?.removeEntity(entity.gid);
     this.logger.info({ gid: entity.gid, name: entity.record.name }, 'entity deregistered');
     return address_;
   }
@@ -220,31 +263,89 @@ export class Gateway {
     return { ...result, reply: await waiter.promise };
   }
 
+  /** Publishes once to every inbox bound to the key (U8). */
+  async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
+    this.assertRunning();
+    return this.router.broadcast(sender, request);
+  }
+
   async drain(entity: EntityActor, max?: number): Promise<Envelope[]> {
     this.assertRunning();
     return entity.drain(Math.min(max ?? this.config.limits.maxDrain, this.config.limits.maxDrain));
   }
 
+  /** Local entities first, then every remote host's, as their presence announced them (U5). */
   roster(): RosterEntry[] {
-    return [...this.directory.all()].map((entity) => ({
+    const local: RosterEntry[] = [...this.directory.all()].map((entity) => ({
       ...addressOf(entity, this.host),
       groups: entity.record.groups,
       status: entity.state,
       depth: entity.depth,
     }));
+    const remote: RosterEntry[] = (this.federation?.roster.entries() ?? []).map((e) => ({
+      gid: e.gid,
+      name: e.name,
+      host: e.host,
+      kind: e.kind,
+      groups: e.groups,
+      status: e.status,
+    }));
+    return [...local, ...remote];
   }
 
-  status(): Record<string, unknown> {
+  async status(): Promise<Record<string, unknown>> {
+    const federation = this.federation;
+    const broker = federation
+      ? {
+          state: federation.broker.state,
+          lastError: federation.broker.lastError,
+          queueMode: this.config.broker.queueMode,
+          peers: federation.roster.hostIds(),
+          deadLetterQueue: await federation.broker.queueDepth(dlqName),
+          inboxes: Object.fromEntries(
+            await Promise.all(
+              [...this.directory.all()].map(
+                async (e) => [e.record.name, await federation.broker.queueDepth(inboxName(e.gid))] as const,
+              ),
+            ),
+          ),
+        }
+      : null;
+    const deadLetters = Object.fromEntries(
+      (await this.metrics.deadLetters.get()).values.map((v) => [String(v.labels.reason), v.value]),
+    );
     return {
       host: this.host,
       pid: process.pid,
       uptimeSeconds: Math.round((this.clock.now() - this.startedAt) / 1000),
-      mode: this.config.broker.uri ? 'federated' : 'single-host',
-      broker: this.config.broker.uri ? 'not connected' : 'none (single-host mode)',
+      mode: federation ? 'federated' : 'single-host',
+      broker,
       store: this.store.file,
       entities: this.roster(),
       deliveries: countActorsByState(this.store, deliveryKind),
+      deadLetters,
     };
+  }
+
+  /** The broker's dead-letter queue, read without consuming it. */
+  async listDeadLetters(max = 100): Promise<DeadLetterView[]> {
+    return this.requireFederation('bridge dlq').listDeadLetters(max);
+  }
+
+  /** Moves dead letters back to their inboxes (all, or one msgId); returns how many moved. */
+  async requeueDeadLetters(msgId?: string): Promise<number> {
+    return this.requireFederation('bridge dlq requeue').requeueDeadLetters(msgId);
+  }
+
+  private requireFederation(what: string): Federation {
+    if (!this.federation) {
+      throw new BridgeError(
+        ErrorCode.notAvailable,
+        `${what} needs a broker: this gateway runs single-host (set broker.uri / BRIDGE_BROKER_URI); ` +
+          'single-host dead letters stay in the event log with their reason',
+      );
+    }
+    return this.federation;
   }
 
   private assertRunning(): void {

@@ -4,19 +4,28 @@ import { newTraceId } from '../log/logger.js';
 import { type SendContext, type SendEvent, sendMachine } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { readActorEvents } from '../store/readEvents.js';
 import { readIdempotentMsgId, recordIdempotencyKey } from '../store/idempotency.js';
-import { readTraceOfMessage } from '../store/messageBodies.js';
+import { purgeMessage, putMessage, readMessage, readTraceOfMessage } from '../store/messageBodies.js';
+import { broadcastKey } from '../broker/topology.js';
 import { byteLength, digestText } from '../wire/digest.js';
-import { type Address, type Envelope, schemaVersionString, type WireKind } from '../wire/envelope.js';
+import { type Address, type Envelope, schemaVersionString, WireKind } from '../wire/envelope.js';
 import { uuidv7 } from '../wire/ids.js';
 import type { Directory } from './directory.js';
 import type { EntityActor } from './entityActor.js';
+import type { Federation } from './federation.js';
 
 export interface SendRequest {
   kind: typeof WireKind.send | typeof WireKind.reply;
   to: string;
   text: string;
   inReplyTo?: string | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+export interface BroadcastRequest {
+  text: string;
+  group?: string | undefined;
   idempotencyKey?: string | undefined;
 }
 
@@ -28,23 +37,40 @@ export interface SendResult {
   duplicate: boolean;
 }
 
+export interface BroadcastResult {
+  msgId: string;
+  traceId: string;
+  key: string;
+  duplicate: boolean;
+  /** Some inbox refused its copy (full): the others have theirs (SPEC §12). */
+  partial: boolean;
+  /** Copies delivered by this gateway without the broker (single-host mode). */
+  localCopies?: number;
+}
+
 export interface RouterDeps extends RuntimeDeps {
   config: Config;
   metrics: Metrics;
   directory: Directory;
+  federation?: Federation | undefined;
 }
 
 export const sendKind = 'send';
+/** Outbound envelopes are kept under this recipient until the broker confirms them. */
+const outbox = '>outbox';
 
 export function addressOf(entity: EntityActor, host: string): Address {
   return { gid: entity.gid, name: entity.record.name, host, kind: entity.record.kind };
 }
 
+type SendCell = ActorCell<SendContext, SendEvent>;
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /**
- * Accepts messages from local senders and routes them (invariant 3): a recipient on this host
- * gets the message through its entity actor, durably, without a broker. The send's actor, the
- * recipient's delivery actor and the body are written in one transaction; the call returns
- * only once that is on disk.
+ * Accepts messages from local senders and routes them. A recipient on this host gets the
+ * message through its entity actor, durably, without the broker (invariant 3); any other is
+ * published to the broker by recipient gid (invariant 2) and the call returns once the broker
+ * has confirmed it. The send's actor and the body are on disk before anything leaves.
  */
 export class Router {
   /** Idempotency keys written in the current, not yet committed batch. */
@@ -53,8 +79,71 @@ export class Router {
   constructor(private readonly deps: RouterDeps) {}
 
   async send(sender: EntityActor, request: SendRequest): Promise<SendResult> {
-    const { config, directory, store, host } = this.deps;
-    const size = byteLength(request.text);
+    const size = this.checkSize(request.text);
+    const local = this.deps.directory.find(request.to);
+    const to = local ? addressOf(local, this.deps.host) : this.resolveRemote(request.to);
+
+    const earlier = await this.earlierSend(sender, request.idempotencyKey);
+    if (earlier) {
+      if (!local && earlier.state !== 'confirmed') await this.republish(earlier.cell, earlier.msgId);
+      return { msgId: earlier.msgId, traceId: earlier.traceId, to, duplicate: true };
+    }
+
+    const envelope = this.envelope(sender, request.kind, to.gid, request.text, request.inReplyTo);
+    const cell = this.createSend(sender, envelope, to.gid, size, request.idempotencyKey);
+    if (local) {
+      try {
+        local.accept(envelope);
+      } catch (err) {
+        cell.send({ type: 'send.failed', code: codeOf(err), detail: (err as Error).message });
+        await this.deps.store.batch.flush();
+        throw err;
+      }
+      cell.send({ type: 'send.routedLocal' });
+      this.deps.metrics.accepted.inc({ route: 'local' });
+      await this.deps.store.batch.flush();
+    } else {
+      putMessage(this.deps.store, outbox, envelope);
+      await this.deps.store.batch.flush();
+      await this.publish(cell, envelope, to.gid);
+    }
+    return { msgId: envelope.msgId, traceId: envelope.traceId, to, duplicate: false };
+  }
+
+  /**
+   * Publishes once for everyone bound to `broadcast.all` or `broadcast.<group>` (U8). Without
+   * a broker, this gateway hands a copy to each matching local entity.
+   */
+  async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
+    const size = this.checkSize(request.text);
+    const key = broadcastKey(request.group);
+    const earlier = await this.earlierSend(sender, request.idempotencyKey);
+    if (earlier) return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
+
+    const envelope = this.envelope(sender, WireKind.broadcast, key, request.text, undefined);
+    const cell = this.createSend(sender, envelope, key, size, request.idempotencyKey);
+    const federation = this.deps.federation;
+    if (!federation) {
+      let localCopies = 0;
+      for (const entity of this.deps.directory.all()) {
+        if (entity === sender) continue;
+        if (request.group !== undefined && !entity.record.groups.includes(request.group)) continue;
+        if (entity.accept({ ...envelope, to: entity.gid }) === 'accepted') localCopies++;
+      }
+      cell.send({ type: 'send.routedLocal' });
+      this.deps.metrics.accepted.inc({ route: 'local' });
+      await this.deps.store.batch.flush();
+      return { msgId: envelope.msgId, traceId: envelope.traceId, key, duplicate: false, partial: false, localCopies };
+    }
+    putMessage(this.deps.store, outbox, envelope);
+    await this.deps.store.batch.flush();
+    const partial = await this.publish(cell, envelope, key);
+    return { msgId: envelope.msgId, traceId: envelope.traceId, key, duplicate: false, partial };
+  }
+
+  private checkSize(text: string): number {
+    const { config } = this.deps;
+    const size = byteLength(text);
     if (size > config.limits.maxTextBytes) {
       throw new BridgeError(
         ErrorCode.textTooLarge,
@@ -63,66 +152,168 @@ export class Router {
         { details: { size, limit: config.limits.maxTextBytes } },
       );
     }
-    const recipient = directory.resolve(request.to);
-    const to = addressOf(recipient, host);
+    return size;
+  }
 
-    const keyId =
-      request.idempotencyKey === undefined ? undefined : `${sender.gid}\u0000${request.idempotencyKey}`;
-    if (keyId !== undefined && request.idempotencyKey !== undefined) {
-      const earlier =
-        this.pendingKeys.get(keyId) ?? readIdempotentMsgId(store, sender.gid, request.idempotencyKey);
-      if (earlier !== undefined) {
-        await store.batch.flush();
-        return { msgId: earlier, traceId: readTraceOfMessage(store, earlier) ?? '', to, duplicate: true };
-      }
+  /** A recipient on another host, from the roster; a bare gid goes to the broker as it is. */
+  private resolveRemote(address: string): Address {
+    const federation = this.deps.federation;
+    if (!federation) return addressOf(this.deps.directory.resolve(address), this.deps.host);
+    const matches = federation.roster.find(address);
+    if (matches.length > 1) {
+      const where = matches.map((m) => `${m.name}@${m.host}`).join(', ');
+      throw new BridgeError(
+        ErrorCode.ambiguousRecipient,
+        `"${address}" names more than one entity (${where}): address it as name@host or by gid`,
+      );
     }
+    const [match] = matches;
+    if (match) return { gid: match.gid, name: match.name, host: match.host, kind: match.kind };
+    // The roster resolves existence, the broker resolves location (invariant 2): an unknown
+    // gid is still tried, and a mandatory publish tells us if no inbox has it.
+    if (uuidPattern.test(address)) return { gid: address, name: address, host: 'unknown', kind: 'worker' };
+    const hosts = [this.deps.host, ...federation.roster.hostIds()].join(', ');
+    throw new BridgeError(
+      ErrorCode.unknownRecipient,
+      `unknown recipient "${address}": no entity with that gid or name on this host or in the roster ` +
+        `(hosts: ${hosts}); call bridge_roster to see who is reachable`,
+      { details: { to: address } },
+    );
+  }
 
-    const msgId = uuidv7(this.deps.clock.now());
-    const traceId =
-      (request.inReplyTo === undefined ? undefined : readTraceOfMessage(store, request.inReplyTo)) ??
-      newTraceId();
-    const envelope: Envelope = {
+  private async earlierSend(
+    sender: EntityActor,
+    key: string | undefined,
+  ): Promise<{ msgId: string; traceId: string; state: string; cell: SendCell } | undefined> {
+    if (key === undefined) return undefined;
+    const { store } = this.deps;
+    const keyId = `${sender.gid}\u0000${key}`;
+    const msgId = this.pendingKeys.get(keyId) ?? readIdempotentMsgId(store, sender.gid, key);
+    if (msgId === undefined) return undefined;
+    await store.batch.flush();
+    const rows = readActorEvents(store, sendKind, msgId);
+    const cell = ActorCell.rehydrate<SendContext, SendEvent>(
+      sendMachine,
+      rows,
+      { kind: sendKind, id: msgId, traceId: rows[0]?.traceId ?? '', msgId, owner: sender.gid },
+      this.deps,
+    );
+    return { msgId, traceId: cell.context.traceId, state: cell.state, cell };
+  }
+
+  private envelope(
+    sender: EntityActor,
+    kind: Envelope['kind'],
+    to: string,
+    text: string,
+    inReplyTo: string | undefined,
+  ): Envelope {
+    const { store, clock, config } = this.deps;
+    const now = clock.now();
+    const traceId = (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ?? newTraceId();
+    return {
       v: schemaVersionString,
-      kind: request.kind,
-      msgId,
+      kind,
+      msgId: uuidv7(now),
       traceId,
       hlc: this.deps.hlc.tick(),
-      from: addressOf(sender, host),
-      to: recipient.gid,
-      text: request.text,
-      ...(request.inReplyTo === undefined ? {} : { inReplyTo: request.inReplyTo }),
+      from: addressOf(sender, this.deps.host),
+      to,
+      text,
+      ...(inReplyTo === undefined ? {} : { inReplyTo }),
+      expiresAt: now + config.delivery.ttlMs,
     };
+  }
 
+  private createSend(
+    sender: EntityActor,
+    envelope: Envelope,
+    recipient: string,
+    size: number,
+    idempotencyKey: string | undefined,
+  ): SendCell {
+    const { store } = this.deps;
     const cell = ActorCell.create<SendContext, SendEvent>(
       sendMachine,
       {
-        msgId,
-        traceId,
-        kind: request.kind,
+        msgId: envelope.msgId,
+        traceId: envelope.traceId,
+        kind: envelope.kind,
         sender: sender.gid,
-        recipient: recipient.gid,
-        digest: digestText(request.text),
+        recipient,
+        digest: digestText(envelope.text),
         size,
       },
-      { kind: sendKind, id: msgId, traceId, msgId, owner: sender.gid },
+      { kind: sendKind, id: envelope.msgId, traceId: envelope.traceId, msgId: envelope.msgId, owner: sender.gid },
       this.deps,
     );
-    if (keyId !== undefined && request.idempotencyKey !== undefined) {
-      recordIdempotencyKey(store, sender.gid, request.idempotencyKey, msgId);
-      this.pendingKeys.set(keyId, msgId);
+    if (idempotencyKey !== undefined) {
+      const keyId = `${sender.gid}\u0000${idempotencyKey}`;
+      recordIdempotencyKey(store, sender.gid, idempotencyKey, envelope.msgId);
+      this.pendingKeys.set(keyId, envelope.msgId);
       store.batch.afterCommit(() => this.pendingKeys.delete(keyId));
     }
-    try {
-      recipient.accept(envelope);
-    } catch (err) {
-      const code = err instanceof BridgeError ? err.code : ErrorCode.internal;
-      cell.send({ type: 'send.failed', code, detail: (err as Error).message });
-      await store.batch.flush();
-      throw err;
-    }
-    cell.send({ type: 'send.routedLocal' });
-    this.deps.metrics.accepted.inc({ route: 'local' });
-    await store.batch.flush();
-    return { msgId, traceId, to, duplicate: false };
+    return cell;
   }
+
+  /** A retried send that never got its confirm: the same envelope again, under the same msgId. */
+  private async republish(cell: SendCell, msgId: string): Promise<void> {
+    const envelope = readMessage(this.deps.store, msgId, outbox);
+    if (!envelope) return;
+    await this.publish(cell, envelope, envelope.to);
+  }
+
+  /**
+   * Publishes and waits for the broker's confirm. Returns whether a broadcast was only
+   * partly taken; throws for a send the broker did not take.
+   */
+  private async publish(cell: SendCell, envelope: Envelope, routingKey: string): Promise<boolean> {
+    const federation = this.deps.federation;
+    const { store, metrics } = this.deps;
+    if (!federation) throw new BridgeError(ErrorCode.internal, 'publish without a broker');
+    cell.send({ type: 'send.published' });
+    let failure: BridgeError | undefined;
+    let partial = false;
+    try {
+      const outcome = await federation.publishMessage(envelope, routingKey);
+      if (outcome.ok) {
+        cell.send({ type: 'send.confirmed' });
+      } else if (outcome.reason === 'unroutable') {
+        failure = new BridgeError(
+          ErrorCode.unknownRecipient,
+          envelope.kind === WireKind.broadcast
+            ? `nobody receives ${routingKey}: no inbox is bound to it; check the group name with bridge_roster`
+            : `unknown recipient ${routingKey}: no inbox exists for it on the broker; call bridge_roster to see who is reachable`,
+        );
+      } else if (envelope.kind === WireKind.broadcast) {
+        // A broadcast nacked by one full inbox still reached the others (SPEC §12).
+        partial = true;
+        metrics.deadLetters.inc({ reason: 'maxlen' });
+        cell.send({ type: 'send.confirmed' });
+      } else {
+        metrics.deadLetters.inc({ reason: 'maxlen' });
+        failure = new BridgeError(
+          ErrorCode.inboxFull,
+          `the recipient's inbox is full (broker.inboxMaxLength); the message was dead-lettered: ${outcome.detail}. ` +
+            'Retry later, or ask its owner to drain it',
+          { retryable: true },
+        );
+      }
+    } catch (err) {
+      failure = err instanceof BridgeError ? err : new BridgeError(ErrorCode.internal, (err as Error).message);
+    }
+    if (failure) {
+      cell.send({ type: 'send.failed', code: failure.code, detail: failure.message });
+      await store.batch.flush();
+      throw failure;
+    }
+    purgeMessage(store, envelope.msgId, outbox);
+    metrics.accepted.inc({ route: 'broker' });
+    await store.batch.flush();
+    return partial;
+  }
+}
+
+function codeOf(err: unknown): string {
+  return err instanceof BridgeError ? err.code : ErrorCode.internal;
 }

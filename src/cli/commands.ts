@@ -1,4 +1,6 @@
+import type { DeadLetterView } from '../actors/federation.js';
 import type { Registration, RosterEntry, SendOutcome } from '../actors/gateway.js';
+import type { BroadcastResult } from '../actors/router.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';
@@ -121,7 +123,7 @@ export async function runRoster(values: CliValues): Promise<number> {
       `${e.name}@${e.host}`,
       e.kind,
       e.status,
-      String(e.depth),
+      e.depth === undefined ? '-' : String(e.depth),
       e.groups.join(','),
       e.gid,
     ]);
@@ -129,28 +131,100 @@ export async function runRoster(values: CliValues): Promise<number> {
   });
 }
 
-export async function runStatus(values: CliValues): Promise<number> {
-  const result = (await callAdmin(socketOf(values), adminRoutes.status)) as {
-    host: string;
-    pid: number;
-    uptimeSeconds: number;
-    mode: string;
-    broker: string;
-    store: string;
-    entities: RosterEntry[];
-    deliveries: Record<string, number>;
-  };
+export async function runBroadcast(values: CliValues, rest: string[]): Promise<number> {
+  const text = rest.join(' ');
+  if (!text) throw new BridgeError(ErrorCode.badRequest, 'broadcast needs TEXT: bridge broadcast "stop and report"');
+  const result = (await callAdmin(socketOf(values), adminRoutes.broadcast, {
+    token: tokenOf(values),
+    text,
+    ...(values.group?.[0] ? { group: values.group[0] } : {}),
+    ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
+  })) as BroadcastResult;
   return print(values, result, () => {
-    const deliveries = Object.entries(result.deliveries)
-      .map(([state, n]) => `${state}=${n}`)
-      .join(' ');
+    const copies = result.localCopies === undefined ? '' : ` (${result.localCopies} local copies)`;
+    const partial = result.partial ? '\nsome inboxes were full and refused their copy (dead-lettered)' : '';
+    return `broadcast ${result.msgId} to ${result.key}${copies}${partial}`;
+  });
+}
+
+export async function runDlq(values: CliValues, rest: string[]): Promise<number> {
+  const [action, msgId] = rest;
+  const socket = socketOf(values);
+  if (action === 'list' || action === 'show') {
+    const max = integerOption('max', values.max);
+    const letters = (await callAdmin(socket, adminRoutes.dlqList, max === undefined ? {} : { max })) as DeadLetterView[];
+    if (action === 'show') {
+      if (!msgId) throw new BridgeError(ErrorCode.badRequest, 'dlq show needs a MSGID (see `bridge dlq list`)');
+      const letter = letters.find((l) => l.msgId === msgId);
+      if (!letter) throw new BridgeError(ErrorCode.badRequest, `no dead letter with msgId ${msgId} in the first ${letters.length}`);
+      return print(values, letter, () =>
+        [
+          `msgId:   ${letter.msgId}`,
+          `reason:  ${letter.reason}${letter.detail ? ` (${letter.detail})` : ''}`,
+          `queue:   ${letter.queue}`,
+          `to:      ${letter.routingKey}`,
+          `from:    ${letter.host || '?'} at ${letter.at || '?'}`,
+          `body:    ${letter.body}`,
+        ].join('\n'),
+      );
+    }
+    return print(values, letters, () =>
+      letters.length === 0
+        ? 'the dead-letter queue is empty'
+        : table(
+            ['MSGID', 'REASON', 'QUEUE', 'DETAIL'],
+            letters.map((l) => [l.msgId ?? '-', l.reason, l.queue, l.detail.slice(0, 60)]),
+          ),
+    );
+  }
+  if (action === 'requeue') {
+    if (!msgId && !values.all) throw new BridgeError(ErrorCode.badRequest, 'dlq requeue needs a MSGID or --all');
+    const result = (await callAdmin(socket, adminRoutes.dlqRequeue, msgId ? { msgId } : {})) as { requeued: number };
+    return print(values, result, () => `requeued ${result.requeued} dead letter${result.requeued === 1 ? '' : 's'}`);
+  }
+  throw new BridgeError(ErrorCode.badRequest, 'dlq takes list, show MSGID or requeue (MSGID | --all)');
+}
+
+interface StatusView {
+  host: string;
+  pid: number;
+  uptimeSeconds: number;
+  mode: string;
+  broker: {
+    state: string;
+    lastError: string | null;
+    queueMode: string;
+    peers: string[];
+    deadLetterQueue: number | undefined;
+    inboxes: Record<string, number | undefined>;
+  } | null;
+  store: string;
+  entities: RosterEntry[];
+  deliveries: Record<string, number>;
+  deadLetters: Record<string, number>;
+}
+
+export async function runStatus(values: CliValues): Promise<number> {
+  const result = (await callAdmin(socketOf(values), adminRoutes.status)) as StatusView;
+  return print(values, result, () => {
+    const counts = (record: Record<string, number | undefined>) =>
+      Object.entries(record)
+        .map(([key, n]) => `${key}=${n ?? '?'}`)
+        .join(' ');
+    const broker = result.broker;
     return [
-      `host:       ${result.host} (pid ${result.pid}, up ${result.uptimeSeconds}s)`,
-      `mode:       ${result.mode}`,
-      `broker:     ${result.broker}`,
-      `event log:  ${result.store}`,
-      `entities:   ${result.entities.length}`,
-      `deliveries: ${deliveries || 'none yet'}`,
+      `host:         ${result.host} (pid ${result.pid}, up ${result.uptimeSeconds}s)`,
+      `mode:         ${result.mode}`,
+      broker
+        ? `broker:       ${broker.state}${broker.lastError ? ` (${broker.lastError})` : ''}, ${broker.queueMode} queues, peers: ${broker.peers.join(', ') || 'none'}`
+        : 'broker:       none (single-host mode)',
+      ...(broker
+        ? [`inboxes:      ${counts(broker.inboxes) || 'none'}`, `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`]
+        : []),
+      `event log:    ${result.store}`,
+      `entities:     ${result.entities.length}`,
+      `deliveries:   ${counts(result.deliveries) || 'none yet'}`,
+      `dead letters: ${counts(result.deadLetters) || 'none'}`,
     ].join('\n');
   });
 }

@@ -1,7 +1,16 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
-import { runDeregister, runDrain, runRegister, runRoster, runSend, runStatus } from './commands.js';
+import {
+  runBroadcast,
+  runDeregister,
+  runDlq,
+  runDrain,
+  runRegister,
+  runRoster,
+  runSend,
+  runStatus,
+} from './commands.js';
 import { runStart } from './start.js';
 
 const usage = `bridge — cross-host messaging for AI coding agents
@@ -14,7 +23,10 @@ Usage:
   bridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
   bridge send TO TEXT [--reply-to MSGID] [--wait MS] [--idempotency-key KEY]
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
+  bridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
   bridge drain [--max N]                              collect messages held for that entity
+  bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all)
+                                                      the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
   bridge status                                       the gateway's state
 
@@ -37,6 +49,7 @@ const options = {
   wait: { type: 'string' },
   'idempotency-key': { type: 'string' },
   max: { type: 'string' },
+  all: { type: 'boolean' },
 } as const;
 
 export type CliValues = ReturnType<typeof parseCli>['values'];
@@ -69,6 +82,10 @@ async function main(argv: string[]): Promise<number> {
       return runSend(values, rest);
     case 'drain':
       return runDrain(values);
+    case 'broadcast':
+      return runBroadcast(values, rest);
+    case 'dlq':
+      return runDlq(values, rest);
     case 'roster':
       return runRoster(values);
     case 'status':

@@ -22,6 +22,19 @@ export const configSchema = z.strictObject({
         .string()
         .regex(/^amqps?:\/\//, 'the broker uri starts with amqp:// or amqps://')
         .optional(),
+      /** classic queues (one broker) or quorum queues (a cluster, R-TOP2). */
+      queueMode: z.enum(['classic', 'quorum']).default('classic'),
+      /** Inbox cap (x-max-length): overflow is refused to the sender and dead-lettered (R-H1). */
+      inboxMaxLength: z.number().int().min(1).default(10_000),
+      /** Unacked messages per inbox consumer. */
+      prefetch: z.number().int().min(1).max(65_535).default(200),
+      /** Presence heartbeat (U5). */
+      heartbeatMs: z.number().int().min(100).default(5_000),
+      /** A host's roster entries expire after this many missed heartbeats. */
+      presenceTtlBeats: z.number().int().min(1).default(3),
+      /** Reconnect backoff: first delay and cap. */
+      retryBaseMs: z.number().int().min(1).default(500),
+      retryMaxMs: z.number().int().min(1).default(15_000),
     })
     .prefault({}),
   mcp: z

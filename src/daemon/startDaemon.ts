@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { Gateway } from '../actors/gateway.js';
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/schema.js';
-import { BridgeError, ErrorCode } from '../errors.js';
 import { checkPane, createInjectorFactory } from '../inject/createInjector.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
 import { startHttpServer } from '../interfaces/httpServer.js';
@@ -30,13 +29,6 @@ export function adminSocketPath(config: Config): string {
 /** Starts a gateway with its interfaces: the event log first, then MCP and the admin socket. */
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const { config, logger } = options;
-  if (config.broker.uri) {
-    throw new BridgeError(
-      ErrorCode.badConfig,
-      'broker.uri / BRIDGE_BROKER_URI is set, but this build of bridge runs single-host only: ' +
-        'unset it to run this gateway on its own',
-    );
-  }
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
   const gateway = new Gateway({
     config,
@@ -48,9 +40,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   });
   const admin = await startAdminServer(gateway, adminSocketPath(config));
   try {
-    gateway.start();
+    await gateway.start();
   } catch (err) {
     await admin.close();
+    await gateway.stop().catch(() => {});
     throw err;
   }
   let http: Awaited<ReturnType<typeof startHttpServer>>;

@@ -27,6 +27,16 @@ export const drainBody = z.strictObject({
   max: z.number().int().min(1).optional(),
 });
 
+export const broadcastBody = z.strictObject({
+  token: z.string().min(1),
+  text: z.string().min(1),
+  group: z.string().min(1).optional(),
+  idempotencyKey: z.string().min(1).max(200).optional(),
+});
+
+export const dlqListBody = z.strictObject({ max: z.number().int().min(1).max(10_000).optional() });
+export const dlqRequeueBody = z.strictObject({ msgId: z.string().min(1).optional() });
+
 export const adminReply = z.union([
   z.object({ ok: z.literal(true), result: z.unknown() }),
   z.object({
@@ -43,4 +53,7 @@ export const adminRoutes = {
   deregister: '/v1/deregister',
   send: '/v1/send',
   drain: '/v1/drain',
+  broadcast: '/v1/broadcast',
+  dlqList: '/v1/dlq/list',
+  dlqRequeue: '/v1/dlq/requeue',
 } as const;

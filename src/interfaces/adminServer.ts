@@ -4,7 +4,16 @@ import { createConnection } from 'node:net';
 import type { z } from 'zod';
 import type { Gateway } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
-import { adminRoutes, deregisterBody, drainBody, registerBody, sendBody } from './adminProtocol.js';
+import {
+  adminRoutes,
+  broadcastBody,
+  deregisterBody,
+  dlqListBody,
+  dlqRequeueBody,
+  drainBody,
+  registerBody,
+  sendBody,
+} from './adminProtocol.js';
 
 export interface AdminServerHandle {
   readonly socketPath: string;
@@ -29,6 +38,14 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
       const { token, ...request } = parse(sendBody, body);
       return gateway.send(entityOf(token), request);
     },
+    [adminRoutes.broadcast]: async (body) => {
+      const { token, ...request } = parse(broadcastBody, body);
+      return gateway.broadcast(entityOf(token), request);
+    },
+    [adminRoutes.dlqList]: async (body) => gateway.listDeadLetters(parse(dlqListBody, body ?? {}).max),
+    [adminRoutes.dlqRequeue]: async (body) => ({
+      requeued: await gateway.requeueDeadLetters(parse(dlqRequeueBody, body ?? {}).msgId),
+    }),
     [adminRoutes.drain]: async (body) => {
       const { token, max } = parse(drainBody, body);
       return gateway.drain(entityOf(token), max);

@@ -209,6 +209,42 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
       }),
   );
 
+  server.registerTool(
+    'bridge_broadcast',
+    {
+      description:
+        'Announce the same text to everyone (or to one group) at once: published once, every inbox bound to it ' +
+        'gets a copy. For per-worker briefs use bridge_send to each.',
+      inputSchema: {
+        text: z.string().min(1).describe('The announcement'),
+        group: z
+          .string()
+          .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
+          .optional()
+          .describe('Only entities in this group; everyone when omitted'),
+        idempotency_key: idempotencyKey,
+      },
+      outputSchema: {
+        msgId: z.string(),
+        traceId: z.string(),
+        key: z.string(),
+        duplicate: z.boolean(),
+        partial: z.boolean(),
+        localCopies: z.number().optional(),
+      },
+    },
+    (args) =>
+      run('bridge_broadcast', async () => {
+        const result = await gateway.broadcast(entity, {
+          text: args.text,
+          group: args.group,
+          idempotencyKey: args.idempotency_key,
+        });
+        const note = result.partial ? ' (some inboxes were full and refused their copy)' : '';
+        return ok({ ...result }, `broadcast ${result.msgId} to ${result.key}${note}`);
+      }),
+  );
+
   const pending = {
     bridge_ask: ['the ask flow', { to: z.string(), question: z.string(), timeout_ms: z.number().optional() }],
     bridge_answer: ['the ask flow', { ask_id: z.string(), text: z.string() }],

@@ -1,5 +1,6 @@
 import type { AnyStateMachine } from 'xstate';
 import type { z } from 'zod';
+import { brokerEventSchema, brokerInputSchema, brokerMachine } from './brokerMachine.js';
 import { deliveryEventSchema, deliveryInputSchema, deliveryMachine } from './deliveryMachine.js';
 import { entityEventSchema, entityInputSchema, entityMachine } from './entityMachine.js';
 import { sendEventSchema, sendInputSchema, sendMachine } from './sendMachine.js';
@@ -15,6 +16,7 @@ export const machines = {
   entity: { machine: entityMachine, input: entityInputSchema, events: entityEventSchema },
   delivery: { machine: deliveryMachine, input: deliveryInputSchema, events: deliveryEventSchema },
   send: { machine: sendMachine, input: sendInputSchema, events: sendEventSchema },
+  broker: { machine: brokerMachine, input: brokerInputSchema, events: brokerEventSchema },
 } as const satisfies Record<string, MachineEntry>;
 
 export type ActorKind = keyof typeof machines;

@@ -3,7 +3,8 @@ import { z } from 'zod';
 
 /**
  * One outbound message, from the sender's side: accepted, then either delivered by this
- * gateway (routed-local, invariant 3) or published to the broker and confirmed by it.
+ * gateway (routed-local, invariant 3) or published to the broker and confirmed by it. A send
+ * that failed (broker unreachable, inbox full) can be published again under the same msgId.
  */
 export const sendInputSchema = z.object({
   msgId: z.string(),
@@ -63,6 +64,10 @@ export const sendMachine = setup({
     },
     'routed-local': { type: 'final' },
     confirmed: { type: 'final' },
-    failed: { type: 'final' },
+    // Not final: a retry with the same idempotency key publishes the same msgId again, and
+    // the receiver's dedup makes that safe.
+    failed: {
+      on: { 'send.published': { target: 'published', actions: assign({ failure: null }) } },
+    },
   },
 });

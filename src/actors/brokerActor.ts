@@ -1,0 +1,389 @@
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options } from 'amqplib';
+import { BridgeError, ConnectionError, ErrorCode } from '../errors.js';
+import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { dlqSpec, type QueueSpec, sharedExchanges } from '../broker/topology.js';
+
+/** One message to publish. `mandatory` makes an unroutable message an error (invariant 2). */
+export interface PublishRequest {
+  exchange: string;
+  routingKey: string;
+  content: Buffer;
+  messageId: string;
+  mandatory: boolean;
+  persistent: boolean;
+  /** Per-message TTL (ms); the broker dead-letters it as expired at the queue head. */
+  expirationMs?: number | undefined;
+  headers?: Record<string, string | number | boolean> | undefined;
+}
+
+/** How a confirmed publish ended. Expected outcomes are values, not exceptions. */
+export type PublishOutcome =
+  | { ok: true }
+  | { ok: false; reason: 'unroutable'; detail: string }
+  | { ok: false; reason: 'rejected'; detail: string };
+
+/** A received message with its ack bound to the channel it came on. */
+export interface InboundMessage {
+  readonly content: Buffer;
+  readonly exchange: string;
+  readonly routingKey: string;
+  readonly messageId: string | undefined;
+  readonly redelivered: boolean;
+  readonly headers: Record<string, unknown>;
+  /** Acks on the channel it arrived on; a no-op once that channel is gone (it will be redelivered). */
+  ack(): void;
+  /** Rejects without requeue: the queue's dead-letter exchange takes it. */
+  reject(): void;
+}
+
+export interface ConsumerSpec {
+  queue: QueueSpec;
+  /** Quorum mode: an exclusive lock queue declared first, so a second gateway fails loudly. */
+  lock?: QueueSpec | undefined;
+  prefetch: number;
+  exclusive: boolean;
+  onMessage(message: InboundMessage): void;
+}
+
+export interface BrokerActorOptions extends RuntimeDeps {
+  uri: string;
+  hostId: string;
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+  /** Called when the broker refuses something that retrying cannot fix (a second consumer). */
+  onFatal: (err: BridgeError) => void;
+  /** Called on every connection state change (connected, blocked, backoff, ...). */
+  onState?: (state: string) => void;
+}
+
+interface OpenConsumer {
+  spec: ConsumerSpec;
+  channel: Channel | undefined;
+}
+
+/** Broker replies that mean "someone else holds this": retrying does not help (invariant 1). */
+const refusalCodes = new Set([403, 405]);
+
+/**
+ * The only code that touches amqplib. It drives the broker connection machine: connects,
+ * declares the shared topology, opens a confirm channel for publishing and one channel per
+ * exclusive consumer, and on any loss reconnects with backoff and re-declares all of it
+ * (R-H5). While not connected, `publish` fails fast: nothing is buffered for the broker.
+ */
+export class BrokerActor {
+  private readonly cell: ActorCell<BrokerContext, BrokerEvent>;
+  private model: ChannelModel | undefined;
+  private publisher: ConfirmChannel | undefined;
+  private readonly consumers = new Map<string, OpenConsumer>();
+  private readonly returned = new Map<string, string>();
+  private drained: Promise<void> | undefined;
+  private generation = 0;
+  private firstAttempt: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+
+  constructor(private readonly options: BrokerActorOptions) {
+    const machine = brokerMachine.provide({
+      actions: {
+        openConnection: () => void this.connect(),
+        closeConnection: () => void this.disconnect(),
+      },
+    });
+    this.cell = ActorCell.create<BrokerContext, BrokerEvent>(
+      machine,
+      { hostId: options.hostId, retryBaseMs: options.retryBaseMs ?? 500, retryMaxMs: options.retryMaxMs ?? 15_000 },
+      { kind: 'broker', id: `${options.hostId}/${options.hlc.last()}`, traceId: `broker/${options.hostId}`, msgId: null },
+      options,
+    );
+    this.cell.onTransition = (t) => this.options.onState?.(t.to);
+  }
+
+  /** connected, blocked, connecting, backoff, idle or stopped. */
+  get state(): string {
+    return this.cell.state;
+  }
+
+  get connected(): boolean {
+    return this.cell.state === 'connected';
+  }
+
+  get lastError(): string | null {
+    return this.cell.context.lastError;
+  }
+
+  /**
+   * Starts connecting. Resolves after the first attempt, whether it reached the broker or not
+   * (the gateway runs without it and keeps retrying); rejects only when the broker refuses a
+   * consumer, which no retry can fix.
+   */
+  start(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.firstAttempt = { resolve, reject };
+      this.cell.send({ type: 'broker.connect' });
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.cell.send({ type: 'broker.stop' });
+    await this.options.store.batch.flush().catch(() => {});
+    await this.disconnect();
+    this.cell.stop();
+  }
+
+  /** Registers a consumer: opened now if connected, and again after every reconnect. */
+  async consume(spec: ConsumerSpec): Promise<void> {
+    const entry: OpenConsumer = { spec, channel: undefined };
+    this.consumers.set(spec.queue.name, entry);
+    if (this.model && this.connected) await this.openConsumer(this.model, entry);
+  }
+
+  /** Stops consuming a queue; with `deleteQueue`, removes it (its messages dead-letter only if the caller moved them). */
+  async cancel(queueName: string, options: { deleteQueue?: boolean } = {}): Promise<void> {
+    const entry = this.consumers.get(queueName);
+    this.consumers.delete(queueName);
+    await entry?.channel?.close().catch(() => {});
+    if (options.deleteQueue && this.publisher) await this.publisher.deleteQueue(queueName).catch(() => {});
+  }
+
+  /**
+   * Publishes on the confirm channel and resolves when the broker has confirmed it (it is
+   * then the broker's). Throws BROKER_UNAVAILABLE at once when not connected.
+   */
+  async publish(request: PublishRequest): Promise<PublishOutcome> {
+    const publisher = this.publisher;
+    if (!publisher || !this.connected) throw this.unavailable();
+    if (this.drained) await this.drained;
+    const options: Options.Publish = {
+      persistent: request.persistent,
+      mandatory: request.mandatory,
+      messageId: request.messageId,
+      contentType: 'application/json',
+      headers: request.headers ?? {},
+      ...(request.expirationMs === undefined ? {} : { expiration: String(Math.max(1, Math.round(request.expirationMs))) }),
+    };
+    return new Promise<PublishOutcome>((resolve, reject) => {
+      let ready: boolean;
+      try {
+        ready = publisher.publish(request.exchange, request.routingKey, request.content, options, (err) => {
+          const returned = this.returned.get(request.messageId);
+          this.returned.delete(request.messageId);
+          if (returned !== undefined) resolve({ ok: false, reason: 'unroutable', detail: returned });
+          else if (err) {
+            // A nack: the broker refused it (a full inbox with reject-publish), or the channel died.
+            if (publisher === this.publisher && this.connected) {
+              resolve({ ok: false, reason: 'rejected', detail: String((err as Error).message ?? err) });
+            } else reject(this.unavailable());
+          } else resolve({ ok: true });
+        });
+      } catch (err) {
+        reject(this.unavailable(err));
+        return;
+      }
+      if (!ready && !this.drained) {
+        this.drained = new Promise((resolveDrain) =>
+          publisher.once('drain', () => {
+            this.drained = undefined;
+            resolveDrain();
+          }),
+        );
+      }
+    });
+  }
+
+  /** Messages waiting in a queue, or undefined when it cannot be asked (not connected, no queue). */
+  async queueDepth(queueName: string): Promise<number | undefined> {
+    if (!this.model || !this.connected) return undefined;
+    let channel: Channel | undefined;
+    try {
+      channel = await this.model.createChannel();
+      channel.on('error', () => {});
+      const info = await channel.checkQueue(queueName);
+      return info.messageCount;
+    } catch {
+      return undefined;
+    } finally {
+      await channel?.close().catch(() => {});
+    }
+  }
+
+  /**
+   * Runs `fn` with a fresh channel of its own (operator tooling: reading the DLQ). The channel
+   * closes afterwards, which requeues whatever `fn` got and did not ack.
+   */
+  async withChannel<T>(fn: (channel: Channel) => Promise<T>): Promise<T> {
+    if (!this.model || !this.connected) throw this.unavailable();
+    const channel = await this.model.createChannel();
+    channel.on('error', () => {});
+    try {
+      return await fn(channel);
+    } finally {
+      await channel.close().catch(() => {});
+    }
+  }
+
+  private unavailable(cause?: unknown): BridgeError {
+    const why = this.lastError ? ` (${this.lastError})` : '';
+    return new ConnectionError(
+      ErrorCode.brokerUnavailable,
+      `the broker is unreachable${why}: remote sends fail until it is back (same-host messages still flow); retry later`,
+      { retryable: true, cause },
+    );
+  }
+
+  private async connect(): Promise<void> {
+    const generation = ++this.generation;
+    const { logger, uri, hostId } = this.options;
+    let model: ChannelModel | undefined;
+    try {
+      model = await amqp.connect(uri, { clientProperties: { connection_name: `bridge gateway ${hostId}` } });
+      if (generation !== this.generation) {
+        await model.close().catch(() => {});
+        return;
+      }
+      this.model = model;
+      model.on('error', (err: Error) => logger.warn({ err }, 'broker connection error'));
+      model.on('close', () => this.lost(generation, 'connection closed'));
+      model.on('blocked', (reason: string) => this.cell.send({ type: 'broker.blocked', reason }));
+      model.on('unblocked', () => this.cell.send({ type: 'broker.unblocked' }));
+
+      const publisher = await model.createConfirmChannel();
+      publisher.on('error', (err: Error) => logger.warn({ err }, 'broker publish channel error'));
+      publisher.on('close', () => this.lost(generation, 'publish channel closed'));
+      publisher.on('return', (message: ConsumeMessage) => {
+        const id = message.properties.messageId as string | undefined;
+        if (id !== undefined) this.returned.set(id, `no queue is bound to "${message.fields.routingKey}"`);
+      });
+      for (const exchange of sharedExchanges) await publisher.assertExchange(exchange.name, exchange.type, { durable: true });
+      await declareQueue(publisher, dlqSpec);
+      this.publisher = publisher;
+
+      for (const entry of this.consumers.values()) await this.openConsumer(model, entry);
+      this.cell.send({ type: 'broker.connected' });
+      logger.info({ consumers: this.consumers.size }, 'broker connected; topology declared and consumers open');
+      this.settleFirstAttempt();
+    } catch (err) {
+      if (err instanceof BridgeError) {
+        // A refusal no retry can fix: stop loudly.
+        await model?.close().catch(() => {});
+        this.settleFirstAttempt(err);
+        this.options.onFatal(err);
+        return;
+      }
+      const message = (err as Error).message ?? String(err);
+      logger.warn({ err }, 'broker connection attempt failed; retrying with backoff');
+      await model?.close().catch(() => {});
+      this.lost(generation, message);
+      this.settleFirstAttempt();
+    }
+  }
+
+  private async openConsumer(model: ChannelModel, entry: OpenConsumer): Promise<void> {
+    const { spec } = entry;
+    const { logger } = this.options;
+    const channel = await model.createChannel();
+    let failure: Error | undefined;
+    channel.on('error', (err: Error) => {
+      failure = err;
+      logger.warn({ err, queue: spec.queue.name }, 'broker consumer channel error');
+    });
+    channel.on('close', () => {
+      if (entry.channel === channel) entry.channel = undefined;
+    });
+    try {
+      if (spec.lock) await declareQueue(channel, spec.lock);
+      await declareQueue(channel, spec.queue);
+      await channel.prefetch(spec.prefetch);
+      await channel.consume(
+        spec.queue.name,
+        (message) => {
+          if (message === null) {
+            // Cancelled by the broker (queue deleted, or a quorum leader moved): open again.
+            logger.warn({ queue: spec.queue.name }, 'consumer cancelled by the broker; re-opening');
+            entry.channel = undefined;
+            void channel.close().catch(() => {});
+            if (this.consumers.get(spec.queue.name) === entry && this.model === model) {
+              setTimeout(() => void this.openConsumer(model, entry).catch(() => {}), 1_000).unref();
+            }
+            return;
+          }
+          spec.onMessage(wrap(channel, message));
+        },
+        { noAck: false, exclusive: spec.exclusive },
+      );
+      entry.channel = channel;
+    } catch (err) {
+      const code = (err as { code?: number }).code ?? (failure as { code?: number } | undefined)?.code;
+      if (code !== undefined && refusalCodes.has(code)) {
+        throw new ConnectionError(
+          ErrorCode.consumerRefused,
+          `the broker refused to let this gateway consume ${spec.queue.name}: ${(err as Error).message}. ` +
+            'Another gateway already consumes this inbox (invariant 1: one consumer per inbox); ' +
+            'stop that gateway, or give this one a different BRIDGE_HOME and entities',
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  private lost(generation: number, error: string): void {
+    if (generation !== this.generation) return;
+    this.generation++;
+    const model = this.model;
+    this.model = undefined;
+    this.publisher = undefined;
+    for (const entry of this.consumers.values()) entry.channel = undefined;
+    void model?.close().catch(() => {});
+    if (this.cell.state === 'stopped') return;
+    this.options.logger.warn({ error }, 'broker connection lost; reconnecting with backoff');
+    this.cell.send({ type: 'broker.lost', error });
+  }
+
+  private async disconnect(): Promise<void> {
+    this.generation++;
+    const model = this.model;
+    this.model = undefined;
+    this.publisher = undefined;
+    await model?.close().catch(() => {});
+  }
+
+  private settleFirstAttempt(err?: unknown): void {
+    const first = this.firstAttempt;
+    this.firstAttempt = undefined;
+    if (!first) return;
+    if (err) first.reject(err);
+    else first.resolve();
+  }
+}
+
+async function declareQueue(channel: Channel, spec: QueueSpec): Promise<void> {
+  await channel.assertQueue(spec.name, {
+    durable: spec.durable,
+    exclusive: spec.exclusive,
+    autoDelete: spec.autoDelete,
+    arguments: spec.arguments,
+  });
+  for (const binding of spec.bindings) await channel.bindQueue(spec.name, binding.exchange, binding.key);
+}
+
+function wrap(channel: Channel, message: ConsumeMessage): InboundMessage {
+  let settled = false;
+  const settle = (fn: () => void) => {
+    if (settled) return;
+    settled = true;
+    try {
+      fn();
+    } catch {
+      // The channel is gone; the broker redelivers the message and dedup catches it.
+    }
+  };
+  return {
+    content: message.content,
+    exchange: message.fields.exchange,
+    routingKey: message.fields.routingKey,
+    messageId: message.properties.messageId as string | undefined,
+    redelivered: message.fields.redelivered,
+    headers: (message.properties.headers ?? {}) as Record<string, unknown>,
+    ack: () => settle(() => channel.ack(message)),
+    reject: () => settle(() => channel.nack(message, false, false)),
+  };
+}

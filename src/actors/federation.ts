@@ -1,0 +1,397 @@
+import type { Clock } from '../clock/clock.js';
+import type { Hlc } from '../clock/hlc.js';
+import type { Config } from '../config/schema.js';
+import { type BridgeError, ErrorCode } from '../errors.js';
+import type { Logger } from '../log/logger.js';
+import type { DeadLetterReason } from '../machines/deliveryMachine.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { RuntimeDeps } from '../runtime/actorCell.js';
+import {
+  controlSpec,
+  dlqName,
+  Exchange,
+  inboxLockSpec,
+  inboxName,
+  inboxSpec,
+  QueueMode,
+  rosterKey,
+  rosterSpec,
+} from '../broker/topology.js';
+import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
+import { type Envelope, schemaVersionString } from '../wire/envelope.js';
+import { decodePresence, encodePresence, type PresenceEntry } from '../wire/presence.js';
+import { BrokerActor, type InboundMessage, type PublishOutcome, type PublishRequest } from './brokerActor.js';
+import type { DeadLetterSink, EntityActor, InboundHandle } from './entityActor.js';
+import { RemoteRoster } from './roster.js';
+
+export interface FederationDeps extends RuntimeDeps {
+  config: Config;
+  metrics: Metrics;
+  hlc: Hlc;
+  clock: Clock;
+  logger: Logger;
+  /** The local entities, for presence and for routing what arrives. */
+  localEntities(): Iterable<EntityActor>;
+  findLocal(gid: string): EntityActor | undefined;
+  onFatal(err: BridgeError): void;
+}
+
+/** Headers a dead letter carries into `bridge.dlq`. */
+export const DeadLetterHeader = {
+  reason: 'x-bridge-reason',
+  detail: 'x-bridge-detail',
+  queue: 'x-bridge-queue',
+  routingKey: 'x-bridge-routing-key',
+  host: 'x-bridge-host',
+  at: 'x-bridge-at',
+} as const;
+
+export interface DeadLetterView {
+  msgId: string | undefined;
+  reason: string;
+  detail: string;
+  queue: string;
+  routingKey: string;
+  host: string;
+  at: string;
+  body: string;
+}
+
+/**
+ * Everything cross-host, on top of the broker actor: an inbox consumer per local entity that
+ * hands arrivals to the entity actors, publishing by recipient (invariant 2), presence (U5),
+ * broadcast (U8), the control queue, and dead letters with their reason.
+ */
+export class Federation implements DeadLetterSink {
+  readonly broker: BrokerActor;
+  readonly roster: RemoteRoster;
+  private heartbeat: ReturnType<typeof setInterval> | undefined;
+  private readonly maxWireBytes: number;
+
+  constructor(private readonly deps: FederationDeps) {
+    const { config, logger, clock } = deps;
+    this.roster = new RemoteRoster(config.hostId, clock, logger);
+    this.maxWireBytes = config.limits.maxTextBytes + 16 * 1024;
+    this.broker = new BrokerActor({
+      ...deps,
+      uri: config.broker.uri as string,
+      hostId: config.hostId,
+      retryBaseMs: config.broker.retryBaseMs,
+      retryMaxMs: config.broker.retryMaxMs,
+      onFatal: deps.onFatal,
+      onState: (state) => {
+        const connected = state === 'connected';
+        deps.metrics.brokerConnected.set(connected ? 1 : 0);
+        this.roster.setReachable(connected);
+        if (connected) void this.announce();
+      },
+    });
+  }
+
+  get hostId(): string {
+    return this.deps.config.hostId;
+  }
+
+  /** Declares our consumers and connects. Rejects if the broker refuses one of our inboxes. */
+  async start(): Promise<void> {
+    const { config } = this.deps;
+    for (const entity of this.deps.localEntities()) await this.addEntity(entity);
+    await this.broker.consume({
+      queue: controlSpec(config.hostId),
+      prefetch: 10,
+      exclusive: true,
+      onMessage: (message) => this.onControl(message),
+    });
+    await this.broker.consume({
+      queue: rosterSpec(config.hostId),
+      prefetch: 100,
+      exclusive: true,
+      onMessage: (message) => this.onPresence(message),
+    });
+    await this.broker.start();
+    this.heartbeat = setInterval(() => void this.announce(), config.broker.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    await this.broker.stop();
+  }
+
+  /** Starts consuming an entity's inbox (now, and after every reconnect). */
+  async addEntity(entity: EntityActor): Promise<void> {
+    const { config } = this.deps;
+    const quorum = config.broker.queueMode === QueueMode.quorum;
+    await this.broker.consume({
+      queue: inboxSpec({
+        gid: entity.gid,
+        groups: entity.record.groups,
+        mode: config.broker.queueMode,
+        maxLength: config.broker.inboxMaxLength,
+      }),
+      lock: quorum ? inboxLockSpec(entity.gid) : undefined,
+      prefetch: config.broker.prefetch,
+      // Quorum queues ignore `exclusive`; the lock queue keeps invariant 1 loud instead.
+      exclusive: !quorum,
+      onMessage: (message) => this.onInbound(entity, message),
+    });
+    void this.announce();
+  }
+
+  /**
+   * Stops consuming an entity's inbox and empties it into the DLQ (reason recipient-gone),
+   * then deletes it: nothing left in it is lost.
+   */
+  async removeEntity(gid: string): Promise<void> {
+    const queue = inboxName(gid);
+    await this.broker.cancel(queue);
+    if (this.broker.connected) {
+      await this.broker
+        .withChannel(async (channel) => {
+          for (;;) {
+            const message = await channel.get(queue, { noAck: false });
+            if (message === false) break;
+            const outcome = await this.publishDeadLetter(message.content, {
+              reason: 'recipient-gone',
+              detail: 'the entity was deregistered',
+              queue,
+              routingKey: message.fields.routingKey,
+              messageId: message.properties.messageId as string | undefined,
+            });
+            if (!outcome.ok) break;
+            channel.ack(message);
+          }
+          await channel.deleteQueue(queue, { ifEmpty: true });
+        })
+        .catch((err: unknown) => this.deps.logger.warn({ err, queue }, 'could not empty the inbox of a removed entity'));
+    }
+    void this.announce();
+  }
+
+  /** Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2). */
+  async publishMessage(envelope: Envelope, routingKey: string): Promise<PublishOutcome> {
+    const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
+    return this.broker.publish({
+      exchange: Exchange.msg,
+      routingKey,
+      content: encodeEnvelope(envelope),
+      messageId: envelope.msgId,
+      mandatory: true,
+      persistent: true,
+      expirationMs: ttl,
+      headers: { 'x-bridge-host': this.hostId, 'x-bridge-trace': envelope.traceId },
+    });
+  }
+
+  /** The roster's local entries, as announced. */
+  presenceEntries(): PresenceEntry[] {
+    return [...this.deps.localEntities()].map((entity) => ({
+      gid: entity.gid,
+      name: entity.record.name,
+      kind: entity.record.kind,
+      groups: entity.record.groups,
+      status: entity.state,
+    }));
+  }
+
+  /** Sends this gateway's PRESENCE snapshot now (also every heartbeat). */
+  async announce(): Promise<void> {
+    if (!this.broker.connected) return;
+    const { config } = this.deps;
+    const presence = {
+      v: schemaVersionString,
+      kind: 'PRESENCE' as const,
+      host: config.hostId,
+      hlc: this.deps.hlc.tick(),
+      ttlMs: config.broker.heartbeatMs * config.broker.presenceTtlBeats,
+      entities: this.presenceEntries(),
+    };
+    await this.broker
+      .publish({
+        exchange: Exchange.roster,
+        routingKey: rosterKey(config.hostId),
+        content: encodePresence(presence),
+        messageId: `presence/${config.hostId}/${presence.hlc}`,
+        mandatory: false,
+        persistent: false,
+        expirationMs: presence.ttlMs,
+      })
+      .catch(() => {});
+  }
+
+  /** DeadLetterSink: a broker-delivered message that failed goes to the DLQ, then is acked. */
+  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null, inbound: InboundHandle): void {
+    void this.publishDeadLetter(encodeEnvelope(envelope), {
+      reason,
+      detail: detail ?? '',
+      queue: inboxName(envelope.to),
+      routingKey: envelope.to,
+      messageId: envelope.msgId,
+    }).then((outcome) => {
+      if (outcome.ok) inbound.ack();
+    });
+  }
+
+  /** Lists the DLQ without consuming it (the channel closes and the broker requeues them). */
+  async listDeadLetters(max: number): Promise<DeadLetterView[]> {
+    return this.broker.withChannel(async (channel) => {
+      const out: DeadLetterView[] = [];
+      while (out.length < max) {
+        const message = await channel.get(dlqName, { noAck: false });
+        if (message === false) break;
+        out.push(viewOf(message.content, message.properties.messageId as string | undefined, message.properties.headers ?? {}));
+      }
+      return out;
+    });
+  }
+
+  /**
+   * Moves dead letters back to their recipients' inboxes (all, or those with this msgId).
+   * Returns how many were requeued.
+   */
+  async requeueDeadLetters(msgId: string | undefined): Promise<number> {
+    return this.broker.withChannel(async (channel) => {
+      let requeued = 0;
+      const seen = new Set<number>();
+      for (;;) {
+        const message = await channel.get(dlqName, { noAck: false });
+        if (message === false) break;
+        if (seen.has(message.fields.deliveryTag)) break;
+        seen.add(message.fields.deliveryTag);
+        const headers = message.properties.headers ?? {};
+        const id = message.properties.messageId as string | undefined;
+        const routingKey = String(headers[DeadLetterHeader.routingKey] ?? deathKey(headers) ?? '');
+        if ((msgId !== undefined && id !== msgId) || routingKey === '') continue;
+        const outcome = await this.broker.publish({
+          exchange: Exchange.msg,
+          routingKey,
+          content: message.content,
+          messageId: id ?? `requeued/${message.fields.deliveryTag}`,
+          mandatory: true,
+          persistent: true,
+        });
+        if (outcome.ok) {
+          channel.ack(message);
+          requeued++;
+        }
+      }
+      return requeued;
+    });
+  }
+
+  private onInbound(entity: EntityActor, message: InboundMessage): void {
+    const { metrics, logger, clock } = this.deps;
+    const queue = inboxName(entity.gid);
+    const decoded = decodeEnvelope(message.content, this.maxWireBytes);
+    if (!decoded.ok) {
+      this.rejectInbound(message, queue, decoded.reason === 'newer-major' ? 'newer-major' : 'rejected', `${decoded.reason}: ${decoded.detail}`);
+      return;
+    }
+    const envelope = decoded.envelope;
+    if (envelope.kind === 'BROADCAST' && envelope.from.gid === entity.gid) {
+      message.ack(); // its own broadcast: the sender does not get a copy
+      return;
+    }
+    if (envelope.expiresAt !== undefined && envelope.expiresAt <= clock.now()) {
+      // Per-message TTL only fires at the queue head; check on arrival too (SPEC §12).
+      this.rejectInbound(message, queue, 'expired', `expired at ${new Date(envelope.expiresAt).toISOString()}`);
+      return;
+    }
+    this.deps.hlc.receive(envelope.hlc);
+    const delivered: Envelope = envelope.kind === 'BROADCAST' ? envelope : { ...envelope, to: entity.gid };
+    try {
+      entity.accept(delivered, message);
+      metrics.accepted.inc({ route: 'broker' });
+    } catch (err) {
+      logger.error({ err, traceId: envelope.traceId, msgId: envelope.msgId }, 'could not accept a message from the broker');
+      this.rejectInbound(message, queue, 'rejected', (err as Error).message);
+    }
+  }
+
+  private rejectInbound(message: InboundMessage, queue: string, reason: DeadLetterReason, detail: string): void {
+    this.deps.metrics.deadLetters.inc({ reason });
+    this.deps.logger.error(
+      { queue, reason, detail, msgId: message.messageId, routingKey: message.routingKey },
+      'refused a message from the broker; dead-lettered with its reason',
+    );
+    void this.publishDeadLetter(message.content, {
+      reason,
+      detail,
+      queue,
+      routingKey: message.routingKey,
+      messageId: message.messageId,
+    }).then((outcome) => {
+      if (outcome.ok) message.ack();
+    });
+  }
+
+  private async publishDeadLetter(
+    content: Buffer,
+    info: { reason: string; detail: string; queue: string; routingKey: string; messageId: string | undefined },
+  ): Promise<PublishOutcome> {
+    const request: PublishRequest = {
+      exchange: Exchange.dlx,
+      routingKey: info.routingKey,
+      content,
+      messageId: info.messageId ?? `dead/${this.hostId}/${this.deps.hlc.tick()}`,
+      mandatory: false,
+      persistent: true,
+      headers: {
+        [DeadLetterHeader.reason]: info.reason,
+        [DeadLetterHeader.detail]: info.detail.slice(0, 1000),
+        [DeadLetterHeader.queue]: info.queue,
+        [DeadLetterHeader.routingKey]: info.routingKey,
+        [DeadLetterHeader.host]: this.hostId,
+        [DeadLetterHeader.at]: new Date(this.deps.clock.now()).toISOString(),
+      },
+    };
+    try {
+      return await this.broker.publish(request);
+    } catch (err) {
+      this.deps.logger.warn({ err, reason: info.reason }, 'could not dead-letter now; the broker will redeliver it');
+      return { ok: false, reason: 'rejected', detail: (err as Error).message };
+    }
+  }
+
+  private onPresence(message: InboundMessage): void {
+    const decoded = decodePresence(message.content);
+    message.ack();
+    if (!decoded.ok) {
+      this.deps.logger.warn({ detail: decoded.detail, routingKey: message.routingKey }, 'ignored a malformed PRESENCE');
+      return;
+    }
+    this.deps.hlc.receive(decoded.presence.hlc);
+    this.roster.apply(decoded.presence);
+  }
+
+  private onControl(message: InboundMessage): void {
+    this.rejectInbound(
+      message,
+      controlSpec(this.hostId).name,
+      'rejected',
+      `${ErrorCode.notAvailable}: this gateway does not take control messages (spawn/stop) yet`,
+    );
+  }
+}
+
+function deathKey(headers: Record<string, unknown>): string | undefined {
+  const deaths = headers['x-death'];
+  if (!Array.isArray(deaths) || deaths.length === 0) return undefined;
+  const keys = (deaths[0] as { 'routing-keys'?: unknown })['routing-keys'];
+  return Array.isArray(keys) && typeof keys[0] === 'string' ? keys[0] : undefined;
+}
+
+function viewOf(content: Buffer, msgId: string | undefined, headers: Record<string, unknown>): DeadLetterView {
+  const deaths = headers['x-death'];
+  const death = Array.isArray(deaths) ? (deaths[0] as Record<string, unknown>) : undefined;
+  return {
+    msgId,
+    reason: String(headers[DeadLetterHeader.reason] ?? death?.reason ?? 'unknown'),
+    detail: String(headers[DeadLetterHeader.detail] ?? ''),
+    queue: String(headers[DeadLetterHeader.queue] ?? death?.queue ?? ''),
+    routingKey: String(headers[DeadLetterHeader.routingKey] ?? deathKey(headers) ?? ''),
+    host: String(headers[DeadLetterHeader.host] ?? ''),
+    at: String(headers[DeadLetterHeader.at] ?? ''),
+    body: content.toString('utf8').slice(0, 4096),
+  };
+}

@@ -1,0 +1,90 @@
+import type { Clock } from '../clock/clock.js';
+import type { Logger } from '../log/logger.js';
+import type { PresenceEntry } from '../wire/presence.js';
+import type { Presence } from '../wire/presence.js';
+
+/** One entity in the union view (U5). */
+export interface RosterEntry extends PresenceEntry {
+  host: string;
+  depth?: number;
+}
+
+interface RemoteHost {
+  entities: PresenceEntry[];
+  expiresAt: number;
+  lastHlc: string;
+}
+
+export const unknownStatus = 'unknown';
+
+/**
+ * The remote half of the roster: what other gateways announced, expiring after their TTL.
+ * Presence is soft state (invariant 4): nothing here is persisted. While the broker is
+ * unreachable, remote entries read as `unknown` (R-H5).
+ */
+export class RemoteRoster {
+  private readonly hosts = new Map<string, RemoteHost>();
+  private reachable = false;
+
+  constructor(
+    private readonly selfHost: string,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Takes a PRESENCE snapshot from another host; older snapshots than the last one are ignored. */
+  apply(presence: Presence): void {
+    if (presence.host === this.selfHost) return;
+    const known = this.hosts.get(presence.host);
+    if (known && known.lastHlc > presence.hlc) return;
+    if (!known) this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
+    this.hosts.set(presence.host, {
+      entities: presence.entities,
+      expiresAt: this.clock.now() + presence.ttlMs,
+      lastHlc: presence.hlc,
+    });
+  }
+
+  /** Whether the broker can currently be reached (remote statuses are only known then). */
+  setReachable(reachable: boolean): void {
+    this.reachable = reachable;
+  }
+
+  /** Drops hosts whose presence expired. */
+  expire(): void {
+    const now = this.clock.now();
+    for (const [host, entry] of this.hosts) {
+      if (entry.expiresAt <= now) {
+        this.hosts.delete(host);
+        this.logger.warn({ peer: host }, 'host expired from the roster (no presence within its TTL)');
+      }
+    }
+  }
+
+  entries(): RosterEntry[] {
+    this.expire();
+    const out: RosterEntry[] = [];
+    for (const [host, entry] of this.hosts) {
+      for (const e of entry.entities) out.push({ ...e, host, status: this.reachable ? e.status : unknownStatus });
+    }
+    return out;
+  }
+
+  hostIds(): string[] {
+    return [...this.hosts.keys()];
+  }
+
+  /** Finds a remote entity by gid, `name@host`, or a bare name unique among remote hosts. */
+  find(address: string): RosterEntry[] {
+    const all = this.entries();
+    const byGid = all.filter((e) => e.gid === address);
+    if (byGid.length > 0) return byGid;
+    const at = address.lastIndexOf('@');
+    if (at > 0) {
+      const name = address.slice(0, at);
+      const host = address.slice(at + 1);
+      return all.filter((e) => e.name === name && e.host === host);
+    }
+    return all.filter((e) => e.name === address);
+  }
+}

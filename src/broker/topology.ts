@@ -1,0 +1,123 @@
+/**
+ * The broker topology of SPEC §4, as data. Names are normative; the broker actor declares
+ * them. Pure: no amqplib here.
+ */
+export const Exchange = {
+  msg: 'bridge.msg',
+  roster: 'bridge.roster',
+  control: 'bridge.control',
+  dlx: 'bridge.dlx',
+} as const;
+
+export const dlqName = 'bridge.dlq';
+
+export interface ExchangeSpec {
+  name: string;
+  type: 'topic' | 'direct' | 'fanout';
+}
+
+export interface BindingSpec {
+  exchange: string;
+  key: string;
+}
+
+export interface QueueSpec {
+  name: string;
+  durable: boolean;
+  exclusive: boolean;
+  autoDelete: boolean;
+  arguments: Record<string, unknown>;
+  bindings: BindingSpec[];
+}
+
+export const QueueMode = { classic: 'classic', quorum: 'quorum' } as const;
+export type QueueMode = (typeof QueueMode)[keyof typeof QueueMode];
+
+export const sharedExchanges: readonly ExchangeSpec[] = [
+  { name: Exchange.msg, type: 'topic' },
+  { name: Exchange.roster, type: 'topic' },
+  { name: Exchange.control, type: 'direct' },
+  { name: Exchange.dlx, type: 'fanout' },
+];
+
+export const dlqSpec: QueueSpec = {
+  name: dlqName,
+  durable: true,
+  exclusive: false,
+  autoDelete: false,
+  arguments: {},
+  bindings: [{ exchange: Exchange.dlx, key: '' }],
+};
+
+export function inboxName(gid: string): string {
+  return `agent.${gid}.inbox`;
+}
+
+/** The per-inbox lock queue of quorum mode: exclusive, so a second gateway's declare fails. */
+export function inboxLockName(gid: string): string {
+  return `agent.${gid}.lock`;
+}
+
+export const broadcastAllKey = 'broadcast.all';
+
+export function broadcastKey(group?: string): string {
+  return group === undefined ? broadcastAllKey : `broadcast.${group}`;
+}
+
+export interface InboxOptions {
+  gid: string;
+  groups: readonly string[];
+  mode: QueueMode;
+  maxLength: number;
+}
+
+/** An entity's inbox (R-TOP1, R-H1): durable, dead-lettering, capped, bound to its gid and broadcasts. */
+export function inboxSpec(options: InboxOptions): QueueSpec {
+  const common = { 'x-dead-letter-exchange': Exchange.dlx, 'x-max-length': options.maxLength };
+  const args =
+    options.mode === QueueMode.quorum
+      ? { ...common, 'x-queue-type': 'quorum', 'x-single-active-consumer': true, 'x-overflow': 'reject-publish' }
+      : { ...common, 'x-overflow': 'reject-publish-dlx' };
+  return {
+    name: inboxName(options.gid),
+    durable: true,
+    exclusive: false,
+    autoDelete: false,
+    arguments: args,
+    bindings: [
+      { exchange: Exchange.msg, key: options.gid },
+      { exchange: Exchange.msg, key: broadcastAllKey },
+      ...options.groups.map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
+    ],
+  };
+}
+
+export function inboxLockSpec(gid: string): QueueSpec {
+  return { name: inboxLockName(gid), durable: false, exclusive: true, autoDelete: true, arguments: {}, bindings: [] };
+}
+
+export function controlSpec(hostId: string): QueueSpec {
+  return {
+    name: `control.${hostId}`,
+    durable: true,
+    exclusive: false,
+    autoDelete: false,
+    arguments: { 'x-dead-letter-exchange': Exchange.dlx },
+    bindings: [{ exchange: Exchange.control, key: hostId }],
+  };
+}
+
+export function rosterKey(hostId: string): string {
+  return `roster.${hostId}`;
+}
+
+export function rosterSpec(hostId: string): QueueSpec {
+  return {
+    name: `roster.${hostId}`,
+    durable: false,
+    exclusive: true,
+    autoDelete: true,
+    arguments: {},
+    bindings: [{ exchange: Exchange.roster, key: 'roster.#' }],
+  };
+}

@@ -1,0 +1,87 @@
+import { assign, setup } from 'xstate';
+import { z } from 'zod';
+
+/**
+ * The gateway's broker connection (R-H5). Pure: `openConnection` is named here and performed
+ * by the broker actor, which answers with `broker.connected` or `broker.lost`. While it is not
+ * `connected`, remote sends fail fast; nothing is buffered on the broker's behalf.
+ *
+ *   idle ─connect─▶ connecting ─connected─▶ connected ⇄ blocked
+ *                      ▲   │ lost               │ lost
+ *                      │   ▼                    ▼
+ *                      └─ backoff ◀─────────────┘        (any) ─stop─▶ stopped
+ */
+export const brokerInputSchema = z.object({
+  hostId: z.string(),
+  retryBaseMs: z.number().int().min(1),
+  retryMaxMs: z.number().int().min(1),
+});
+export type BrokerInput = z.infer<typeof brokerInputSchema>;
+
+export const brokerEventSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('broker.connect') }),
+  z.object({ type: z.literal('broker.connected') }),
+  z.object({ type: z.literal('broker.lost'), error: z.string() }),
+  z.object({ type: z.literal('broker.blocked'), reason: z.string() }),
+  z.object({ type: z.literal('broker.unblocked') }),
+  z.object({ type: z.literal('broker.stop') }),
+]);
+export type BrokerEvent = z.infer<typeof brokerEventSchema>;
+
+export interface BrokerContext extends BrokerInput {
+  attempts: number;
+  lastError: string | null;
+}
+
+export const brokerMachine = setup({
+  types: { context: {} as BrokerContext, events: {} as BrokerEvent, input: {} as BrokerInput },
+  actions: {
+    /** Connect, declare the whole topology and re-open every consumer. */
+    openConnection: () => {},
+    /** Close the connection, if any. */
+    closeConnection: () => {},
+  },
+  delays: {
+    retryDelay: ({ context }) => Math.min(context.retryMaxMs, context.retryBaseMs * 2 ** Math.max(0, context.attempts - 1)),
+  },
+}).createMachine({
+  id: 'broker',
+  context: ({ input }) => ({ ...input, attempts: 0, lastError: null }),
+  initial: 'idle',
+  on: { 'broker.stop': { target: '.stopped' } },
+  states: {
+    idle: { on: { 'broker.connect': { target: 'connecting' } } },
+    connecting: {
+      entry: 'openConnection',
+      on: {
+        'broker.connected': { target: 'connected', actions: assign({ attempts: 0, lastError: null }) },
+        'broker.lost': {
+          target: 'backoff',
+          actions: assign({ attempts: ({ context }) => context.attempts + 1, lastError: ({ event }) => event.error }),
+        },
+      },
+    },
+    connected: {
+      on: {
+        'broker.blocked': { target: 'blocked', actions: assign({ lastError: ({ event }) => event.reason }) },
+        'broker.lost': {
+          target: 'backoff',
+          actions: assign({ attempts: 1, lastError: ({ event }) => event.error }),
+        },
+      },
+    },
+    blocked: {
+      on: {
+        'broker.unblocked': { target: 'connected', actions: assign({ lastError: null }) },
+        'broker.lost': {
+          target: 'backoff',
+          actions: assign({ attempts: 1, lastError: ({ event }) => event.error }),
+        },
+      },
+    },
+    backoff: {
+      after: { retryDelay: { target: 'connecting' } },
+    },
+    stopped: { type: 'final', entry: 'closeConnection' },
+  },
+});

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import { type Envelope, envelopeSchema, schemaVersion, schemaVersionString } from './envelope.js';
+
+/**
+ * Envelope bytes on the wire: UTF-8 JSON. Pure: no sockets here (the broker actor owns those).
+ * Decoding never throws; a message that cannot be trusted comes back as a typed refusal that
+ * names the dead-letter reason (R-H3).
+ */
+export const DecodeFailure = {
+  malformed: 'malformed',
+  invalid: 'invalid',
+  newerMajor: 'newer-major',
+  oversized: 'oversized',
+} as const;
+export type DecodeFailure = (typeof DecodeFailure)[keyof typeof DecodeFailure];
+
+export type Decoded = { ok: true; envelope: Envelope } | { ok: false; reason: DecodeFailure; detail: string };
+
+export function encodeEnvelope(envelope: Envelope): Buffer {
+  return Buffer.from(JSON.stringify(envelope), 'utf8');
+}
+
+const versionOnly = z.object({ v: z.string().regex(/^\d+\.\d+$/) });
+
+/** Decodes a received message body; `maxBytes` bounds what is parsed at all. */
+export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
+  if (bytes.length > maxBytes) {
+    return { ok: false, reason: DecodeFailure.oversized, detail: `${bytes.length} bytes; the limit is ${maxBytes}` };
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(bytes.toString('utf8'));
+  } catch (err) {
+    return { ok: false, reason: DecodeFailure.malformed, detail: `not JSON: ${(err as Error).message}` };
+  }
+  const version = versionOnly.safeParse(raw);
+  if (!version.success) {
+    return { ok: false, reason: DecodeFailure.invalid, detail: 'no schema version "v" (MAJOR.MINOR)' };
+  }
+  const major = Number(version.data.v.split('.')[0]);
+  if (major > schemaVersion.major) {
+    return {
+      ok: false,
+      reason: DecodeFailure.newerMajor,
+      detail: `schema ${version.data.v} is newer than this gateway's ${schemaVersionString}: upgrade this gateway`,
+    };
+  }
+  // Within a major, unknown fields are dropped: a newer minor's additions are ignored.
+  const parsed = envelopeSchema.safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    return { ok: false, reason: DecodeFailure.invalid, detail: problems };
+  }
+  return { ok: true, envelope: parsed.data };
+}
