@@ -1,8 +1,14 @@
-import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options } from 'amqplib';
+import amqp, {
+  type Channel,
+  type ChannelModel,
+  type ConfirmChannel,
+  type ConsumeMessage,
+  type Options,
+} from 'amqplib';
+import { dlqSpec, type QueueSpec, sharedExchanges } from '../broker/topology.js';
 import { BridgeError, ConnectionError, ErrorCode } from '../errors.js';
 import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
-import { dlqSpec, type QueueSpec, sharedExchanges } from '../broker/topology.js';
 
 /** One message to publish. `mandatory` makes an unroutable message an error (invariant 2). */
 export interface PublishRequest {
@@ -90,8 +96,17 @@ export class BrokerActor {
     });
     this.cell = ActorCell.create<BrokerContext, BrokerEvent>(
       machine,
-      { hostId: options.hostId, retryBaseMs: options.retryBaseMs ?? 500, retryMaxMs: options.retryMaxMs ?? 15_000 },
-      { kind: 'broker', id: `${options.hostId}/${options.hlc.last()}`, traceId: `broker/${options.hostId}`, msgId: null },
+      {
+        hostId: options.hostId,
+        retryBaseMs: options.retryBaseMs ?? 500,
+        retryMaxMs: options.retryMaxMs ?? 15_000,
+      },
+      {
+        kind: 'broker',
+        id: `${options.hostId}/${options.hlc.last()}`,
+        traceId: `broker/${options.hostId}`,
+        msgId: null,
+      },
       options,
     );
     this.cell.onTransition = (t) => this.options.onState?.(t.to);
@@ -158,7 +173,9 @@ export class BrokerActor {
       messageId: request.messageId,
       contentType: 'application/json',
       headers: request.headers ?? {},
-      ...(request.expirationMs === undefined ? {} : { expiration: String(Math.max(1, Math.round(request.expirationMs))) }),
+      ...(request.expirationMs === undefined
+        ? {}
+        : { expiration: String(Math.max(1, Math.round(request.expirationMs))) }),
     };
     return new Promise<PublishOutcome>((resolve, reject) => {
       let ready: boolean;
@@ -252,13 +269,17 @@ export class BrokerActor {
         const id = message.properties.messageId as string | undefined;
         if (id !== undefined) this.returned.set(id, `no queue is bound to "${message.fields.routingKey}"`);
       });
-      for (const exchange of sharedExchanges) await publisher.assertExchange(exchange.name, exchange.type, { durable: true });
+      for (const exchange of sharedExchanges)
+        await publisher.assertExchange(exchange.name, exchange.type, { durable: true });
       await declareQueue(publisher, dlqSpec);
       this.publisher = publisher;
 
       for (const entry of this.consumers.values()) await this.openConsumer(model, entry);
       this.cell.send({ type: 'broker.connected' });
-      logger.info({ consumers: this.consumers.size }, 'broker connected; topology declared and consumers open');
+      logger.info(
+        { consumers: this.consumers.size },
+        'broker connected; topology declared and consumers open',
+      );
       this.settleFirstAttempt();
     } catch (err) {
       if (err instanceof BridgeError) {

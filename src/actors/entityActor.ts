@@ -32,7 +32,12 @@ export interface InboundHandle {
 
 /** Where dead letters of broker-delivered messages go (the broker's DLQ, with their reason). */
 export interface DeadLetterSink {
-  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null, inbound: InboundHandle): void;
+  deadLetter(
+    envelope: Envelope,
+    reason: DeadLetterReason,
+    detail: string | null,
+    inbound: InboundHandle,
+  ): void;
 }
 
 export interface EntityActorDeps extends RuntimeDeps {
@@ -206,7 +211,12 @@ export class EntityActor {
   /** A message this entity already finished came again: ack it, or dead-letter it again. */
   private settleFinished(envelope: Envelope, state: string, inbound: InboundHandle): void {
     if (state === 'dead-lettered' && this.deps.deadLetters) {
-      this.deps.deadLetters.deadLetter(envelope, 'rejected', 'redelivered after it was dead-lettered', inbound);
+      this.deps.deadLetters.deadLetter(
+        envelope,
+        'rejected',
+        'redelivered after it was dead-lettered',
+        inbound,
+      );
     } else inbound.ack();
   }
 
@@ -291,7 +301,11 @@ export class EntityActor {
     await this.injector?.close();
   }
 
-  private track(cell: DeliveryCell, envelope: Envelope | undefined, inbound: InboundHandle | undefined): void {
+  private track(
+    cell: DeliveryCell,
+    envelope: Envelope | undefined,
+    inbound: InboundHandle | undefined,
+  ): void {
     const msgId = cell.context.msgId;
     const live: LiveDelivery = { cell, envelope, inbound };
     this.deliveries.set(msgId, live);
@@ -351,7 +365,12 @@ export class EntityActor {
       if (!inbound) return;
       const envelope = live.envelope ?? readMessage(this.deps.store, live.cell.context.msgId, this.gid);
       if (state === 'dead-lettered' && this.deps.deadLetters && envelope) {
-        this.deps.deadLetters.deadLetter(envelope, live.cell.context.reason ?? 'rejected', live.cell.context.lastError, inbound);
+        this.deps.deadLetters.deadLetter(
+          envelope,
+          live.cell.context.reason ?? 'rejected',
+          live.cell.context.lastError,
+          inbound,
+        );
       } else inbound.ack();
     });
   }

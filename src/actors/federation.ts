@@ -1,11 +1,3 @@
-import type { Clock } from '../clock/clock.js';
-import type { Hlc } from '../clock/hlc.js';
-import type { Config } from '../config/schema.js';
-import { type BridgeError, ErrorCode } from '../errors.js';
-import type { Logger } from '../log/logger.js';
-import type { DeadLetterReason } from '../machines/deliveryMachine.js';
-import type { Metrics } from '../metrics/metrics.js';
-import type { RuntimeDeps } from '../runtime/actorCell.js';
 import {
   controlSpec,
   dlqName,
@@ -17,6 +9,14 @@ import {
   rosterKey,
   rosterSpec,
 } from '../broker/topology.js';
+import type { Clock } from '../clock/clock.js';
+import type { Hlc } from '../clock/hlc.js';
+import type { Config } from '../config/schema.js';
+import { type BridgeError, ErrorCode } from '../errors.js';
+import type { Logger } from '../log/logger.js';
+import type { DeadLetterReason } from '../machines/deliveryMachine.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { RuntimeDeps } from '../runtime/actorCell.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import { type Envelope, schemaVersionString } from '../wire/envelope.js';
 import { decodePresence, encodePresence, type PresenceEntry } from '../wire/presence.js';
@@ -163,7 +163,9 @@ export class Federation implements DeadLetterSink {
           }
           await channel.deleteQueue(queue, { ifEmpty: true });
         })
-        .catch((err: unknown) => this.deps.logger.warn({ err, queue }, 'could not empty the inbox of a removed entity'));
+        .catch((err: unknown) =>
+          this.deps.logger.warn({ err, queue }, 'could not empty the inbox of a removed entity'),
+        );
     }
     void this.announce();
   }
@@ -220,7 +222,12 @@ export class Federation implements DeadLetterSink {
   }
 
   /** DeadLetterSink: a broker-delivered message that failed goes to the DLQ, then is acked. */
-  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null, inbound: InboundHandle): void {
+  deadLetter(
+    envelope: Envelope,
+    reason: DeadLetterReason,
+    detail: string | null,
+    inbound: InboundHandle,
+  ): void {
     void this.publishDeadLetter(encodeEnvelope(envelope), {
       reason,
       detail: detail ?? '',
@@ -239,7 +246,13 @@ export class Federation implements DeadLetterSink {
       while (out.length < max) {
         const message = await channel.get(dlqName, { noAck: false });
         if (message === false) break;
-        out.push(viewOf(message.content, message.properties.messageId as string | undefined, message.properties.headers ?? {}));
+        out.push(
+          viewOf(
+            message.content,
+            message.properties.messageId as string | undefined,
+            message.properties.headers ?? {},
+          ),
+        );
       }
       return out;
     });
@@ -284,7 +297,12 @@ export class Federation implements DeadLetterSink {
     const queue = inboxName(entity.gid);
     const decoded = decodeEnvelope(message.content, this.maxWireBytes);
     if (!decoded.ok) {
-      this.rejectInbound(message, queue, decoded.reason === 'newer-major' ? 'newer-major' : 'rejected', `${decoded.reason}: ${decoded.detail}`);
+      this.rejectInbound(
+        message,
+        queue,
+        decoded.reason === 'newer-major' ? 'newer-major' : 'rejected',
+        `${decoded.reason}: ${decoded.detail}`,
+      );
       return;
     }
     const envelope = decoded.envelope;
@@ -294,7 +312,12 @@ export class Federation implements DeadLetterSink {
     }
     if (envelope.expiresAt !== undefined && envelope.expiresAt <= clock.now()) {
       // Per-message TTL only fires at the queue head; check on arrival too (SPEC §12).
-      this.rejectInbound(message, queue, 'expired', `expired at ${new Date(envelope.expiresAt).toISOString()}`);
+      this.rejectInbound(
+        message,
+        queue,
+        'expired',
+        `expired at ${new Date(envelope.expiresAt).toISOString()}`,
+      );
       return;
     }
     this.deps.hlc.receive(envelope.hlc);
@@ -303,12 +326,20 @@ export class Federation implements DeadLetterSink {
       entity.accept(delivered, message);
       metrics.accepted.inc({ route: 'broker' });
     } catch (err) {
-      logger.error({ err, traceId: envelope.traceId, msgId: envelope.msgId }, 'could not accept a message from the broker');
+      logger.error(
+        { err, traceId: envelope.traceId, msgId: envelope.msgId },
+        'could not accept a message from the broker',
+      );
       this.rejectInbound(message, queue, 'rejected', (err as Error).message);
     }
   }
 
-  private rejectInbound(message: InboundMessage, queue: string, reason: DeadLetterReason, detail: string): void {
+  private rejectInbound(
+    message: InboundMessage,
+    queue: string,
+    reason: DeadLetterReason,
+    detail: string,
+  ): void {
     this.deps.metrics.deadLetters.inc({ reason });
     this.deps.logger.error(
       { queue, reason, detail, msgId: message.messageId, routingKey: message.routingKey },
@@ -327,7 +358,13 @@ export class Federation implements DeadLetterSink {
 
   private async publishDeadLetter(
     content: Buffer,
-    info: { reason: string; detail: string; queue: string; routingKey: string; messageId: string | undefined },
+    info: {
+      reason: string;
+      detail: string;
+      queue: string;
+      routingKey: string;
+      messageId: string | undefined;
+    },
   ): Promise<PublishOutcome> {
     const request: PublishRequest = {
       exchange: Exchange.dlx,
@@ -348,7 +385,10 @@ export class Federation implements DeadLetterSink {
     try {
       return await this.broker.publish(request);
     } catch (err) {
-      this.deps.logger.warn({ err, reason: info.reason }, 'could not dead-letter now; the broker will redeliver it');
+      this.deps.logger.warn(
+        { err, reason: info.reason },
+        'could not dead-letter now; the broker will redeliver it',
+      );
       return { ok: false, reason: 'rejected', detail: (err as Error).message };
     }
   }
@@ -357,7 +397,10 @@ export class Federation implements DeadLetterSink {
     const decoded = decodePresence(message.content);
     message.ack();
     if (!decoded.ok) {
-      this.deps.logger.warn({ detail: decoded.detail, routingKey: message.routingKey }, 'ignored a malformed PRESENCE');
+      this.deps.logger.warn(
+        { detail: decoded.detail, routingKey: message.routingKey },
+        'ignored a malformed PRESENCE',
+      );
       return;
     }
     this.deps.hlc.receive(decoded.presence.hlc);
@@ -381,7 +424,11 @@ function deathKey(headers: Record<string, unknown>): string | undefined {
   return Array.isArray(keys) && typeof keys[0] === 'string' ? keys[0] : undefined;
 }
 
-function viewOf(content: Buffer, msgId: string | undefined, headers: Record<string, unknown>): DeadLetterView {
+function viewOf(
+  content: Buffer,
+  msgId: string | undefined,
+  headers: Record<string, unknown>,
+): DeadLetterView {
   const deaths = headers['x-death'];
   const death = Array.isArray(deaths) ? (deaths[0] as Record<string, unknown>) : undefined;
   return {

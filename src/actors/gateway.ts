@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { dlqName, inboxName } from '../broker/topology.js';
 import { type Clock, systemClock } from '../clock/clock.js';
 import { createHlc, type Hlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
@@ -14,7 +15,6 @@ import { type EntityRecord, insertEntity, readEntities } from '../store/entities
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
 import type { Address, EntityKind, Envelope } from '../wire/envelope.js';
-import { dlqName, inboxName } from '../broker/topology.js';
 import { Directory, hashToken } from './directory.js';
 import { deliveryKind, EntityActor, type EntityActorDeps } from './entityActor.js';
 import { type DeadLetterView, Federation } from './federation.js';
@@ -250,7 +250,7 @@ export class Gateway {
     this.assertRunning();
     const waitMs = Math.min(options.waitMs ?? 0, this.config.limits.maxWaitMs);
     if (waitMs <= 0) return this.router.send(sender, options);
-    const recipient = this.directory.resolve(options.to);
+    const recipient = this.router.resolve(options.to);
     const waiter = sender.waitForReply(recipient.gid, waitMs);
     let result: SendResult;
     try {

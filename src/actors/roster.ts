@@ -1,7 +1,6 @@
 import type { Clock } from '../clock/clock.js';
 import type { Logger } from '../log/logger.js';
-import type { PresenceEntry } from '../wire/presence.js';
-import type { Presence } from '../wire/presence.js';
+import type { Presence, PresenceEntry } from '../wire/presence.js';
 
 /** One entity in the union view (U5). */
 export interface RosterEntry extends PresenceEntry {
@@ -37,7 +36,8 @@ export class RemoteRoster {
     if (presence.host === this.selfHost) return;
     const known = this.hosts.get(presence.host);
     if (known && known.lastHlc > presence.hlc) return;
-    if (!known) this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
+    if (!known)
+      this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
     this.hosts.set(presence.host, {
       entities: presence.entities,
       expiresAt: this.clock.now() + presence.ttlMs,
@@ -65,7 +65,8 @@ export class RemoteRoster {
     this.expire();
     const out: RosterEntry[] = [];
     for (const [host, entry] of this.hosts) {
-      for (const e of entry.entities) out.push({ ...e, host, status: this.reachable ? e.status : unknownStatus });
+      for (const e of entry.entities)
+        out.push({ ...e, host, status: this.reachable ? e.status : unknownStatus });
     }
     return out;
   }

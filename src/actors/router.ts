@@ -1,13 +1,13 @@
+import { broadcastKey } from '../broker/topology.js';
 import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { newTraceId } from '../log/logger.js';
 import { type SendContext, type SendEvent, sendMachine } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
-import { readActorEvents } from '../store/readEvents.js';
 import { readIdempotentMsgId, recordIdempotencyKey } from '../store/idempotency.js';
 import { purgeMessage, putMessage, readMessage, readTraceOfMessage } from '../store/messageBodies.js';
-import { broadcastKey } from '../broker/topology.js';
+import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import { type Address, type Envelope, schemaVersionString, WireKind } from '../wire/envelope.js';
 import { uuidv7 } from '../wire/ids.js';
@@ -78,6 +78,12 @@ export class Router {
 
   constructor(private readonly deps: RouterDeps) {}
 
+  /** Resolves an address to a local entity or, federated, to one in the roster (R-ID1). */
+  resolve(address: string): Address {
+    const local = this.deps.directory.find(address);
+    return local ? addressOf(local, this.deps.host) : this.resolveRemote(address);
+  }
+
   async send(sender: EntityActor, request: SendRequest): Promise<SendResult> {
     const size = this.checkSize(request.text);
     const local = this.deps.directory.find(request.to);
@@ -118,7 +124,8 @@ export class Router {
     const size = this.checkSize(request.text);
     const key = broadcastKey(request.group);
     const earlier = await this.earlierSend(sender, request.idempotencyKey);
-    if (earlier) return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
+    if (earlier)
+      return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
 
     const envelope = this.envelope(sender, WireKind.broadcast, key, request.text, undefined);
     const cell = this.createSend(sender, envelope, key, size, request.idempotencyKey);
@@ -133,7 +140,14 @@ export class Router {
       cell.send({ type: 'send.routedLocal' });
       this.deps.metrics.accepted.inc({ route: 'local' });
       await this.deps.store.batch.flush();
-      return { msgId: envelope.msgId, traceId: envelope.traceId, key, duplicate: false, partial: false, localCopies };
+      return {
+        msgId: envelope.msgId,
+        traceId: envelope.traceId,
+        key,
+        duplicate: false,
+        partial: false,
+        localCopies,
+      };
     }
     putMessage(this.deps.store, outbox, envelope);
     await this.deps.store.batch.flush();
@@ -210,7 +224,8 @@ export class Router {
   ): Envelope {
     const { store, clock, config } = this.deps;
     const now = clock.now();
-    const traceId = (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ?? newTraceId();
+    const traceId =
+      (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ?? newTraceId();
     return {
       v: schemaVersionString,
       kind,
@@ -244,7 +259,13 @@ export class Router {
         digest: digestText(envelope.text),
         size,
       },
-      { kind: sendKind, id: envelope.msgId, traceId: envelope.traceId, msgId: envelope.msgId, owner: sender.gid },
+      {
+        kind: sendKind,
+        id: envelope.msgId,
+        traceId: envelope.traceId,
+        msgId: envelope.msgId,
+        owner: sender.gid,
+      },
       this.deps,
     );
     if (idempotencyKey !== undefined) {
@@ -300,7 +321,8 @@ export class Router {
         );
       }
     } catch (err) {
-      failure = err instanceof BridgeError ? err : new BridgeError(ErrorCode.internal, (err as Error).message);
+      failure =
+        err instanceof BridgeError ? err : new BridgeError(ErrorCode.internal, (err as Error).message);
     }
     if (failure) {
       cell.send({ type: 'send.failed', code: failure.code, detail: failure.message });

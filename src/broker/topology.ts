@@ -76,7 +76,12 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
   const common = { 'x-dead-letter-exchange': Exchange.dlx, 'x-max-length': options.maxLength };
   const args =
     options.mode === QueueMode.quorum
-      ? { ...common, 'x-queue-type': 'quorum', 'x-single-active-consumer': true, 'x-overflow': 'reject-publish' }
+      ? {
+          ...common,
+          'x-queue-type': 'quorum',
+          'x-single-active-consumer': true,
+          'x-overflow': 'reject-publish',
+        }
       : { ...common, 'x-overflow': 'reject-publish-dlx' };
   return {
     name: inboxName(options.gid),
@@ -93,7 +98,14 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
 }
 
 export function inboxLockSpec(gid: string): QueueSpec {
-  return { name: inboxLockName(gid), durable: false, exclusive: true, autoDelete: true, arguments: {}, bindings: [] };
+  return {
+    name: inboxLockName(gid),
+    durable: false,
+    exclusive: true,
+    autoDelete: true,
+    arguments: {},
+    bindings: [],
+  };
 }
 
 export function controlSpec(hostId: string): QueueSpec {

@@ -133,7 +133,8 @@ export async function runRoster(values: CliValues): Promise<number> {
 
 export async function runBroadcast(values: CliValues, rest: string[]): Promise<number> {
   const text = rest.join(' ');
-  if (!text) throw new BridgeError(ErrorCode.badRequest, 'broadcast needs TEXT: bridge broadcast "stop and report"');
+  if (!text)
+    throw new BridgeError(ErrorCode.badRequest, 'broadcast needs TEXT: bridge broadcast "stop and report"');
   const result = (await callAdmin(socketOf(values), adminRoutes.broadcast, {
     token: tokenOf(values),
     text,
@@ -152,11 +153,20 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
   const socket = socketOf(values);
   if (action === 'list' || action === 'show') {
     const max = integerOption('max', values.max);
-    const letters = (await callAdmin(socket, adminRoutes.dlqList, max === undefined ? {} : { max })) as DeadLetterView[];
+    const letters = (await callAdmin(
+      socket,
+      adminRoutes.dlqList,
+      max === undefined ? {} : { max },
+    )) as DeadLetterView[];
     if (action === 'show') {
-      if (!msgId) throw new BridgeError(ErrorCode.badRequest, 'dlq show needs a MSGID (see `bridge dlq list`)');
+      if (!msgId)
+        throw new BridgeError(ErrorCode.badRequest, 'dlq show needs a MSGID (see `bridge dlq list`)');
       const letter = letters.find((l) => l.msgId === msgId);
-      if (!letter) throw new BridgeError(ErrorCode.badRequest, `no dead letter with msgId ${msgId} in the first ${letters.length}`);
+      if (!letter)
+        throw new BridgeError(
+          ErrorCode.badRequest,
+          `no dead letter with msgId ${msgId} in the first ${letters.length}`,
+        );
       return print(values, letter, () =>
         [
           `msgId:   ${letter.msgId}`,
@@ -178,9 +188,16 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
     );
   }
   if (action === 'requeue') {
-    if (!msgId && !values.all) throw new BridgeError(ErrorCode.badRequest, 'dlq requeue needs a MSGID or --all');
-    const result = (await callAdmin(socket, adminRoutes.dlqRequeue, msgId ? { msgId } : {})) as { requeued: number };
-    return print(values, result, () => `requeued ${result.requeued} dead letter${result.requeued === 1 ? '' : 's'}`);
+    if (!msgId && !values.all)
+      throw new BridgeError(ErrorCode.badRequest, 'dlq requeue needs a MSGID or --all');
+    const result = (await callAdmin(socket, adminRoutes.dlqRequeue, msgId ? { msgId } : {})) as {
+      requeued: number;
+    };
+    return print(
+      values,
+      result,
+      () => `requeued ${result.requeued} dead letter${result.requeued === 1 ? '' : 's'}`,
+    );
   }
   throw new BridgeError(ErrorCode.badRequest, 'dlq takes list, show MSGID or requeue (MSGID | --all)');
 }
@@ -219,7 +236,10 @@ export async function runStatus(values: CliValues): Promise<number> {
         ? `broker:       ${broker.state}${broker.lastError ? ` (${broker.lastError})` : ''}, ${broker.queueMode} queues, peers: ${broker.peers.join(', ') || 'none'}`
         : 'broker:       none (single-host mode)',
       ...(broker
-        ? [`inboxes:      ${counts(broker.inboxes) || 'none'}`, `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`]
+        ? [
+            `inboxes:      ${counts(broker.inboxes) || 'none'}`,
+            `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`,
+          ]
         : []),
       `event log:    ${result.store}`,
       `entities:     ${result.entities.length}`,

@@ -248,10 +248,6 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
   const pending = {
     bridge_ask: ['the ask flow', { to: z.string(), question: z.string(), timeout_ms: z.number().optional() }],
     bridge_answer: ['the ask flow', { ask_id: z.string(), text: z.string() }],
-    bridge_broadcast: [
-      'federation',
-      { text: z.string(), group: z.string().optional(), idempotency_key: idempotencyKey },
-    ],
     bridge_spawn: [
       'cross-host spawn',
       { host: z.string(), profile: z.string(), brief: z.string(), name: z.string().optional() },

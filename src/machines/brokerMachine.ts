@@ -42,7 +42,8 @@ export const brokerMachine = setup({
     closeConnection: () => {},
   },
   delays: {
-    retryDelay: ({ context }) => Math.min(context.retryMaxMs, context.retryBaseMs * 2 ** Math.max(0, context.attempts - 1)),
+    retryDelay: ({ context }) =>
+      Math.min(context.retryMaxMs, context.retryBaseMs * 2 ** Math.max(0, context.attempts - 1)),
   },
 }).createMachine({
   id: 'broker',
@@ -57,7 +58,10 @@ export const brokerMachine = setup({
         'broker.connected': { target: 'connected', actions: assign({ attempts: 0, lastError: null }) },
         'broker.lost': {
           target: 'backoff',
-          actions: assign({ attempts: ({ context }) => context.attempts + 1, lastError: ({ event }) => event.error }),
+          actions: assign({
+            attempts: ({ context }) => context.attempts + 1,
+            lastError: ({ event }) => event.error,
+          }),
         },
       },
     },

@@ -25,7 +25,11 @@ const versionOnly = z.object({ v: z.string().regex(/^\d+\.\d+$/) });
 /** Decodes a received message body; `maxBytes` bounds what is parsed at all. */
 export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
   if (bytes.length > maxBytes) {
-    return { ok: false, reason: DecodeFailure.oversized, detail: `${bytes.length} bytes; the limit is ${maxBytes}` };
+    return {
+      ok: false,
+      reason: DecodeFailure.oversized,
+      detail: `${bytes.length} bytes; the limit is ${maxBytes}`,
+    };
   }
   let raw: unknown;
   try {
@@ -48,7 +52,9 @@ export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
   // Within a major, unknown fields are dropped: a newer minor's additions are ignored.
   const parsed = envelopeSchema.safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    const problems = parsed.error.issues
+      .map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`)
+      .join('; ');
     return { ok: false, reason: DecodeFailure.invalid, detail: problems };
   }
   return { ok: true, envelope: parsed.data };

@@ -109,7 +109,8 @@ export class GatewayProcess {
     });
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}:\n${this.output}`);
+      if (exited(child))
+        throw new Error(`gateway exited with ${child.exitCode ?? child.signalCode}:\n${this.output}`);
       if (await this.healthy()) return;
       await sleep(50);
     }
@@ -128,20 +129,20 @@ export class GatewayProcess {
   /** SIGKILL: no shutdown code runs, as in a crash or an OOM kill. */
   async kill9(): Promise<void> {
     const child = this.child;
-    if (!child || child.exitCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
+    if (!child || exited(child)) return;
+    const done = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
-    await exited;
+    await done;
   }
 
   /** SIGTERM and wait for a clean exit. */
   async stop(): Promise<number | null> {
     const child = this.child;
-    if (!child || child.exitCode !== null) return child?.exitCode ?? null;
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    if (!child || exited(child)) return child?.exitCode ?? null;
+    const done = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    const code = await exited;
+    const code = await done;
     clearTimeout(timer);
     return code;
   }
@@ -150,4 +151,9 @@ export class GatewayProcess {
     await this.stop();
     rmSync(this.home, { recursive: true, force: true });
   }
+}
+
+/** Whether a child process has ended, by exit code or by signal (a SIGKILLed child has no code). */
+function exited(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
 }
