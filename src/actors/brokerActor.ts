@@ -285,8 +285,9 @@ export class BrokerActor {
       if (err instanceof BridgeError) {
         // A refusal no retry can fix: stop loudly.
         await model?.close().catch(() => {});
-        this.settleFirstAttempt(err);
-        this.options.onFatal(err);
+        // At start the caller gets it (and the process exits with it); later it is fatal.
+        if (this.firstAttempt) this.settleFirstAttempt(err);
+        else this.options.onFatal(err);
         return;
       }
       const message = (err as Error).message ?? String(err);

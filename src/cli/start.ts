@@ -10,7 +10,8 @@ export async function runStart(values: CliValues): Promise<number> {
   const daemon = await startDaemon({
     config,
     logger,
-    onFatal: () => {
+    onFatal: (err) => {
+      process.stderr.write(`bridge: fatal: ${err instanceof Error ? err.message : String(err)}\n`);
       logger.flush();
       process.exit(70);
     },

@@ -198,7 +198,12 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
       inputSchema: {},
       outputSchema: {
         entities: z.array(
-          z.object({ ...addressShape, groups: z.array(z.string()), status: z.string(), depth: z.number() }),
+          z.object({
+            ...addressShape,
+            groups: z.array(z.string()),
+            status: z.string(),
+            depth: z.number().optional(),
+          }),
         ),
       },
     },
