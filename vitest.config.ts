@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects, named by cost (STYLE.md): unit tests are pure and fast; int tests use real
-// SQLite files, tmux and RabbitMQ; e2e tests run the CLI and daemon as separate processes.
+// Projects named by cost (STYLE.md): unit tests are pure and fast; int tests use real SQLite
+// files, tmux and RabbitMQ; e2e tests run the CLI and daemon as separate processes; chaos tests
+// stop the shared broker, so they run last and alone.
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -11,6 +12,17 @@ export default defineConfig({
       {
         extends: true,
         test: { name: 'int', include: ['test/**/*.int.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 },
+      },
+      {
+        // Tests that stop the shared broker or cut links: run alone, after everything else.
+        extends: true,
+        test: {
+          name: 'chaos',
+          include: ['test/**/*.chaos.test.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 120_000,
+          sequence: { groupOrder: 1 },
+        },
       },
       {
         extends: true,

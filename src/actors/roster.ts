@@ -11,6 +11,7 @@ export interface RosterEntry extends PresenceEntry {
 interface RemoteHost {
   entities: PresenceEntry[];
   expiresAt: number;
+  ttlMs: number;
   lastHlc: string;
 }
 
@@ -41,17 +42,27 @@ export class RemoteRoster {
     this.hosts.set(presence.host, {
       entities: presence.entities,
       expiresAt: this.clock.now() + presence.ttlMs,
+      ttlMs: presence.ttlMs,
       lastHlc: presence.hlc,
     });
   }
 
-  /** Whether the broker can currently be reached (remote statuses are only known then). */
+  /**
+   * Whether the broker can currently be reached. Remote statuses are only known then; while it
+   * is not, remote hosts read as unknown rather than expire, and they get a fresh TTL when it
+   * comes back (their silence was ours).
+   */
   setReachable(reachable: boolean): void {
+    if (reachable && !this.reachable) {
+      const now = this.clock.now();
+      for (const entry of this.hosts.values()) entry.expiresAt = now + entry.ttlMs;
+    }
     this.reachable = reachable;
   }
 
-  /** Drops hosts whose presence expired. */
+  /** Drops hosts whose presence expired (only while the broker is reachable). */
   expire(): void {
+    if (!this.reachable) return;
     const now = this.clock.now();
     for (const [host, entry] of this.hosts) {
       if (entry.expiresAt <= now) {
