@@ -1,8 +1,11 @@
 #!/usr/bin/env node
-// A self-contained walkthrough on this machine: a gateway, a worker (the stand-in agent in a
-// tmux pane of a private tmux server) and a main (an MCP client). The main sends a task and
-// waits; the worker's reply comes back on the open send. Prints what happened and the flow's
-// trail in the event log, then cleans up everything it started.
+// A self-contained cross-host walkthrough on this machine: two gateways (hosts alpha and beta)
+// federated through the local RabbitMQ, a main on alpha (an MCP client) and a worker on beta
+// (the stand-in agent, in a pane of a private tmux server). The main sends a task and waits;
+// the worker's reply comes back on the open send; then a broadcast goes out. Prints what
+// happened and where the event logs are, then removes everything it made.
+// Env: BRIDGE_DEMO_BROKER_URI (default amqp://guest:guest@127.0.0.1:5672), BRIDGE_DEMO_KEEP=1
+// keeps the temp dir with both event logs.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -12,35 +15,43 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import amqp from 'amqplib';
 import Database from 'better-sqlite3';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'cli', 'main.js');
-const home = mkdtempSync(join(tmpdir(), 'bridge-demo-'));
-const tmuxSocket = join(home, 'tmux.sock');
-const port = await new Promise((resolve) => {
-  const s = createServer().listen(0, '127.0.0.1', () => {
-    const { port: free } = s.address();
-    s.close(() => resolve(free));
-  });
-});
-const env = {
-  ...process.env,
-  BRIDGE_HOME: join(home, 'gateway'),
-  BRIDGE_HOST_ID: 'demo-host',
-  BRIDGE_MCP_PORT: String(port),
-};
+const brokerUri = process.env.BRIDGE_DEMO_BROKER_URI ?? 'amqp://guest:guest@127.0.0.1:5672';
+const dir = mkdtempSync(join(tmpdir(), 'bridge-demo-'));
+const tmuxSocket = join(dir, 'tmux.sock');
 const say = (text) => console.log(`\n▶ ${text}`);
-const bridge = (...args) =>
-  JSON.parse(execFileSync(process.execPath, [cli, ...args, '--json'], { env }).toString());
 const tmux = (...args) => execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/null', ...args]).toString();
 
-let gateway;
-let client;
-try {
-  say(`starting a gateway (host demo-host, home ${env.BRIDGE_HOME}, MCP on 127.0.0.1:${port})`);
-  gateway = spawn(process.execPath, [cli, 'start'], { env, stdio: 'ignore' });
-  for (let i = 0; i < 100; i++) {
+async function freePort() {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function gatewayOn(host) {
+  const port = await freePort();
+  const env = {
+    ...process.env,
+    BRIDGE_HOME: join(dir, host),
+    BRIDGE_HOST_ID: host,
+    BRIDGE_MCP_PORT: String(port),
+    BRIDGE_BROKER_URI: brokerUri,
+    BRIDGE_LOG_LEVEL: 'warn',
+  };
+  const child = spawn(process.execPath, [cli, 'start'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => {
+    stderr += c;
+  });
+  for (let i = 0; i < 150; i++) {
+    if (child.exitCode !== null) throw new Error(`gateway ${host} exited:\n${stderr}`);
     if (
       await fetch(`http://127.0.0.1:${port}/healthz`).then(
         (r) => r.ok,
@@ -50,11 +61,64 @@ try {
       break;
     await sleep(100);
   }
+  const bridge = (...args) =>
+    JSON.parse(execFileSync(process.execPath, [cli, ...args, '--json'], { env }).toString());
+  return { host, port, env, child, bridge, mcpUrl: `http://127.0.0.1:${port}/mcp` };
+}
 
-  say('opening a tmux pane for the worker and registering it');
+async function mcpClient(url, token) {
+  const client = new Client({ name: 'demo-main', version: '1.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    }),
+  );
+  return client;
+}
+
+/** One flow from several hosts' event logs, merged in hybrid-logical-clock order. */
+function printTrail(gateways, traceId) {
+  const rows = gateways.flatMap((gateway) => {
+    const db = new Database(join(gateway.env.BRIDGE_HOME, 'events.db'), { readonly: true });
+    const found = db
+      .prepare(
+        'SELECT hlc, actor_kind, event, from_state, to_state FROM events WHERE trace_id = ? ORDER BY seq',
+      )
+      .all(traceId)
+      .map((row) => ({ ...row, host: gateway.host }));
+    db.close();
+    return found;
+  });
+  rows.sort((a, b) => (a.hlc < b.hlc ? -1 : a.hlc > b.hlc ? 1 : a.host.localeCompare(b.host)));
+  for (const row of rows) {
+    console.log(
+      `  ${row.host.padEnd(5)} ${row.hlc}  ${row.actor_kind.padEnd(8)} ${row.event.padEnd(20)} ${row.from_state ?? '∅'} → ${row.to_state}`,
+    );
+  }
+}
+
+const gateways = [];
+let client;
+let failed = false;
+try {
+  const probe = await amqp.connect(brokerUri).catch((err) => {
+    throw new Error(
+      `the demo needs RabbitMQ at ${brokerUri} (${err.message}); start it or set BRIDGE_DEMO_BROKER_URI`,
+    );
+  });
+  await probe.close();
+
+  say('starting two gateways, alpha and beta, federated through RabbitMQ');
+  const alpha = await gatewayOn('alpha');
+  const beta = await gatewayOn('beta');
+  gateways.push(alpha, beta);
+  console.log(`  alpha: MCP on 127.0.0.1:${alpha.port}, home ${alpha.env.BRIDGE_HOME}`);
+  console.log(`  beta:  MCP on 127.0.0.1:${beta.port}, home ${beta.env.BRIDGE_HOME}`);
+
+  say('beta: a worker pane with the stand-in agent, registered as "coder"');
   tmux('new-session', '-d', '-x', '160', '-y', '40', '-s', 'demo', 'sleep', '100000');
   const pane = tmux('new-window', '-d', '-P', '-F', '#{pane_id}', '-t', 'demo:', 'sleep', '100000').trim();
-  const worker = bridge(
+  const worker = beta.bridge(
     'register',
     '--kind',
     'worker',
@@ -65,36 +129,52 @@ try {
     '--tmux-socket',
     tmuxSocket,
   );
-  console.log(`  worker coder@demo-host  gid ${worker.gid}  pane ${pane}`);
   const agent = join(root, 'tools', 'standInAgent.mjs');
   tmux(
     'respawn-pane',
     '-k',
     '-t',
     pane,
-    `BRIDGE_MCP_URL=http://127.0.0.1:${port}/mcp BRIDGE_TOKEN=${worker.token} ${process.execPath} ${agent}`,
+    `BRIDGE_MCP_URL=${beta.mcpUrl} BRIDGE_TOKEN=${worker.token} ${process.execPath} ${agent}`,
   );
   for (let i = 0; i < 100 && !tmux('capture-pane', '-p', '-t', pane).includes('ready'); i++) await sleep(100);
 
-  say('registering a main and connecting it over MCP');
-  const main = bridge('register', '--kind', 'main', '--name', 'lead');
-  client = new Client({ name: 'demo-main', version: '1.0.0' });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
-      requestInit: { headers: { Authorization: `Bearer ${main.token}` } },
-    }),
-  );
+  say('alpha: a main registered as "lead", connected over MCP');
+  const main = alpha.bridge('register', '--kind', 'main', '--name', 'lead');
+  client = await mcpClient(alpha.mcpUrl, main.token);
+  for (let i = 0; i < 100; i++) {
+    if (alpha.bridge('roster').some((e) => e.name === 'coder')) break;
+    await sleep(100);
+  }
+  console.log('  alpha’s roster (presence from beta included):');
+  for (const e of alpha.bridge('roster'))
+    console.log(`    ${`${e.name}@${e.host}`.padEnd(14)} ${e.kind.padEnd(7)} ${e.status}`);
 
-  say('lead → coder: bridge_send {to: "coder", text: "add a --verbose flag", wait_ms: 20000}');
+  say(
+    'lead@alpha → coder@beta: bridge_send {to: "coder@beta", text: "add a --verbose flag", wait_ms: 20000}',
+  );
   const result = await client.callTool({
     name: 'bridge_send',
-    arguments: { to: 'coder', text: 'add a --verbose flag', wait_ms: 20_000 },
+    arguments: { to: 'coder@beta', text: 'add a --verbose flag', wait_ms: 20_000 },
   });
+  if (result.isError) throw new Error(result.content?.[0]?.text);
   const sent = result.structuredContent;
-  console.log(`  msgId ${sent.msgId}  traceId ${sent.traceId}`);
-  console.log(`  reply from ${sent.reply?.from.name}: "${sent.reply?.text}"`);
+  console.log(`  msgId ${sent.msgId}, traceId ${sent.traceId}`);
+  console.log(
+    `  reply on the open send, from ${sent.reply?.from.name}@${sent.reply?.from.host}: "${sent.reply?.text}"`,
+  );
 
-  say('what the worker’s pane shows');
+  say('lead broadcasts to everyone: bridge_broadcast {text: "wrap up and report"}');
+  const broadcast = await client.callTool({
+    name: 'bridge_broadcast',
+    arguments: { text: 'wrap up and report' },
+  });
+  console.log(
+    `  published once to ${broadcast.structuredContent.key} (msgId ${broadcast.structuredContent.msgId})`,
+  );
+  await sleep(500);
+
+  say('what coder’s pane on beta shows');
   console.log(
     tmux('capture-pane', '-p', '-t', pane)
       .split('\n')
@@ -103,28 +183,34 @@ try {
       .join('\n'),
   );
 
-  say('roster');
-  for (const e of bridge('roster')) console.log(`  ${e.name}@${e.host}  ${e.kind}  ${e.status}`);
+  say(`the task's flow in both event logs (trace ${sent.traceId}), in hybrid-logical-clock order`);
+  printTrail([alpha, beta], sent.traceId);
+  console.log(`\n  event logs: ${join(alpha.env.BRIDGE_HOME, 'events.db')}`);
+  console.log(`              ${join(beta.env.BRIDGE_HOME, 'events.db')}`);
 
-  say(`the flow in the event log (${env.BRIDGE_HOME}/events.db, trace ${sent.traceId})`);
-  const db = new Database(join(env.BRIDGE_HOME, 'events.db'), { readonly: true });
-  for (const row of db
-    .prepare(
-      'SELECT hlc, actor_kind, event, from_state, to_state FROM events WHERE trace_id = ? ORDER BY seq',
-    )
-    .all(sent.traceId)) {
-    console.log(
-      `  ${row.hlc}  ${row.actor_kind.padEnd(8)} ${row.event.padEnd(22)} ${row.from_state ?? '∅'} → ${row.to_state}`,
-    );
-  }
-  db.close();
-  console.log('\ndone.');
+  say('cleaning up: deregistering (which deletes the inboxes), stopping the gateways');
+  beta.bridge('deregister', 'coder');
+  alpha.bridge('deregister', 'lead');
+} catch (err) {
+  failed = true;
+  console.error(`\ndemo failed: ${err.message}`);
 } finally {
   await client?.close().catch(() => {});
-  gateway?.kill('SIGTERM');
+  for (const g of gateways) g.child.kill('SIGTERM');
+  await Promise.all(
+    gateways.map((g) => new Promise((r) => (g.child.exitCode === null ? g.child.once('exit', r) : r()))),
+  );
+  const connection = await amqp.connect(brokerUri).catch(() => undefined);
+  if (connection) {
+    const channel = await connection.createChannel();
+    for (const host of ['alpha', 'beta']) await channel.deleteQueue(`control.${host}`).catch(() => {});
+    await connection.close().catch(() => {});
+  }
   try {
     tmux('kill-server');
   } catch {}
-  await sleep(300);
-  rmSync(home, { recursive: true, force: true });
+  if (process.env.BRIDGE_DEMO_KEEP) console.log(`kept ${dir}`);
+  else rmSync(dir, { recursive: true, force: true });
+  console.log(failed ? '' : '\ndone.');
+  process.exitCode = failed ? 1 : 0;
 }
