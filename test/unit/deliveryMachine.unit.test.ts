@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type AnyStateMachine,
-  type AnyTransitionDefinition,
-  type ExecutableActionsFrom,
-  initialTransition,
-  type SnapshotFrom,
-  transition,
-} from 'xstate';
-import type { DirectedGraphEdge, DirectedGraphNode } from 'xstate/graph';
-import { getShortestPaths, getStateNodes, toDirectedGraph } from 'xstate/graph';
+import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
+import { getShortestPaths } from 'xstate/graph';
 import { z } from 'zod';
 import {
   DeadLetterReason,
@@ -17,6 +9,12 @@ import {
   deliveryMachine,
 } from '../../src/machines/deliveryMachine.js';
 import { stateName } from '../../src/runtime/stateName.js';
+import {
+  allStateIds,
+  createMachineCoverage,
+  declaredEventTypes,
+  unreachedStateIds,
+} from '../support/machineCoverage.js';
 
 type Snapshot = SnapshotFrom<typeof deliveryMachine>;
 type Actions = ExecutableActionsFrom<typeof deliveryMachine>[];
@@ -44,44 +42,13 @@ const backoffTimer = 'xstate.after.retryDelay.delivery.backoff';
 // ---------------------------------------------------------------------------------------------
 // Coverage of declared transitions: every step below goes through `step`, which records which
 // (state, transition) pair of the machine definition the event took. The last test compares the
-// record with the graph, so a transition added to the machine without a test fails the suite.
+// record with the graph, so a transition added to the machine without a test fails the suite
+// (test/support/machineCoverage.ts).
 // ---------------------------------------------------------------------------------------------
 
-function transitionKey(t: AnyTransitionDefinition): string {
-  const targets = t.target?.map((node) => node.path.join('.')).join(',') ?? '(none)';
-  return `${t.eventType} -> ${targets}`;
-}
-
-function graphEdges(machine: AnyStateMachine): DirectedGraphEdge[] {
-  const edges: DirectedGraphEdge[] = [];
-  const walk = (node: DirectedGraphNode): void => {
-    edges.push(...node.edges);
-    for (const child of node.children) walk(child);
-  };
-  walk(toDirectedGraph(machine));
-  return edges;
-}
-
-/** `state: event -> target` for every atomic state each declared transition applies in. */
-function declaredPairs(machine: AnyStateMachine): Set<string> {
-  const pairs = new Set<string>();
-  for (const edge of graphEdges(machine)) {
-    const leaves = [edge.source, ...getStateNodes(edge.source)].filter((node) => node.type === 'atomic');
-    for (const leaf of leaves) pairs.add(`${leaf.path.join('.')}: ${transitionKey(edge.transition)}`);
-  }
-  return pairs;
-}
-
-const covered = new Set<string>();
-
-function step(snapshot: Snapshot, event: DeliveryEvent): [Snapshot, Actions] {
-  if (snapshot.status === 'active') {
-    for (const t of deliveryMachine.getTransitionData(snapshot, event)) {
-      covered.add(`${stateName(snapshot.value)}: ${transitionKey(t)}`);
-    }
-  }
-  return transition(deliveryMachine, snapshot, event);
-}
+const coverage = createMachineCoverage(deliveryMachine);
+const step = (snapshot: Snapshot, event: DeliveryEvent): [Snapshot, Actions] =>
+  coverage.step(snapshot, event);
 
 // ---------------------------------------------------------------------------------------------
 // Actions as readable strings: effects by name, timers as `raise <event> after <ms>`.
@@ -505,17 +472,13 @@ describe('deliveryMachine: final states', () => {
 
 describe('deliveryMachine: graph', () => {
   it('the sample events name every event the machine declares a transition for', () => {
-    const declared = new Set(graphEdges(deliveryMachine).map((edge) => edge.transition.eventType));
     const sampled = new Set(sampleEvents.map((event) => event.type));
-    expect([...declared].filter((type) => !sampled.has(type))).toEqual([]);
+    expect([...declaredEventTypes(deliveryMachine)].filter((type) => !sampled.has(type))).toEqual([]);
   });
 
   it('every state node is reachable from the initial state', () => {
-    const paths = getShortestPaths(deliveryMachine, { input: baseInput, events: sampleEvents });
-    const reached = new Set(paths.flatMap((path) => path.state._nodes.map((node) => node.id)));
-    const all = getStateNodes(deliveryMachine.root).map((node) => node.id);
-    expect(all.length).toBe(8);
-    expect(all.filter((id) => !reached.has(id))).toEqual([]);
+    expect(allStateIds(deliveryMachine).length).toBe(8);
+    expect(unreachedStateIds(deliveryMachine, { input: baseInput, events: sampleEvents })).toEqual([]);
   });
 
   it('a hold-mode delivery never reaches a state that types into or reads a pane', () => {
@@ -529,9 +492,8 @@ describe('deliveryMachine: graph', () => {
 
   // Must stay last: it checks what the tests above exercised.
   it('every declared (state, transition) pair is exercised by a test above', () => {
-    const declared = declaredPairs(deliveryMachine);
-    expect(declared.size).toBeGreaterThan(20);
-    expect([...declared].filter((pair) => !covered.has(pair)).sort()).toEqual([]);
-    expect([...covered].filter((pair) => !declared.has(pair)).sort()).toEqual([]);
+    expect(coverage.declaredCount()).toBeGreaterThan(20);
+    expect(coverage.uncovered()).toEqual([]);
+    expect(coverage.undeclared()).toEqual([]);
   });
 });

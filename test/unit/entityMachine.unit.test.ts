@@ -1,16 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type AnyStateMachine,
-  type AnyTransitionDefinition,
-  type ExecutableActionsFrom,
-  initialTransition,
-  type SnapshotFrom,
-  transition,
-} from 'xstate';
-import type { DirectedGraphEdge, DirectedGraphNode } from 'xstate/graph';
-import { getShortestPaths, getStateNodes, toDirectedGraph } from 'xstate/graph';
+import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { type EntityEvent, type EntityInput, entityMachine } from '../../src/machines/entityMachine.js';
 import { stateName } from '../../src/runtime/stateName.js';
+import {
+  allStateIds,
+  createMachineCoverage,
+  declaredEventTypes,
+  unreachedStateIds,
+} from '../support/machineCoverage.js';
 
 type Snapshot = SnapshotFrom<typeof entityMachine>;
 type Actions = ExecutableActionsFrom<typeof entityMachine>[];
@@ -24,43 +21,11 @@ const input: EntityInput = {
   mode: 'inject',
 };
 
-// Coverage of declared transitions (see deliveryMachine.unit.test.ts for the idea): every step
-// records the (state, transition) pair it took; the last test compares that with the graph.
+// Coverage of declared transitions (test/support/machineCoverage.ts): every step records the
+// (state, transition) pair it took; the last test compares that with the graph.
 
-function transitionKey(t: AnyTransitionDefinition): string {
-  const targets = t.target?.map((node) => node.path.join('.')).join(',') ?? '(none)';
-  return `${t.eventType} -> ${targets}`;
-}
-
-function graphEdges(machine: AnyStateMachine): DirectedGraphEdge[] {
-  const edges: DirectedGraphEdge[] = [];
-  const walk = (node: DirectedGraphNode): void => {
-    edges.push(...node.edges);
-    for (const child of node.children) walk(child);
-  };
-  walk(toDirectedGraph(machine));
-  return edges;
-}
-
-function declaredPairs(machine: AnyStateMachine): Set<string> {
-  const pairs = new Set<string>();
-  for (const edge of graphEdges(machine)) {
-    const leaves = [edge.source, ...getStateNodes(edge.source)].filter((node) => node.type === 'atomic');
-    for (const leaf of leaves) pairs.add(`${leaf.path.join('.')}: ${transitionKey(edge.transition)}`);
-  }
-  return pairs;
-}
-
-const covered = new Set<string>();
-
-function step(snapshot: Snapshot, event: EntityEvent): [Snapshot, Actions] {
-  if (snapshot.status === 'active') {
-    for (const t of entityMachine.getTransitionData(snapshot, event)) {
-      covered.add(`${stateName(snapshot.value)}: ${transitionKey(t)}`);
-    }
-  }
-  return transition(entityMachine, snapshot, event);
-}
+const coverage = createMachineCoverage(entityMachine);
+const step = (snapshot: Snapshot, event: EntityEvent): [Snapshot, Actions] => coverage.step(snapshot, event);
 
 function run(snapshot: Snapshot, ...events: EntityEvent[]): Snapshot {
   let current = snapshot;
@@ -192,30 +157,25 @@ describe('entityMachine: gone', () => {
 
 describe('entityMachine: graph', () => {
   it('the sample events name every event the machine declares a transition for', () => {
-    const declared = new Set(graphEdges(entityMachine).map((edge) => edge.transition.eventType));
     const sampled = new Set(sampleEvents.map((event) => event.type));
-    expect([...declared].filter((type) => !sampled.has(type))).toEqual([]);
+    expect([...declaredEventTypes(entityMachine)].filter((type) => !sampled.has(type))).toEqual([]);
   });
 
   it('every state node is reachable from the initial state', () => {
-    const paths = getShortestPaths(entityMachine, { input, events: sampleEvents });
-    const reached = new Set(paths.flatMap((path) => path.state._nodes.map((node) => node.id)));
-    const all = getStateNodes(entityMachine.root).map((node) => node.id);
-    expect(all.sort()).toEqual([
+    expect(allStateIds(entityMachine)).toEqual([
       'entity.active',
       'entity.active.busy',
       'entity.active.idle',
       'entity.gone',
       'entity.registered',
     ]);
-    expect(all.filter((id) => !reached.has(id))).toEqual([]);
+    expect(unreachedStateIds(entityMachine, { input, events: sampleEvents })).toEqual([]);
   });
 
   // Must stay last: it checks what the tests above exercised.
   it('every declared (state, transition) pair is exercised by a test above', () => {
-    const declared = declaredPairs(entityMachine);
-    expect(declared.size).toBe(8);
-    expect([...declared].filter((pair) => !covered.has(pair)).sort()).toEqual([]);
-    expect([...covered].filter((pair) => !declared.has(pair)).sort()).toEqual([]);
+    expect(coverage.declaredCount()).toBe(8);
+    expect(coverage.uncovered()).toEqual([]);
+    expect(coverage.undeclared()).toEqual([]);
   });
 });

@@ -1,16 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type AnyStateMachine,
-  type AnyTransitionDefinition,
-  type ExecutableActionsFrom,
-  initialTransition,
-  type SnapshotFrom,
-  transition,
-} from 'xstate';
-import type { DirectedGraphEdge, DirectedGraphNode } from 'xstate/graph';
-import { getShortestPaths, getStateNodes, toDirectedGraph } from 'xstate/graph';
+import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { type SendEvent, type SendInput, sendMachine } from '../../src/machines/sendMachine.js';
-import { stateName } from '../../src/runtime/stateName.js';
+import {
+  allStateIds,
+  createMachineCoverage,
+  declaredEventTypes,
+  unreachedStateIds,
+} from '../support/machineCoverage.js';
 
 type Snapshot = SnapshotFrom<typeof sendMachine>;
 type Actions = ExecutableActionsFrom<typeof sendMachine>[];
@@ -25,42 +21,10 @@ const input: SendInput = {
   size: 42,
 };
 
-// Coverage of declared transitions (see deliveryMachine.unit.test.ts for the idea).
-
-function transitionKey(t: AnyTransitionDefinition): string {
-  const targets = t.target?.map((node) => node.path.join('.')).join(',') ?? '(none)';
-  return `${t.eventType} -> ${targets}`;
-}
-
-function graphEdges(machine: AnyStateMachine): DirectedGraphEdge[] {
-  const edges: DirectedGraphEdge[] = [];
-  const walk = (node: DirectedGraphNode): void => {
-    edges.push(...node.edges);
-    for (const child of node.children) walk(child);
-  };
-  walk(toDirectedGraph(machine));
-  return edges;
-}
-
-function declaredPairs(machine: AnyStateMachine): Set<string> {
-  const pairs = new Set<string>();
-  for (const edge of graphEdges(machine)) {
-    const leaves = [edge.source, ...getStateNodes(edge.source)].filter((node) => node.type === 'atomic');
-    for (const leaf of leaves) pairs.add(`${leaf.path.join('.')}: ${transitionKey(edge.transition)}`);
-  }
-  return pairs;
-}
-
-const covered = new Set<string>();
-
-function step(snapshot: Snapshot, event: SendEvent): [Snapshot, Actions] {
-  if (snapshot.status === 'active') {
-    for (const t of sendMachine.getTransitionData(snapshot, event)) {
-      covered.add(`${stateName(snapshot.value)}: ${transitionKey(t)}`);
-    }
-  }
-  return transition(sendMachine, snapshot, event);
-}
+// Every step records the (state, transition) pair it took; the last test compares that with the
+// graph (test/support/machineCoverage.ts).
+const coverage = createMachineCoverage(sendMachine);
+const step = (snapshot: Snapshot, event: SendEvent): [Snapshot, Actions] => coverage.step(snapshot, event);
 
 const routedLocal: SendEvent = { type: 'send.routedLocal' };
 const published: SendEvent = { type: 'send.published' };
@@ -72,11 +36,7 @@ const sampleEvents: SendEvent[] = [routedLocal, published, confirmed, failed('X'
 
 const accepted = (): Snapshot => initialTransition(sendMachine, input)[0];
 const publishedState = (): Snapshot => step(accepted(), published)[0];
-
-/** Only `recordFailure` is an action of this machine; it runs inside the transition. */
-function actionTypes(actions: Actions): string[] {
-  return actions.map((action) => action.type);
-}
+const failedState = (): Snapshot => step(accepted(), failed('BROKER_UNAVAILABLE', 'broker unreachable'))[0];
 
 describe('sendMachine: initial state', () => {
   it('starts accepted with the input as context and no failure', () => {
@@ -104,13 +64,13 @@ describe('sendMachine: accepted', () => {
     expect(actions).toEqual([]);
   });
 
-  it('send.failed → failed (final), recording "code: detail"', () => {
+  it('send.failed → failed (not final: it can be retried), recording "code: detail"', () => {
     const [snapshot, actions] = step(accepted(), failed('UNKNOWN_RECIPIENT', 'no inbox for worker-gid'));
     expect(snapshot.value).toBe('failed');
-    expect(snapshot.status).toBe('done');
+    expect(snapshot.status).toBe('active');
     expect(snapshot.context.failure).toBe('UNKNOWN_RECIPIENT: no inbox for worker-gid');
     // assign actions are applied by the transition itself, not handed back to run.
-    expect(actionTypes(actions)).toEqual([]);
+    expect(actions).toEqual([]);
   });
 
   // Regression (was a bug in src/machines/sendMachine.ts, recordFailure): `${code}: ${detail ?? ''}`.trim() trims
@@ -137,11 +97,12 @@ describe('sendMachine: published', () => {
     expect(actions).toEqual([]);
   });
 
-  it('send.failed → failed (final), recording the failure', () => {
-    const [snapshot] = step(publishedState(), failed('BROKER_UNAVAILABLE', 'nacked'));
+  it('send.failed → failed, recording the failure', () => {
+    const [snapshot, actions] = step(publishedState(), failed('BROKER_UNAVAILABLE', 'nacked'));
     expect(snapshot.value).toBe('failed');
-    expect(snapshot.status).toBe('done');
+    expect(snapshot.status).toBe('active');
     expect(snapshot.context.failure).toBe('BROKER_UNAVAILABLE: nacked');
+    expect(actions).toEqual([]);
   });
 
   it.each([routedLocal, published, rehydrated])('ignores $type', (event) => {
@@ -152,11 +113,58 @@ describe('sendMachine: published', () => {
   });
 });
 
+describe('sendMachine: failed', () => {
+  it('send.published → published again (a retry under the same msgId), clearing the failure', () => {
+    const before = failedState();
+    expect(before.context.failure).toBe('BROKER_UNAVAILABLE: broker unreachable');
+    const [snapshot, actions] = step(before, published);
+    expect(snapshot.value).toBe('published');
+    expect(snapshot.status).toBe('active');
+    expect(snapshot.context).toEqual({ ...input, failure: null });
+    expect(actions).toEqual([]);
+  });
+
+  it('a send that failed after publishing can be retried and then confirmed', () => {
+    let snapshot = publishedState();
+    [snapshot] = step(snapshot, failed('INBOX_FULL', 'nacked'));
+    expect(snapshot.value).toBe('failed');
+    expect(snapshot.context.failure).toBe('INBOX_FULL: nacked');
+    [snapshot] = step(snapshot, published);
+    expect(snapshot.value).toBe('published');
+    expect(snapshot.context.failure).toBeNull();
+    [snapshot] = step(snapshot, confirmed);
+    expect(snapshot.value).toBe('confirmed');
+    expect(snapshot.status).toBe('done');
+    expect(snapshot.context).toEqual({ ...input, failure: null });
+  });
+
+  it('retries as often as asked; each failure replaces the previous one, the msgId never changes', () => {
+    let snapshot = accepted();
+    for (const code of ['BROKER_UNAVAILABLE', 'INBOX_FULL', 'BROKER_UNAVAILABLE']) {
+      [snapshot] = step(snapshot, failed(code));
+      expect(snapshot.value).toBe('failed');
+      expect(snapshot.context.failure).toBe(code);
+      [snapshot] = step(snapshot, published);
+      expect(snapshot.value).toBe('published');
+      expect(snapshot.context.failure).toBeNull();
+    }
+    expect(snapshot.context.msgId).toBe(input.msgId);
+    expect(snapshot.context.traceId).toBe(input.traceId);
+  });
+
+  it.each([routedLocal, confirmed, failed('OTHER', 'again'), rehydrated])('ignores $type', (event) => {
+    const before = failedState();
+    const [after, actions] = transition(sendMachine, before, event);
+    expect(after).toBe(before);
+    expect(after.context.failure).toBe('BROKER_UNAVAILABLE: broker unreachable');
+    expect(actions).toEqual([]);
+  });
+});
+
 describe('sendMachine: final states ignore every event', () => {
   const finals = {
     'routed-local': () => step(accepted(), routedLocal)[0],
     confirmed: () => step(publishedState(), confirmed)[0],
-    failed: () => step(accepted(), failed('X', 'y'))[0],
   };
 
   it.each(Object.keys(finals) as Array<keyof typeof finals>)('%s', (state) => {
@@ -173,30 +181,30 @@ describe('sendMachine: final states ignore every event', () => {
 
 describe('sendMachine: graph', () => {
   it('the sample events name every event the machine declares a transition for', () => {
-    const declared = new Set(graphEdges(sendMachine).map((edge) => edge.transition.eventType));
     const sampled = new Set(sampleEvents.map((event) => event.type));
-    expect([...declared].filter((type) => !sampled.has(type))).toEqual([]);
+    expect([...declaredEventTypes(sendMachine)].filter((type) => !sampled.has(type))).toEqual([]);
   });
 
   it('every state node is reachable from the initial state', () => {
-    const paths = getShortestPaths(sendMachine, { input, events: sampleEvents });
-    const reached = new Set(paths.flatMap((path) => path.state._nodes.map((node) => node.id)));
-    const all = getStateNodes(sendMachine.root).map((node) => node.id);
-    expect(all.sort()).toEqual([
+    expect(allStateIds(sendMachine)).toEqual([
       'send.accepted',
       'send.confirmed',
       'send.failed',
       'send.published',
       'send.routed-local',
     ]);
-    expect(all.filter((id) => !reached.has(id))).toEqual([]);
+    expect(unreachedStateIds(sendMachine, { input, events: sampleEvents })).toEqual([]);
+  });
+
+  it('only routed-local and confirmed are final', () => {
+    const finals = allStateIds(sendMachine).filter((id) => sendMachine.getStateNodeById(id).type === 'final');
+    expect(finals).toEqual(['send.confirmed', 'send.routed-local']);
   });
 
   // Must stay last: it checks what the tests above exercised.
   it('every declared (state, transition) pair is exercised by a test above', () => {
-    const declared = declaredPairs(sendMachine);
-    expect(declared.size).toBe(5);
-    expect([...declared].filter((pair) => !covered.has(pair)).sort()).toEqual([]);
-    expect([...covered].filter((pair) => !declared.has(pair)).sort()).toEqual([]);
+    expect(coverage.declaredCount()).toBe(6);
+    expect(coverage.uncovered()).toEqual([]);
+    expect(coverage.undeclared()).toEqual([]);
   });
 });

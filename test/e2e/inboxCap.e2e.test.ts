@@ -1,0 +1,116 @@
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { GatewayProcess } from '../support/gatewayProcess.js';
+import { callTool, connectMcp } from '../support/mcpClient.js';
+
+const suffix = Math.random().toString(36).slice(2, 7);
+
+/**
+ * R-H1: a main that never drains fills its capped inbox; the next sender is told at once
+ * (INBOX_FULL), the refused message is dead-lettered with reason maxlen, a broadcast reaching
+ * the full inbox is reported as partial, and an operator can requeue the dead letter.
+ */
+describe('a full inbox', () => {
+  const gateways: GatewayProcess[] = [];
+  const clients: Client[] = [];
+  let sender: Client;
+  let sink: Client;
+  let sinkGid: string;
+  let receiver: GatewayProcess;
+  let origin: GatewayProcess;
+
+  beforeAll(async () => {
+    origin = new GatewayProcess({
+      hostId: `origin-${suffix}`,
+      env: { BRIDGE_BROKER_URI: brokerUri },
+      config: { broker: { heartbeatMs: 300 } },
+    });
+    // The sink's gateway holds at most 2 unacked messages and its inbox queues at most 3 more.
+    receiver = new GatewayProcess({
+      hostId: `receiver-${suffix}`,
+      env: { BRIDGE_BROKER_URI: brokerUri },
+      config: { broker: { heartbeatMs: 300, prefetch: 2, inboxMaxLength: 3 } },
+    });
+    gateways.push(origin, receiver);
+    await Promise.all(gateways.map((g) => g.start()));
+    const s = JSON.parse(
+      (await origin.cli(['register', '--kind', 'main', '--name', 'flood', '--json'])).stdout,
+    );
+    const k = JSON.parse(
+      (await receiver.cli(['register', '--kind', 'main', '--name', 'sink', '--json'])).stdout,
+    );
+    await receiver.cli(['register', '--kind', 'main', '--name', 'roomy', '--json']);
+    sinkGid = k.gid;
+    sender = await connectMcp(origin.mcpUrl, s.token);
+    sink = await connectMcp(receiver.mcpUrl, k.token);
+    clients.push(sender, sink);
+    await waitFor('the sink in the origin’s roster', async () => {
+      const r = await callTool(sender, 'bridge_roster', {});
+      return (r.structuredContent as { entities: Array<{ name: string }> }).entities.some(
+        (e) => e.name === 'sink',
+      )
+        ? true
+        : undefined;
+    });
+  });
+
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => {});
+    for (const g of gateways) await g.dispose();
+    await removeDeadLettersOf(gateways.map((g) => g.hostId));
+  });
+
+  it('refuses the overflow to the sender, dead-letters it as maxlen, reports a partial broadcast, and can requeue it', async () => {
+    const results = [];
+    for (let i = 1; i <= 6; i++)
+      results.push(await callTool(sender, 'bridge_send', { to: 'sink', text: `m${i}` }));
+    expect(results.slice(0, 5).every((r) => !r.isError)).toBe(true);
+    const refused = results[5];
+    expect(refused?.isError).toBe(true);
+    expect((refused?.content as Array<{ text: string }>)[0]?.text).toMatch(
+      /^INBOX_FULL: the recipient's inbox is full/,
+    );
+
+    const broadcast = await callTool(sender, 'bridge_broadcast', { text: 'all hands' });
+    expect(broadcast.isError).toBeFalsy();
+    expect(broadcast.structuredContent).toMatchObject({ partial: true });
+
+    const metrics = await (await fetch(`http://127.0.0.1:${origin.port}/metrics`)).text();
+    expect(metrics).toMatch(/bridge_dead_letters_total\{reason="maxlen"\} 2/);
+
+    const letters = JSON.parse(
+      (await origin.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout,
+    ) as Array<{
+      msgId: string;
+      reason: string;
+      routingKey: string;
+      body: string;
+    }>;
+    const mine = letters.filter((l) => l.routingKey === sinkGid);
+    expect(mine.map((l) => l.reason)).toEqual(['maxlen']);
+    expect(JSON.parse(mine[0]?.body ?? '{}')).toMatchObject({ text: 'm6' });
+
+    // The sink drains; the operator sends the dead letter back; it arrives, after m1..m5.
+    const drained: string[] = [];
+    await waitFor('m1..m5 drained', async () => {
+      const r = await callTool(sink, 'bridge_drain', {});
+      drained.push(
+        ...(r.structuredContent as { messages: Array<{ text: string }> }).messages.map((m) => m.text),
+      );
+      return drained.filter((t) => t.startsWith('m')).length >= 5 ? true : undefined;
+    });
+    const requeue = JSON.parse(
+      (await origin.cli(['dlq', 'requeue', mine[0]?.msgId as string, '--json'])).stdout,
+    );
+    expect(requeue).toEqual({ requeued: 1 });
+    await waitFor('the requeued m6', async () => {
+      const r = await callTool(sink, 'bridge_drain', {});
+      drained.push(
+        ...(r.structuredContent as { messages: Array<{ text: string }> }).messages.map((m) => m.text),
+      );
+      return drained.includes('m6') ? true : undefined;
+    });
+    expect(drained.filter((t) => t.startsWith('m'))).toEqual(['m1', 'm2', 'm3', 'm4', 'm5', 'm6']);
+  });
+});
