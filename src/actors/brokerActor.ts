@@ -270,7 +270,7 @@ export class BrokerActor {
         if (id !== undefined) this.returned.set(id, `no queue is bound to "${message.fields.routingKey}"`);
       });
       for (const exchange of sharedExchanges)
-        await publisher.assertExchange(exchange.name, exchange.type, { durable: true });
+        await publisher.assertExchange(exchange.name, exchange.type, { durable: exchange.durable });
       await declareQueue(publisher, dlqSpec);
       this.publisher = publisher;
 
@@ -327,7 +327,14 @@ export class BrokerActor {
             }
             return;
           }
-          spec.onMessage(wrap(channel, message));
+          const inbound = wrap(channel, message);
+          try {
+            spec.onMessage(inbound);
+          } catch (err) {
+            // A handler must never take the consumer down: the queue's DLX takes the message.
+            logger.error({ err, queue: spec.queue.name }, 'message handler failed; rejecting the message');
+            inbound.reject();
+          }
         },
         { noAck: false, exclusive: spec.exclusive },
       );

@@ -14,6 +14,7 @@ export const dlqName = 'bridge.dlq';
 export interface ExchangeSpec {
   name: string;
   type: 'topic' | 'direct' | 'fanout';
+  durable: boolean;
 }
 
 export interface BindingSpec {
@@ -34,10 +35,10 @@ export const QueueMode = { classic: 'classic', quorum: 'quorum' } as const;
 export type QueueMode = (typeof QueueMode)[keyof typeof QueueMode];
 
 export const sharedExchanges: readonly ExchangeSpec[] = [
-  { name: Exchange.msg, type: 'topic' },
-  { name: Exchange.roster, type: 'topic' },
-  { name: Exchange.control, type: 'direct' },
-  { name: Exchange.dlx, type: 'fanout' },
+  { name: Exchange.msg, type: 'topic', durable: true },
+  { name: Exchange.roster, type: 'topic', durable: true },
+  { name: Exchange.control, type: 'direct', durable: true },
+  { name: Exchange.dlx, type: 'fanout', durable: true },
 ];
 
 export const dlqSpec: QueueSpec = {

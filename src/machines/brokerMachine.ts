@@ -49,12 +49,12 @@ export const brokerMachine = setup({
   id: 'broker',
   context: ({ input }) => ({ ...input, attempts: 0, lastError: null }),
   initial: 'idle',
-  on: { 'broker.stop': { target: '.stopped' } },
   states: {
-    idle: { on: { 'broker.connect': { target: 'connecting' } } },
+    idle: { on: { 'broker.connect': { target: 'connecting' }, 'broker.stop': { target: 'stopped' } } },
     connecting: {
       entry: 'openConnection',
       on: {
+        'broker.stop': { target: 'stopped' },
         'broker.connected': { target: 'connected', actions: assign({ attempts: 0, lastError: null }) },
         'broker.lost': {
           target: 'backoff',
@@ -67,6 +67,7 @@ export const brokerMachine = setup({
     },
     connected: {
       on: {
+        'broker.stop': { target: 'stopped' },
         'broker.blocked': { target: 'blocked', actions: assign({ lastError: ({ event }) => event.reason }) },
         'broker.lost': {
           target: 'backoff',
@@ -76,6 +77,7 @@ export const brokerMachine = setup({
     },
     blocked: {
       on: {
+        'broker.stop': { target: 'stopped' },
         'broker.unblocked': { target: 'connected', actions: assign({ lastError: null }) },
         'broker.lost': {
           target: 'backoff',
@@ -85,6 +87,7 @@ export const brokerMachine = setup({
     },
     backoff: {
       after: { retryDelay: { target: 'connecting' } },
+      on: { 'broker.stop': { target: 'stopped' } },
     },
     stopped: { type: 'final', entry: 'closeConnection' },
   },

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isHlc } from '../clock/hlc.js';
 
 /**
  * The message envelope: what a sender hands to the router and what crosses the broker.
@@ -34,12 +35,15 @@ export const addressSchema = z.object({
 });
 export type Address = z.infer<typeof addressSchema>;
 
+/** A hybrid-logical-clock time as it travels (see src/clock/hlc.ts). */
+export const hlcSchema = z.string().refine(isHlc, 'not a hybrid-logical-clock time');
+
 export const envelopeSchema = z.object({
   v: z.string().regex(/^\d+\.\d+$/),
   kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
   msgId: z.string().uuid(),
   traceId: z.string().min(1).max(128),
-  hlc: z.string(),
+  hlc: hlcSchema,
   from: addressSchema,
   /** Recipient gid (or a broadcast routing key). */
   to: z.string().min(1),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { entityKindSchema, schemaVersion } from './envelope.js';
+import { entityKindSchema, hlcSchema, schemaVersion } from './envelope.js';
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
 export const presenceEntrySchema = z.object({
@@ -15,7 +15,7 @@ export const presenceSchema = z.object({
   v: z.string().regex(/^\d+\.\d+$/),
   kind: z.literal('PRESENCE'),
   host: z.string().min(1),
-  hlc: z.string(),
+  hlc: hlcSchema,
   /** Sent every heartbeat; a receiver expires the host after ttlMs without one. */
   ttlMs: z.number().int().min(1),
   entities: z.array(presenceEntrySchema),

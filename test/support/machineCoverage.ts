@@ -41,9 +41,17 @@ export function graphEdges(machine: AnyStateMachine): DirectedGraphEdge[] {
   return edges;
 }
 
-/** The event types the machine declares a transition for (delayed `xstate.after.*` ones included). */
-export function declaredEventTypes(machine: AnyStateMachine): Set<string> {
-  return new Set(graphEdges(machine).map((edge) => edge.transition.eventType));
+/**
+ * The event types the machine declares a transition for (delayed `xstate.after.*` ones
+ * included) that none of `events` has: a test's sample events must name them all.
+ */
+export function unsampledEventTypes(
+  machine: AnyStateMachine,
+  events: ReadonlyArray<{ type: string }>,
+): string[] {
+  const sampled = new Set(events.map((event) => event.type));
+  const declared = new Set(graphEdges(machine).map((edge) => edge.transition.eventType));
+  return [...declared].filter((type) => !sampled.has(type)).sort();
 }
 
 /**
@@ -60,14 +68,26 @@ export function declaredPairs(machine: AnyStateMachine): Set<string> {
   return pairs;
 }
 
+export interface ReachabilityOptions<TMachine extends AnyStateMachine> {
+  input: InputFrom<TMachine>;
+  events: ReadonlyArray<EventFromLogic<TMachine>>;
+  /**
+   * Where to stop exploring: needed when the context grows without bound (a retry counter),
+   * which otherwise makes every snapshot new and the traversal endless.
+   */
+  stopWhen?: (snapshot: SnapshotFrom<TMachine>) => boolean;
+}
+
 /** Ids of the state nodes that no shortest path from the initial state reaches with `events`. */
 export function unreachedStateIds<TMachine extends AnyStateMachine>(
   machine: TMachine,
-  options: { input: InputFrom<TMachine>; events: ReadonlyArray<EventFromLogic<TMachine>> },
+  options: ReachabilityOptions<TMachine>,
 ): string[] {
+  const { stopWhen } = options;
   const paths = getShortestPaths(machine as AnyStateMachine, {
     input: options.input,
     events: [...options.events],
+    stopWhen: stopWhen && ((snapshot: AnyMachineSnapshot) => stopWhen(snapshot as SnapshotFrom<TMachine>)),
   });
   const reached = new Set(paths.flatMap((path) => path.state._nodes.map((node) => node.id)));
   return allStateIds(machine).filter((id) => !reached.has(id));

@@ -6,8 +6,8 @@ import { stateName } from '../../src/runtime/stateName.js';
 import {
   allStateIds,
   createMachineCoverage,
-  declaredEventTypes,
   unreachedStateIds,
+  unsampledEventTypes,
 } from '../support/machineCoverage.js';
 
 type Snapshot = SnapshotFrom<typeof brokerMachine>;
@@ -223,12 +223,12 @@ describe('brokerMachine: backoff', () => {
   it('the cap holds for any number of attempts (no overflow to Infinity or NaN)', () => {
     let snapshot = reach.connecting();
     let actions: Actions = [];
-    for (let attempt = 1; attempt <= 1_100; attempt++) {
+    for (let attempt = 1; attempt <= 1_030; attempt++) {
       [snapshot, actions] = transition(brokerMachine, snapshot, lost());
-      if (attempt < 1_100)
+      if (attempt < 1_030)
         [snapshot] = transition(brokerMachine, snapshot, { type: retryTimer } as unknown as BrokerEvent);
     }
-    expect(snapshot.context.attempts).toBe(1_100);
+    expect(snapshot.context.attempts).toBe(1_030);
     expect(effects(actions)).toEqual([`raise ${retryTimer} after ${input.retryMaxMs}`]);
   });
 
@@ -291,13 +291,9 @@ describe('brokerMachine: broker.stop from every state', () => {
     }
   });
 
-  // Bug in src/machines/brokerMachine.ts (the root-level `on: { 'broker.stop': { target: '.stopped' } }`):
-  // the root handler also applies in the final `stopped` child, and XState's pure `transition`
-  // does not stop at a done snapshot, so a second stop re-enters `stopped` and asks for
-  // `closeConnection` again. ActorCell.send refuses events once done, so the running gateway
-  // never sees it; foldEvents and replay do (same class as the deliveryMachine fix for
-  // `delivery.deadLettered` in final states). Remove `.fails` once stop is declared per live state.
-  it.fails('stopped ignores a second broker.stop (no second closeConnection)', () => {
+  // Regression: `broker.stop` once sat on the root, so a finished `stopped` actor re-entered it
+  // and asked for closeConnection again under replay's pure transition.
+  it('stopped ignores a second broker.stop (no second closeConnection)', () => {
     const stopped = run(reach.connected(), stop);
     const [after, actions] = transition(brokerMachine, stopped, stop);
     expect(after.value).toBe('stopped');
@@ -308,8 +304,7 @@ describe('brokerMachine: broker.stop from every state', () => {
 
 describe('brokerMachine: graph', () => {
   it('the sample events name every event the machine declares a transition for', () => {
-    const sampled = new Set(sampleEvents.map((event) => event.type));
-    expect([...declaredEventTypes(brokerMachine)].filter((type) => !sampled.has(type))).toEqual([]);
+    expect(unsampledEventTypes(brokerMachine, sampleEvents)).toEqual([]);
   });
 
   it('every state node is reachable from the initial state', () => {
@@ -321,7 +316,9 @@ describe('brokerMachine: graph', () => {
       'broker.idle',
       'broker.stopped',
     ]);
-    expect(unreachedStateIds(brokerMachine, { input, events: sampleEvents })).toEqual([]);
+    // attempts grows with every failed retry: stop exploring after a few.
+    const stopWhen = (snapshot: Snapshot): boolean => snapshot.context.attempts > 2;
+    expect(unreachedStateIds(brokerMachine, { input, events: sampleEvents, stopWhen })).toEqual([]);
   });
 
   // Must stay last: it checks what the tests above exercised.

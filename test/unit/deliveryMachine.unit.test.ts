@@ -12,8 +12,8 @@ import { stateName } from '../../src/runtime/stateName.js';
 import {
   allStateIds,
   createMachineCoverage,
-  declaredEventTypes,
   unreachedStateIds,
+  unsampledEventTypes,
 } from '../support/machineCoverage.js';
 
 type Snapshot = SnapshotFrom<typeof deliveryMachine>;
@@ -472,8 +472,7 @@ describe('deliveryMachine: final states', () => {
 
 describe('deliveryMachine: graph', () => {
   it('the sample events name every event the machine declares a transition for', () => {
-    const sampled = new Set(sampleEvents.map((event) => event.type));
-    expect([...declaredEventTypes(deliveryMachine)].filter((type) => !sampled.has(type))).toEqual([]);
+    expect(unsampledEventTypes(deliveryMachine, sampleEvents)).toEqual([]);
   });
 
   it('every state node is reachable from the initial state', () => {

@@ -4,8 +4,8 @@ import { type SendEvent, type SendInput, sendMachine } from '../../src/machines/
 import {
   allStateIds,
   createMachineCoverage,
-  declaredEventTypes,
   unreachedStateIds,
+  unsampledEventTypes,
 } from '../support/machineCoverage.js';
 
 type Snapshot = SnapshotFrom<typeof sendMachine>;
@@ -181,8 +181,7 @@ describe('sendMachine: final states ignore every event', () => {
 
 describe('sendMachine: graph', () => {
   it('the sample events name every event the machine declares a transition for', () => {
-    const sampled = new Set(sampleEvents.map((event) => event.type));
-    expect([...declaredEventTypes(sendMachine)].filter((type) => !sampled.has(type))).toEqual([]);
+    expect(unsampledEventTypes(sendMachine, sampleEvents)).toEqual([]);
   });
 
   it('every state node is reachable from the initial state', () => {

@@ -1,0 +1,343 @@
+import fc from 'fast-check';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { RemoteRoster, unknownStatus } from '../../src/actors/roster.js';
+import { createHlc, encodeHlc } from '../../src/clock/hlc.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { schemaVersionString } from '../../src/wire/envelope.js';
+import {
+  type DecodedPresence,
+  decodePresence,
+  encodePresence,
+  type Presence,
+  type PresenceEntry,
+} from '../../src/wire/presence.js';
+
+const ttlMs = 15_000;
+const hlcAt = (wall: number, counter = 0): string => encodeHlc({ wall, counter });
+
+const alice: PresenceEntry = {
+  gid: '11111111-1111-4111-8111-111111111111',
+  name: 'alice',
+  kind: 'worker',
+  groups: ['backend'],
+  status: 'idle',
+};
+const bob: PresenceEntry = {
+  gid: '22222222-2222-4222-8222-222222222222',
+  name: 'bob',
+  kind: 'main',
+  groups: [],
+  status: 'busy',
+};
+const aliceOnC: PresenceEntry = {
+  gid: '33333333-3333-4333-8333-333333333333',
+  name: 'alice',
+  kind: 'worker',
+  groups: ['frontend'],
+  status: 'working',
+};
+
+function presence(
+  host: string,
+  hlc: string,
+  entities: PresenceEntry[],
+  overrides: Partial<Presence> = {},
+): Presence {
+  return { v: schemaVersionString, kind: 'PRESENCE', host, hlc, ttlMs, entities, ...overrides };
+}
+
+function bytesOf(value: unknown): Buffer {
+  return Buffer.from(JSON.stringify(value), 'utf8');
+}
+
+function detailOf(decoded: DecodedPresence): string {
+  if (decoded.ok) throw new Error(`expected a refusal, got ${JSON.stringify(decoded.presence)}`);
+  return decoded.detail;
+}
+
+describe('presence: decode', () => {
+  const snapshot = presence('host-b', hlcAt(1_700_000_000_000), [alice, bob]);
+
+  it('decode(encode(presence)) gives the snapshot back', () => {
+    expect(decodePresence(encodePresence(snapshot))).toEqual({ ok: true, presence: snapshot });
+  });
+
+  it('a snapshot with no entities is valid (a host with nobody on it)', () => {
+    const empty = presence('host-b', hlcAt(1), []);
+    expect(decodePresence(encodePresence(empty))).toEqual({ ok: true, presence: empty });
+  });
+
+  it('not JSON → refused with a detail, not thrown', () => {
+    expect(detailOf(decodePresence(Buffer.from('{"kind":"PRES', 'utf8')))).toMatch(/^not JSON: /);
+  });
+
+  it.each([
+    ['another kind', { kind: 'SEND' }],
+    ['an empty host', { host: '' }],
+    ['a zero ttl', { ttlMs: 0 }],
+    ['a fractional ttl', { ttlMs: 1.5 }],
+    ['no version', { v: undefined }],
+    ['a bad version', { v: 'one' }],
+    ['entities not a list', { entities: { alice } }],
+    ['an entity with a bad gid', { entities: [{ ...alice, gid: 'alice' }] }],
+    ['an entity of an unknown kind', { entities: [{ ...alice, kind: 'robot' }] }],
+    ['an entity without groups', { entities: [{ ...bob, groups: undefined }] }],
+  ])('%s → refused', (_label, patch) => {
+    expect(detailOf(decodePresence(bytesOf({ ...snapshot, ...patch })))).not.toBe('');
+  });
+
+  it.each([
+    ['null', null],
+    ['a list', [snapshot]],
+    ['a number', 5],
+  ])('JSON that is %s → refused', (_label, value) => {
+    expect(detailOf(decodePresence(bytesOf(value)))).not.toBe('');
+  });
+
+  it('a newer major (2.0) → refused, saying it is newer', () => {
+    expect(detailOf(decodePresence(bytesOf({ ...snapshot, v: '2.0' })))).toMatch(/newer/);
+  });
+
+  it('a newer minor with extra fields is accepted; the extras are dropped', () => {
+    const bytes = bytesOf({
+      ...snapshot,
+      v: '1.4',
+      region: 'eu',
+      entities: [{ ...alice, depth: 3 }, bob],
+    });
+    expect(decodePresence(bytes)).toEqual({ ok: true, presence: { ...snapshot, v: '1.4' } });
+  });
+
+  it('the gateway cannot merge an hlc that is not a hybrid-logical-clock time (it throws)', () => {
+    expect(() => createHlc(() => 0).receive('yesterday')).toThrow(/hybrid-logical-clock/);
+  });
+
+  // Regression: the schema once took any string as `hlc`, and hlc.receive threw inside the
+  // AMQP consumer callback; RemoteRoster also orders snapshots by it.
+  it('an hlc that is not a hybrid-logical-clock time → refused', () => {
+    expect(decodePresence(bytesOf({ ...snapshot, hlc: 'yesterday' })).ok).toBe(false);
+  });
+
+  it('property: arbitrary bytes never throw and are either a snapshot or a refusal with a detail', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 512 }), (raw) => {
+        const decoded = decodePresence(Buffer.from(raw));
+        expect(decoded.ok ? typeof decoded.presence.host : decoded.detail.length > 0).toBeTruthy();
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('property: arbitrary JSON, and a snapshot with any field replaced, never throw', () => {
+    const fields = ['v', 'kind', 'host', 'hlc', 'ttlMs', 'entities', 'extra'];
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(...fields), (value, field) => {
+        expect(() => decodePresence(bytesOf(value))).not.toThrow();
+        expect(() => decodePresence(bytesOf({ ...snapshot, [field]: value }))).not.toThrow();
+      }),
+    );
+  });
+});
+
+describe('RemoteRoster', () => {
+  let clock: SimulatedClock;
+  let roster: RemoteRoster;
+
+  beforeEach(() => {
+    clock = new SimulatedClock();
+    clock.set(1_700_000_000_000);
+    roster = new RemoteRoster('host-a', clock, silentLogger());
+    roster.setReachable(true);
+  });
+
+  const names = (): string[] => roster.entries().map((e) => `${e.name}@${e.host}:${e.status}`);
+
+  describe('apply', () => {
+    it('lists the announced entities with their host', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice, bob]));
+      expect(roster.entries()).toEqual([
+        { ...alice, host: 'host-b' },
+        { ...bob, host: 'host-b' },
+      ]);
+      expect(roster.hostIds()).toEqual(['host-b']);
+    });
+
+    it('a newer snapshot replaces the host’s entities (someone left, someone changed)', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice, bob]));
+      roster.apply(presence('host-b', hlcAt(2), [{ ...alice, status: 'working' }]));
+      expect(names()).toEqual(['alice@host-b:working']);
+    });
+
+    it('keeps hosts apart: one host’s snapshot does not touch another’s', () => {
+      roster.apply(presence('host-b', hlcAt(5), [alice, bob]));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC]));
+      expect(names()).toEqual(['alice@host-b:idle', 'bob@host-b:busy', 'alice@host-c:working']);
+      expect(roster.hostIds()).toEqual(['host-b', 'host-c']);
+    });
+
+    it('ignores its own host (local entities come from the directory, not the broker)', () => {
+      roster.apply(presence('host-a', hlcAt(1), [alice]));
+      expect(roster.entries()).toEqual([]);
+      expect(roster.hostIds()).toEqual([]);
+    });
+
+    it('ignores a snapshot older (by hlc) than the last one, even when it arrives later', () => {
+      roster.apply(presence('host-b', hlcAt(2_000), [alice, bob]));
+      roster.apply(presence('host-b', hlcAt(1_000), [alice]));
+      expect(names()).toEqual(['alice@host-b:idle', 'bob@host-b:busy']);
+    });
+
+    it('orders by the whole hlc: same wall time, lower counter is older', () => {
+      roster.apply(presence('host-b', hlcAt(2_000, 7), [alice, bob]));
+      roster.apply(presence('host-b', hlcAt(2_000, 6), []));
+      expect(names()).toEqual(['alice@host-b:idle', 'bob@host-b:busy']);
+      roster.apply(presence('host-b', hlcAt(2_000, 8), []));
+      expect(names()).toEqual([]);
+    });
+
+    it('an ignored older snapshot does not extend the host’s life', () => {
+      roster.apply(presence('host-b', hlcAt(2), [alice]));
+      clock.increment(ttlMs - 1_000);
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      clock.increment(1_000);
+      expect(roster.entries()).toEqual([]);
+    });
+  });
+
+  describe('expiry', () => {
+    it('drops a host whose presence is older than its ttl', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      clock.increment(ttlMs - 1);
+      expect(names()).toEqual(['alice@host-b:idle']);
+      clock.increment(1);
+      expect(roster.entries()).toEqual([]);
+      expect(roster.hostIds()).toEqual([]);
+    });
+
+    it('each host lives by its own snapshot’s ttl', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice], { ttlMs: 5_000 }));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC], { ttlMs: 30_000 }));
+      clock.increment(10_000);
+      expect(names()).toEqual(['alice@host-c:working']);
+    });
+
+    it('every heartbeat pushes the expiry out by the ttl', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      clock.increment(10_000);
+      roster.apply(presence('host-b', hlcAt(2), [alice]));
+      clock.increment(10_000);
+      expect(names()).toEqual(['alice@host-b:idle']);
+      clock.increment(ttlMs - 10_000);
+      expect(roster.entries()).toEqual([]);
+    });
+
+    it('expire() drops expired hosts without being asked for entries', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC], { ttlMs: 60_000 }));
+      clock.increment(ttlMs);
+      roster.expire();
+      expect(roster.hostIds()).toEqual(['host-c']);
+    });
+
+    it('a host that comes back after expiring is listed again', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      clock.increment(ttlMs);
+      expect(roster.entries()).toEqual([]);
+      roster.apply(presence('host-b', hlcAt(2), [alice]));
+      expect(names()).toEqual(['alice@host-b:idle']);
+    });
+  });
+
+  describe('reachability (R-H5)', () => {
+    it('while the broker is unreachable every remote status reads unknown; the entities stay listed', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice, bob]));
+      roster.setReachable(false);
+      expect(names()).toEqual([`alice@host-b:${unknownStatus}`, `bob@host-b:${unknownStatus}`]);
+      expect(roster.find('bob@host-b').map((e) => e.status)).toEqual(['unknown']);
+      roster.setReachable(true);
+      expect(names()).toEqual(['alice@host-b:idle', 'bob@host-b:busy']);
+    });
+
+    it('while unreachable, hosts do not expire: their silence is the broker’s, not theirs', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      roster.setReachable(false);
+      clock.increment(ttlMs * 10);
+      roster.expire();
+      expect(names()).toEqual([`alice@host-b:${unknownStatus}`]);
+      expect(roster.find('alice')).toHaveLength(1);
+    });
+
+    it('when the broker is back, every host gets a fresh ttl from then, and expires after it', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC], { ttlMs: 30_000 }));
+      roster.setReachable(false);
+      clock.increment(60_000);
+      roster.setReachable(true);
+      expect(names()).toEqual(['alice@host-b:idle', 'alice@host-c:working']);
+      clock.increment(ttlMs);
+      expect(names()).toEqual(['alice@host-c:working']);
+      clock.increment(30_000 - ttlMs);
+      expect(roster.entries()).toEqual([]);
+    });
+
+    it('saying reachable again while reachable does not extend anyone’s life', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      clock.increment(ttlMs - 1);
+      roster.setReachable(true);
+      clock.increment(1);
+      expect(roster.entries()).toEqual([]);
+    });
+
+    it('a new roster is unreachable until told otherwise', () => {
+      const fresh = new RemoteRoster('host-a', clock, silentLogger());
+      fresh.apply(presence('host-b', hlcAt(1), [alice]));
+      expect(fresh.entries().map((e) => e.status)).toEqual(['unknown']);
+    });
+  });
+
+  describe('find', () => {
+    beforeEach(() => {
+      roster.apply(presence('host-b', hlcAt(1), [alice, bob]));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC]));
+    });
+
+    it('by gid', () => {
+      expect(roster.find(bob.gid)).toEqual([{ ...bob, host: 'host-b' }]);
+      expect(roster.find(aliceOnC.gid)).toEqual([{ ...aliceOnC, host: 'host-c' }]);
+    });
+
+    it('by name@host', () => {
+      expect(roster.find('alice@host-c')).toEqual([{ ...aliceOnC, host: 'host-c' }]);
+      expect(roster.find('alice@host-b')).toEqual([{ ...alice, host: 'host-b' }]);
+    });
+
+    it('by a bare name that is unique', () => {
+      expect(roster.find('bob')).toEqual([{ ...bob, host: 'host-b' }]);
+    });
+
+    it('by an ambiguous bare name: every match, so the caller can ask which one', () => {
+      const found = roster.find('alice');
+      expect(found.map((e) => `${e.gid}@${e.host}`).sort()).toEqual([
+        `${alice.gid}@host-b`,
+        `${aliceOnC.gid}@host-c`,
+      ]);
+    });
+
+    it.each([
+      ['an unknown gid', '44444444-4444-4444-8444-444444444444'],
+      ['a name on the wrong host', 'bob@host-c'],
+      ['an unknown host', 'alice@host-z'],
+      ['an unknown name', 'carol'],
+      ['own-host entities (never in the remote roster)', 'dave@host-a'],
+    ])('nothing for %s', (_label, address) => {
+      expect(roster.find(address)).toEqual([]);
+    });
+
+    it('finds nothing on a host that expired', () => {
+      clock.increment(ttlMs);
+      expect(roster.find('bob')).toEqual([]);
+      expect(roster.find(alice.gid)).toEqual([]);
+    });
+  });
+});

@@ -1,0 +1,186 @@
+import { describe, expect, it } from 'vitest';
+import {
+  broadcastAllKey,
+  broadcastKey,
+  controlSpec,
+  dlqName,
+  dlqSpec,
+  Exchange,
+  inboxLockName,
+  inboxLockSpec,
+  inboxName,
+  inboxSpec,
+  QueueMode,
+  rosterKey,
+  rosterSpec,
+  sharedExchanges,
+} from '../../src/broker/topology.js';
+
+const gid = '3f1c2a7e-5b6d-4e8f-9a0b-1c2d3e4f5a6b';
+const maxLength = 10_000;
+
+describe('topology: exchanges (SPEC §4)', () => {
+  it('declares exactly the four shared exchanges, durable, with their types', () => {
+    expect(sharedExchanges).toEqual([
+      { name: 'bridge.msg', type: 'topic', durable: true },
+      { name: 'bridge.roster', type: 'topic', durable: true },
+      { name: 'bridge.control', type: 'direct', durable: true },
+      { name: 'bridge.dlx', type: 'fanout', durable: true },
+    ]);
+  });
+
+  it('names them as the spec does', () => {
+    expect(Exchange).toEqual({
+      msg: 'bridge.msg',
+      roster: 'bridge.roster',
+      control: 'bridge.control',
+      dlx: 'bridge.dlx',
+    });
+  });
+
+  it('the dead-letter queue bridge.dlq is durable and bound to bridge.dlx', () => {
+    expect(dlqName).toBe('bridge.dlq');
+    expect(dlqSpec).toEqual({
+      name: 'bridge.dlq',
+      durable: true,
+      exclusive: false,
+      autoDelete: false,
+      arguments: {},
+      bindings: [{ exchange: 'bridge.dlx', key: '' }],
+    });
+  });
+});
+
+describe('topology: routing keys', () => {
+  it('broadcast.all without a group, broadcast.<group> with one', () => {
+    expect(broadcastAllKey).toBe('broadcast.all');
+    expect(broadcastKey()).toBe('broadcast.all');
+    expect(broadcastKey('backend')).toBe('broadcast.backend');
+  });
+
+  it('presence is published with key roster.<hostId>', () => {
+    expect(rosterKey('host-a')).toBe('roster.host-a');
+  });
+});
+
+describe('topology: entity inbox (R-TOP1, R-H1)', () => {
+  it('is named agent.<gid>.inbox', () => {
+    expect(inboxName(gid)).toBe(`agent.${gid}.inbox`);
+    expect(inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength }).name).toBe(
+      `agent.${gid}.inbox`,
+    );
+  });
+
+  it('classic mode: durable, dead-letters to bridge.dlx, capped, and nacks an overflowing publish', () => {
+    const spec = inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength });
+    expect(spec).toMatchObject({ durable: true, exclusive: false, autoDelete: false });
+    expect(spec.arguments).toEqual({
+      'x-dead-letter-exchange': 'bridge.dlx',
+      'x-max-length': maxLength,
+      'x-overflow': 'reject-publish-dlx',
+    });
+  });
+
+  it('quorum mode (R-TOP2): quorum type, single active consumer, reject-publish (quorum has no -dlx variant)', () => {
+    const spec = inboxSpec({ gid, groups: [], mode: QueueMode.quorum, maxLength });
+    // Quorum queues must be durable and cannot be exclusive.
+    expect(spec).toMatchObject({
+      name: `agent.${gid}.inbox`,
+      durable: true,
+      exclusive: false,
+      autoDelete: false,
+    });
+    expect(spec.arguments).toEqual({
+      'x-queue-type': 'quorum',
+      'x-single-active-consumer': true,
+      'x-dead-letter-exchange': 'bridge.dlx',
+      'x-max-length': maxLength,
+      'x-overflow': 'reject-publish',
+    });
+  });
+
+  it('takes the cap it is given', () => {
+    expect(
+      inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength: 7 }).arguments['x-max-length'],
+    ).toBe(7);
+  });
+
+  it.each([QueueMode.classic, QueueMode.quorum])(
+    '%s: bound to bridge.msg by its gid, broadcast.all and one broadcast.<group> per group',
+    (mode) => {
+      const spec = inboxSpec({ gid, groups: ['backend', 'reviewers'], mode, maxLength });
+      expect(spec.bindings).toEqual([
+        { exchange: 'bridge.msg', key: gid },
+        { exchange: 'bridge.msg', key: 'broadcast.all' },
+        { exchange: 'bridge.msg', key: 'broadcast.backend' },
+        { exchange: 'bridge.msg', key: 'broadcast.reviewers' },
+      ]);
+    },
+  );
+
+  it('an entity in no group still gets its gid and broadcast.all', () => {
+    expect(inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength }).bindings).toEqual([
+      { exchange: 'bridge.msg', key: gid },
+      { exchange: 'bridge.msg', key: 'broadcast.all' },
+    ]);
+  });
+
+  it('a group binding matches what a broadcast to that group is published with', () => {
+    const keys = inboxSpec({ gid, groups: ['backend'], mode: QueueMode.classic, maxLength }).bindings.map(
+      (b) => b.key,
+    );
+    expect(keys).toContain(broadcastKey('backend'));
+    expect(keys).toContain(broadcastKey());
+  });
+
+  it('quorum mode lock queue: exclusive, so a second gateway’s declare fails (405 RESOURCE_LOCKED)', () => {
+    expect(inboxLockName(gid)).toBe(`agent.${gid}.lock`);
+    expect(inboxLockSpec(gid)).toEqual({
+      name: `agent.${gid}.lock`,
+      durable: false,
+      exclusive: true,
+      autoDelete: true,
+      arguments: {},
+      bindings: [],
+    });
+  });
+});
+
+describe('topology: control queue', () => {
+  it('control.<hostId>: durable, dead-lettering, bound to bridge.control by the host id', () => {
+    const spec = controlSpec('host-a');
+    expect(spec).toMatchObject({
+      name: 'control.host-a',
+      durable: true,
+      exclusive: false,
+      autoDelete: false,
+    });
+    expect(spec.arguments['x-dead-letter-exchange']).toBe('bridge.dlx');
+    expect(spec.bindings).toEqual([{ exchange: 'bridge.control', key: 'host-a' }]);
+  });
+});
+
+describe('topology: roster queue (U5, soft state)', () => {
+  it('roster.<hostId>: exclusive and auto-delete, not durable, bound to bridge.roster with roster.#', () => {
+    expect(rosterSpec('host-a')).toEqual({
+      name: 'roster.host-a',
+      durable: false,
+      exclusive: true,
+      autoDelete: true,
+      arguments: {},
+      bindings: [{ exchange: 'bridge.roster', key: 'roster.#' }],
+    });
+  });
+});
+
+describe('topology: names do not collide across hosts and entities', () => {
+  it('two hosts get different control and roster queues', () => {
+    expect(controlSpec('host-a').name).not.toBe(controlSpec('host-b').name);
+    expect(rosterSpec('host-a').name).not.toBe(rosterSpec('host-b').name);
+  });
+
+  it('an inbox, its lock and the shared queues all have different names', () => {
+    const names = [inboxName(gid), inboxLockName(gid), dlqName, controlSpec('h').name, rosterSpec('h').name];
+    expect(new Set(names).size).toBe(names.length);
+  });
+});
