@@ -1,9 +1,16 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
+import amqp from 'amqplib';
 import BetterSqlite3 from 'better-sqlite3';
-import { messageText } from './measure.mjs';
-import { spawnNode, waitFor } from './processes.mjs';
+import { Exchange, inboxSpec, QueueMode } from '../../dist/broker/topology.js';
+import { encodeHlc } from '../../dist/clock/hlc.js';
+import { encodeEnvelope } from '../../dist/wire/codec.js';
+import { schemaVersionString, WireKind } from '../../dist/wire/envelope.js';
+import { uuidv7 } from '../../dist/wire/ids.js';
+import { deleteQueues, localBrokerCpuMs } from './broker.mjs';
+import { createDeliveryTracker, messageText, processCpuMs } from './measure.mjs';
+import { createTeardown, spawnNode, waitFor } from './processes.mjs';
 
 /**
  * The baselines ("floors") each gateway scenario is compared with. Like a scenario, a floor
@@ -117,5 +124,129 @@ function postJson(url, agent, payload) {
     );
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/**
+ * The transport floor for the cross-host scenarios: what RabbitMQ alone costs for the same
+ * semantics, with raw amqplib on the same broker. A confirm channel publishes each message
+ * persistent and mandatory, with the gateway's publish properties (messageId, content type,
+ * headers, per-message TTL) and a body as long as the gateway's envelope, through `bridge.msg` to
+ * a durable queue declared with an inbox's arguments (x-max-length, reject-publish-dlx, DLX); a
+ * second connection consumes it exclusively, manual ack, with the gateway's prefetch. One
+ * operation: publish until it is consumed and acked. The queue has a unique name, is deleted at
+ * close (and has `x-expires`, in case the run is killed outright).
+ */
+export const amqpFloor = {
+  id: 'amqp',
+  label: 'amqplib floor',
+  measures:
+    'raw amqplib on the same broker: confirm channel, persistent + mandatory publish with the gateway’s properties ' +
+    'and wire size through bridge.msg to a durable queue with an inbox’s arguments; a second connection consuming ' +
+    'it (exclusive, manual ack, the gateway’s prefetch); from publish until the consumer has acked it',
+  async open({ name, textBytes, brokerUri, gatewayConfig, deliveryTimeoutMs }) {
+    const teardown = createTeardown();
+    try {
+      return await openAmqpFloor({ name, textBytes, brokerUri, gatewayConfig, deliveryTimeoutMs, teardown });
+    } catch (err) {
+      await teardown.run().catch(() => {});
+      throw err;
+    }
+  },
+};
+
+async function openAmqpFloor({ name, textBytes, brokerUri, gatewayConfig, deliveryTimeoutMs, teardown }) {
+  const { prefetch, inboxMaxLength } = gatewayConfig.broker;
+  const ttlMs = gatewayConfig.delivery.ttlMs;
+  const routingKey = randomUUID();
+  const queue = `bench.${name}.${randomBytes(4).toString('hex')}`;
+  const tracker = createDeliveryTracker({ timeoutMs: deliveryTimeoutMs });
+  const body = wireSizedBody(textBytes, ttlMs);
+  const properties = {
+    persistent: true,
+    mandatory: true,
+    contentType: 'application/json',
+    headers: { 'x-bridge-host': `bench-floor-${randomBytes(3).toString('hex')}`, 'x-bridge-trace': uuidv7() },
+    expiration: String(ttlMs),
+  };
+
+  const publishing = await amqp.connect(brokerUri, {
+    clientProperties: { connection_name: `bench ${queue} publish` },
+  });
+  teardown.add(() => publishing.close().catch(() => {}));
+  const publisher = await publishing.createConfirmChannel();
+  const returned = new Set();
+  publisher.on('return', (message) => returned.add(message.properties.messageId));
+  await publisher.assertExchange(Exchange.msg, 'topic', { durable: true });
+  teardown.add(() => deleteQueues(brokerUri, [queue]));
+  const inbox = inboxSpec({
+    gid: routingKey,
+    groups: [],
+    mode: QueueMode.classic,
+    maxLength: inboxMaxLength,
+  });
+  await publisher.assertQueue(queue, {
+    durable: true,
+    arguments: { ...inbox.arguments, 'x-expires': 10 * 60_000 },
+  });
+  await publisher.bindQueue(queue, Exchange.msg, routingKey);
+
+  const consuming = await amqp.connect(brokerUri, {
+    clientProperties: { connection_name: `bench ${queue} consume` },
+  });
+  teardown.add(() => consuming.close().catch(() => {}));
+  const consumer = await consuming.createChannel();
+  consumer.on('error', (err) => tracker.fail(err));
+  await consumer.prefetch(prefetch);
+  await consumer.consume(
+    queue,
+    (message) => {
+      if (message === null) {
+        tracker.fail(new Error(`the broker cancelled the consumer of ${queue}`));
+        return;
+      }
+      consumer.ack(message);
+      tracker.delivered(message.properties.messageId);
+    },
+    { noAck: false, exclusive: true },
+  );
+
+  const brokerCpuMs = localBrokerCpuMs(brokerUri);
+  return {
+    sideCpuMs: {
+      'amqplib clients (this process)': processCpuMs,
+      ...(brokerCpuMs ? { broker: brokerCpuMs } : {}),
+    },
+    op: async (i) => {
+      const key = `m${i}`;
+      const consumed = tracker.wait(key);
+      consumed.catch(() => {}); // awaited below; only a failed publish leaves it unawaited
+      await new Promise((resolve, reject) => {
+        // Like the gateway, no wait for 'drain': a closed loop of a few lanes never fills the buffer.
+        publisher.publish(Exchange.msg, routingKey, body, { ...properties, messageId: key }, (err) => {
+          if (returned.delete(key)) reject(new Error(`${key} was returned: no queue bound to ${routingKey}`));
+          else if (err) reject(new Error(`${key} was nacked: ${err.message ?? err}`));
+          else resolve();
+        });
+      });
+      await consumed;
+    },
+    close: () => teardown.run(),
+  };
+}
+
+/** A body as long as the gateway's wire envelope for a `textBytes` text (a real one, encoded). */
+function wireSizedBody(textBytes, ttlMs) {
+  const now = Date.now();
+  return encodeEnvelope({
+    v: schemaVersionString,
+    kind: WireKind.send,
+    msgId: uuidv7(now),
+    traceId: uuidv7(now),
+    hlc: encodeHlc({ wall: now, counter: 0 }),
+    from: { gid: randomUUID(), name: 'src', host: 'bench-a-000000', kind: 'main' },
+    to: randomUUID(),
+    text: messageText(0, textBytes),
+    expiresAt: now + ttlMs,
   });
 }

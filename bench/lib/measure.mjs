@@ -8,20 +8,33 @@ import { performance } from 'node:perf_hooks';
  * `op(i, lane)` gets a unique index (warm-up runs use negative ones, so keys never collide) and
  * the lane it runs on (for per-lane resources such as one MCP client per lane). `cpuMs()` reads
  * the cumulative CPU time of the process doing the work (this one unless the target says
- * otherwise): CPU per message is steadier than msgs/s on a shared machine.
+ * otherwise): CPU per message is steadier than msgs/s on a shared machine. `sideCpuMs`, a map of
+ * name → reader of the same kind, breaks that down or adds other processes (the broker), reported
+ * per message as `cpuUsPerMsgOf`.
  */
-export async function measure({ count, concurrency, warmup = 0, op, cpuMs = processCpuMs }) {
+export async function measure({ count, concurrency, warmup = 0, op, cpuMs = processCpuMs, sideCpuMs = {} }) {
   if (warmup > 0) await runLanes(warmup, concurrency, op, -warmup);
+  const sides = Object.entries(sideCpuMs);
+  const sidesBefore = sides.map(([, read]) => read());
   const cpuBefore = cpuMs();
   const { seconds, latencies } = await runLanes(count, concurrency, op, 0);
   const cpu = cpuMs() - cpuBefore;
+  const perMsg = (ms) => round((ms * 1000) / count, 0);
   return {
     ...summarize(count, concurrency, seconds, latencies),
-    cpuUsPerMsg: round((cpu * 1000) / count, 0),
+    cpuUsPerMsg: perMsg(cpu),
+    ...(sides.length > 0
+      ? {
+          cpuUsPerMsgOf: Object.fromEntries(
+            sides.map(([name, read], i) => [name, perMsg(read() - sidesBefore[i])]),
+          ),
+        }
+      : {}),
   };
 }
 
-function processCpuMs() {
+/** This process's cumulative CPU time (user + system) in ms. */
+export function processCpuMs() {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;
 }
@@ -59,12 +72,12 @@ function summarize(count, concurrency, seconds, latencies) {
 }
 
 /** Nearest-rank percentile of an ascending array. */
-function percentile(sorted, q) {
+export function percentile(sorted, q) {
   if (sorted.length === 0) return 0;
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
 }
 
-function round(value, digits) {
+export function round(value, digits) {
   const scale = 10 ** digits;
   return Math.round(value * scale) / scale;
 }
@@ -82,24 +95,46 @@ export function keyOfText(text) {
 
 /**
  * Matches deliveries to the operations waiting for them, by message key. A delivery that comes
- * before its waiter registers is kept, so the order of the two never matters.
+ * before its waiter registers is kept, so the order of the two never matters. With `timeoutMs`,
+ * a wait that sees no delivery in time rejects (a lost message fails the run instead of hanging
+ * it); `fail(err)` rejects every wait, current and future (the receiving side broke).
  */
-export function createDeliveryTracker() {
+export function createDeliveryTracker({ timeoutMs } = {}) {
   const waiting = new Map();
   const early = new Set();
+  let failure;
   return {
     wait(key) {
+      if (failure) return Promise.reject(failure);
       if (early.delete(key)) return Promise.resolve();
-      return new Promise((resolve) => waiting.set(key, resolve));
+      return new Promise((resolve, reject) => {
+        const timer =
+          timeoutMs === undefined
+            ? undefined
+            : setTimeout(() => {
+                waiting.delete(key);
+                reject(new Error(`message ${key} was not delivered within ${timeoutMs} ms`));
+              }, timeoutMs).unref();
+        waiting.set(key, { resolve, reject, timer });
+      });
     },
     delivered(key) {
-      const resolve = waiting.get(key);
-      if (resolve) {
+      const waiter = waiting.get(key);
+      if (waiter) {
         waiting.delete(key);
-        resolve();
+        clearTimeout(waiter.timer);
+        waiter.resolve();
       } else {
         early.add(key);
       }
+    },
+    fail(err) {
+      failure = err;
+      for (const waiter of waiting.values()) {
+        clearTimeout(waiter.timer);
+        waiter.reject(err);
+      }
+      waiting.clear();
     },
   };
 }

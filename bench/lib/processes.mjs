@@ -53,7 +53,8 @@ export function spawnNode(args, { env = {}, cwd } = {}) {
 
 let clockTicks;
 
-function childCpuMs(pid) {
+/** A process's cumulative CPU time (user + system) in ms, from /proc/<pid>/stat. */
+export function childCpuMs(pid) {
   clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
   // /proc/<pid>/stat: the command may contain spaces, so count fields after its closing paren.
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -105,4 +106,47 @@ export function freePort() {
       server.close(() => resolve(port));
     });
   });
+}
+
+/** Teardowns that have not run yet: the run's timeout and signal handlers run them before exiting. */
+const pendingTeardowns = new Set();
+
+/**
+ * The clean-up of one target, as a stack of steps added as its resources come into being (stop a
+ * daemon, delete a queue on the shared broker). `run()` runs them newest first, every one even if
+ * an earlier one failed, and rethrows the first failure; it runs once, however often it is called.
+ * Until it has run, `runPendingTeardowns` (the timeout and signal path) runs it too.
+ */
+export function createTeardown() {
+  const steps = [];
+  let ran;
+  const teardown = {
+    add(step) {
+      steps.push(step);
+    },
+    run() {
+      ran ??= (async () => {
+        let failure;
+        // Popped one by one, so a step added while this runs (an open still in progress) runs too.
+        while (steps.length > 0) {
+          try {
+            await steps.pop()();
+          } catch (err) {
+            failure ??= err;
+          }
+        }
+        pendingTeardowns.delete(teardown);
+        if (failure) throw failure;
+      })();
+      return ran;
+    },
+  };
+  pendingTeardowns.add(teardown);
+  return teardown;
+}
+
+/** Runs every teardown still pending, for at most `timeoutMs`; never rejects. */
+export async function runPendingTeardowns(timeoutMs) {
+  const all = Promise.allSettled([...pendingTeardowns].map((teardown) => teardown.run()));
+  await Promise.race([all, sleep(timeoutMs)]);
 }

@@ -6,8 +6,15 @@ import BetterSqlite3 from 'better-sqlite3';
 export const ratioNote =
   'ratio = gateway msgs/s ÷ baseline msgs/s (1.00 = as fast as the floor; 0.25 = four times slower). ' +
   'p50/p99 are the gateway’s per-operation latencies in ms, base p50/p99 the baseline’s. ' +
-  'cpu µs/msg is the CPU time (user+system) of the process doing the work (the daemon, the echo server, ' +
-  'or this one for in-process targets) per message: steadier than msgs/s when the machine is shared.';
+  'cpu µs/msg is the CPU time (user+system) of the process doing the work (the daemon, both daemons for ' +
+  'cross-host, the echo server, or this one for in-process targets and the amqplib floor) per message: ' +
+  'steadier than msgs/s when the machine is shared. RabbitMQ’s own CPU is not in it; cross-host rows list it apart.';
+
+/** A target's CPU per message by process (`cpuUsPerMsgOf`), e.g. "daemon A 900, daemon B 700, broker 120". */
+export function cpuBreakdown(result) {
+  const parts = Object.entries(result.cpuUsPerMsgOf ?? {}).map(([name, us]) => `${name} ${us}`);
+  return parts.length > 0 ? parts.join(', ') : `${result.cpuUsPerMsg}`;
+}
 
 /** Where and on what this run happened: results only compare across the same machine. */
 export function machineInfo(dir, loadAtStart) {
@@ -79,7 +86,7 @@ export function writeResults({ jsonFile, mdFile, results }) {
   const scenarios = [...new Map(rows.map((row) => [row.scenario, row])).values()];
   const floors = [...new Map(rows.map((row) => [row.baseline, row])).values()];
   const md = [
-    '# bridge benchmark: same-host messaging',
+    '# bridge benchmark: same-host and cross-host messaging',
     '',
     `Run ${results.date} with \`${results.command}\` (${results.durationSeconds} s).`,
     '',
@@ -99,7 +106,10 @@ export function writeResults({ jsonFile, mdFile, results }) {
     '',
     ...scenarios.map(
       (row) =>
-        `- **${row.label}** (${row.gateway.count} msgs, concurrency ${row.gateway.concurrency}): ${row.measures}. Check: ${row.check}.`,
+        `- **${row.label}** (${row.gateway.count} msgs, concurrency ${row.gateway.concurrency}): ${row.measures}. Check: ${row.check}.` +
+        (row.gateway.cpuUsPerMsgOf
+          ? ` CPU µs/msg: ${cpuBreakdown(row.gateway)}; ${row.baseline}: ${cpuBreakdown(row.floor)}.`
+          : ''),
     ),
     ...floors.map((row) => `- baseline **${row.baseline}**: ${row.baselineMeasures}.`),
     '',

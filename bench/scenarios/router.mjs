@@ -106,22 +106,15 @@ function expectDepth(entity, expected, what) {
  * A gateway in its own data dir under the run's temp dir, with the production config defaults,
  * logging at the default level to a file, and entities a, b (mains) and worker (no-op pane).
  */
-async function openGateway({ dir, name }, build) {
-  const home = join(dir, name);
-  const { config } = loadConfig({ env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'bench' } });
-  const destination = pino.destination({ dest: join(home, 'gateway.log'), mkdir: true, sync: false });
+async function openGateway({ dir, name, gatewayConfigFile }, build) {
   const tracker = createDeliveryTracker();
-  const gateway = new Gateway({
-    config,
-    logger: createLogger({ level: config.log.level, host: config.hostId, destination }),
-    createInjector: () => createNoopInjector((text) => tracker.delivered(keyOfText(text))),
-    onFatal: (err) => {
-      throw err;
-    },
+  const started = await startGateway({
+    home: join(dir, name),
+    configFile: gatewayConfigFile,
+    env: { BRIDGE_HOST_ID: 'bench' },
+    onInjected: (text) => tracker.delivered(keyOfText(text)),
   });
-  gateway.start();
-  const entity = async (kind, entityName, pane) =>
-    gateway.authenticate((await gateway.register({ kind, name: entityName, pane })).token);
+  const { gateway, entity } = started;
   const parts = {
     gateway,
     tracker,
@@ -135,6 +128,35 @@ async function openGateway({ dir, name }, build) {
     verify: target.verify,
     close: async () => {
       await target.close?.();
+      await started.stop();
+    },
+  };
+}
+
+/**
+ * `new Gateway(...)` from dist/ in this process: config from `env` over `configFile` (or the
+ * defaults), as the daemon loads it; its data dir `home`, logs at the default level to a file
+ * there, panes that are no-ops (`onInjected` sees the text typed). With BRIDGE_BROKER_URI in `env`
+ * it federates, and resolves once it has connected. `entity(kind, name, pane?)` registers a local
+ * entity.
+ */
+export async function startGateway({ home, env, configFile, onInjected = () => {} }) {
+  const { config } = loadConfig({ file: configFile, env: { BRIDGE_HOME: home, ...env } });
+  const destination = pino.destination({ dest: join(home, 'gateway.log'), mkdir: true, sync: false });
+  const gateway = new Gateway({
+    config,
+    logger: createLogger({ level: config.log.level, host: config.hostId, destination }),
+    createInjector: () => createNoopInjector(onInjected),
+    onFatal: (err) => {
+      throw err;
+    },
+  });
+  await gateway.start();
+  return {
+    gateway,
+    entity: async (kind, entityName, pane) =>
+      gateway.authenticate((await gateway.register({ kind, name: entityName, pane })).token),
+    stop: async () => {
       await gateway.stop();
       destination.end();
     },

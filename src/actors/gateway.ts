@@ -185,7 +185,7 @@ export class Gateway {
     try {
       await this.store.batch.flush();
     } finally {
-      this.store.close();
+      await this.store.close();
     }
   }
 
@@ -261,6 +261,11 @@ export class Gateway {
     }
     waiter.answering(result.msgId);
     return { ...result, reply: await waiter.promise };
+  }
+
+  /** Resolves once everything this gateway has written so far is durable. */
+  flush(): Promise<void> {
+    return this.store.batch.flush();
   }
 
   /** Publishes once to every inbox bound to the key (U8). */

@@ -1,6 +1,11 @@
 import type { EventRow } from './eventRow.js';
 import type { Store } from './openStore.js';
 
+const insertEvent = `INSERT INTO events (hlc, host, actor_kind, actor_id, trace_id, msg_id, event, from_state, to_state, data)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+const upsertHead = `INSERT INTO actors (actor_kind, actor_id, owner, trace_id, state, done) VALUES (?, ?, ?, ?, ?, ?)
+  ON CONFLICT (actor_kind, actor_id) DO UPDATE SET state = excluded.state, done = excluded.done`;
+
 export interface AppendOptions {
   /** The actor's owner (a delivery's recipient), kept on its `actors` row. */
   owner?: string | null;
@@ -14,29 +19,24 @@ export interface AppendOptions {
  */
 export function appendEvent(store: Store, row: EventRow, options: AppendOptions): void {
   const data = row.data === null ? null : JSON.stringify(row.data);
-  store.batch.write(() => {
-    store
-      .prepare(
-        `INSERT INTO events (hlc, host, actor_kind, actor_id, trace_id, msg_id, event, from_state, to_state, data)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        row.hlc,
-        row.host,
-        row.actorKind,
-        row.actorId,
-        row.traceId,
-        row.msgId,
-        row.event,
-        row.fromState,
-        row.toState,
-        data,
-      );
-    store
-      .prepare(
-        `INSERT INTO actors (actor_kind, actor_id, owner, trace_id, state, done) VALUES (?, ?, ?, ?, ?, ?)
-         ON CONFLICT (actor_kind, actor_id) DO UPDATE SET state = excluded.state, done = excluded.done`,
-      )
-      .run(row.actorKind, row.actorId, options.owner ?? null, row.traceId, row.toState, options.done ? 1 : 0);
-  });
+  store.batch.write(insertEvent, [
+    row.hlc,
+    row.host,
+    row.actorKind,
+    row.actorId,
+    row.traceId,
+    row.msgId,
+    row.event,
+    row.fromState,
+    row.toState,
+    data,
+  ]);
+  store.batch.write(upsertHead, [
+    row.actorKind,
+    row.actorId,
+    options.owner ?? null,
+    row.traceId,
+    row.toState,
+    options.done ? 1 : 0,
+  ]);
 }

@@ -43,27 +43,22 @@ function toRecord(raw: unknown): EntityRecord {
 }
 
 export function insertEntity(store: Store, entity: EntityRecord): void {
-  store.batch.write(() => {
-    store
-      .prepare(
-        'INSERT INTO entities (gid, name, kind, groups, pane, token_hash, created) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      )
-      .run(
-        entity.gid,
-        entity.name,
-        entity.kind,
-        JSON.stringify(entity.groups),
-        entity.pane === null ? null : JSON.stringify(entity.pane),
-        entity.tokenHash,
-        entity.created,
-      );
-  });
+  store.batch.write(
+    'INSERT INTO entities (gid, name, kind, groups, pane, token_hash, created) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    [
+      entity.gid,
+      entity.name,
+      entity.kind,
+      JSON.stringify(entity.groups),
+      entity.pane === null ? null : JSON.stringify(entity.pane),
+      entity.tokenHash,
+      entity.created,
+    ],
+  );
 }
 
 export function deleteEntity(store: Store, gid: string): void {
-  store.batch.write(() => {
-    store.prepare('DELETE FROM entities WHERE gid = ?').run(gid);
-  });
+  store.batch.write('DELETE FROM entities WHERE gid = ?', [gid]);
 }
 
 export function readEntities(store: Store): EntityRecord[] {

@@ -11,9 +11,9 @@ export function readIdempotentMsgId(store: Store, sender: string, key: string): 
 }
 
 export function recordIdempotencyKey(store: Store, sender: string, key: string, msgId: string): void {
-  store.batch.write(() => {
-    store
-      .prepare('INSERT OR IGNORE INTO idempotency (sender, key, msg_id) VALUES (?, ?, ?)')
-      .run(sender, key, msgId);
-  });
+  store.batch.write('INSERT OR IGNORE INTO idempotency (sender, key, msg_id) VALUES (?, ?, ?)', [
+    sender,
+    key,
+    msgId,
+  ]);
 }

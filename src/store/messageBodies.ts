@@ -4,11 +4,11 @@ import type { Store } from './openStore.js';
 /** Keeps an undelivered message's envelope (with its body), in the current batch. */
 export function putMessage(store: Store, recipient: string, envelope: Envelope): void {
   const json = JSON.stringify(envelope);
-  store.batch.write(() => {
-    store
-      .prepare('INSERT OR IGNORE INTO messages (msg_id, recipient, envelope) VALUES (?, ?, ?)')
-      .run(envelope.msgId, recipient, json);
-  });
+  store.batch.write('INSERT OR IGNORE INTO messages (msg_id, recipient, envelope) VALUES (?, ?, ?)', [
+    envelope.msgId,
+    recipient,
+    json,
+  ]);
 }
 
 export function readMessage(store: Store, msgId: string, recipient: string): Envelope | undefined {
@@ -22,9 +22,7 @@ export function readMessage(store: Store, msgId: string, recipient: string): Env
 
 /** Drops a delivered message's body, in the current batch: the log keeps digest and size only. */
 export function purgeMessage(store: Store, msgId: string, recipient: string): void {
-  store.batch.write(() => {
-    store.prepare('DELETE FROM messages WHERE msg_id = ? AND recipient = ?').run(msgId, recipient);
-  });
+  store.batch.write('DELETE FROM messages WHERE msg_id = ? AND recipient = ?', [msgId, recipient]);
 }
 
 /** The trace a message belongs to, for replies that name it in `in_reply_to`. */

@@ -4,6 +4,7 @@ import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { migrations } from './schema.js';
 import { WriteBatch } from './writeBatch.js';
+import { createInlineWriter, createThreadWriter, type Writer } from './writers.js';
 
 export interface StoreOptions {
   /** SQLite file; ':memory:' for tests that need no file. */
@@ -11,15 +12,21 @@ export interface StoreOptions {
   synchronous?: 'FULL' | 'NORMAL';
   /** Called when a batched commit fails; the gateway must stop, memory no longer matches disk. */
   onWriteFailure?: (err: unknown) => void;
+  /** Commit on a writer thread (files only; the default for files) or on this thread. */
+  writerThread?: boolean;
 }
 
-/** The open event log: the database, the write batch, and a statement cache. */
+/**
+ * The open event log: a connection for reads, the write batch (whose commits run on a writer
+ * thread with its own connection), and a statement cache.
+ */
 export interface Store {
   readonly db: Database;
   readonly batch: WriteBatch;
   readonly file: string;
   prepare<P extends unknown[] = unknown[], R = unknown>(sql: string): Statement<P, R>;
-  close(): void;
+  /** Commits what is pending, stops the writer and closes the connection. */
+  close(): Promise<void>;
 }
 
 export function openStore(options: StoreOptions): Store {
@@ -46,10 +53,15 @@ export function openStore(options: StoreOptions): Store {
     ((err: unknown) => {
       throw err;
     });
+  const threaded = options.file !== ':memory:' && (options.writerThread ?? true);
+  const writer: Writer = threaded
+    ? createThreadWriter({ file: options.file, synchronous: options.synchronous ?? 'FULL' })
+    : createInlineWriter(db);
+  const batch = new WriteBatch(writer, onFailure);
   return {
     db,
     file: options.file,
-    batch: new WriteBatch(db, onFailure),
+    batch,
     prepare<P extends unknown[] = unknown[], R = unknown>(sql: string): Statement<P, R> {
       let statement = statements.get(sql);
       if (!statement) {
@@ -58,8 +70,11 @@ export function openStore(options: StoreOptions): Store {
       }
       return statement as unknown as Statement<P, R>;
     },
-    close() {
-      db.close();
+    async close() {
+      if (!db.open) return;
+      await batch.flush().catch(() => {});
+      await writer.close();
+      if (db.open) db.close();
     },
   };
 }

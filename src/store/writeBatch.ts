@@ -1,25 +1,27 @@
-import type { Database } from 'better-sqlite3';
+import type { WriteOp, Writer } from './writers.js';
 
 /**
- * Collects writes made during one tick and commits them in a single transaction, so that a
- * burst of events costs one fsync. Callers that guard an effect (an ack, a typed message) wait
- * for the commit with `flush()` or register the effect with `afterCommit()`.
+ * Collects the writes made while the previous batch commits and commits them as the next one,
+ * in one transaction: a burst of events costs one fsync (group commit), and one commit is in
+ * flight at a time, so batches land in order. Callers that guard an effect (an ack, a typed
+ * message) wait for it with `flush()` or register the effect with `afterCommit()`.
  */
 export class WriteBatch {
-  private ops: Array<() => void> = [];
+  private ops: WriteOp[] = [];
   private committed: Array<() => void> = [];
   private waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private scheduled = false;
+  private inFlight = false;
   private failure: unknown;
 
   constructor(
-    private readonly db: Database,
+    private readonly writer: Writer,
     private readonly onFailure: (err: unknown) => void,
   ) {}
 
-  /** Adds a write to the current transaction. */
-  write(op: () => void): void {
-    this.ops.push(op);
+  /** Adds a write to the next transaction. */
+  write(sql: string, params: unknown[]): void {
+    this.ops.push({ sql, params });
     this.schedule();
   }
 
@@ -32,25 +34,22 @@ export class WriteBatch {
   /** Resolves once everything written so far is durable. */
   flush(): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (this.ops.length === 0 && this.committed.length === 0 && !this.scheduled) return Promise.resolve();
+    if (this.ops.length === 0 && this.committed.length === 0 && !this.scheduled && !this.inFlight) {
+      return Promise.resolve();
+    }
     return new Promise((resolve, reject) => {
       this.waiters.push({ resolve, reject });
       this.schedule();
     });
   }
 
-  /** Commits now, synchronously (used at shutdown). */
-  commitNow(): void {
-    this.commit();
-  }
-
   private schedule(): void {
-    if (this.scheduled || this.failure !== undefined) return;
+    if (this.scheduled || this.inFlight || this.failure !== undefined) return;
     this.scheduled = true;
-    setImmediate(() => this.commit());
+    setImmediate(() => void this.commit());
   }
 
-  private commit(): void {
+  private async commit(): Promise<void> {
     this.scheduled = false;
     const ops = this.ops;
     const committed = this.committed;
@@ -58,20 +57,20 @@ export class WriteBatch {
     this.ops = [];
     this.committed = [];
     this.waiters = [];
-    if (ops.length > 0) {
-      try {
-        this.db.transaction(() => {
-          for (const op of ops) op();
-        })();
-      } catch (err) {
-        // Memory and log now disagree; nothing after this may act as if the batch were durable.
-        this.failure = err;
-        for (const waiter of waiters) waiter.reject(err);
-        this.onFailure(err);
-        return;
-      }
+    this.inFlight = true;
+    try {
+      if (ops.length > 0) await this.writer.commit(ops);
+    } catch (err) {
+      // Memory and log now disagree; nothing after this may act as if the batch were durable.
+      this.failure = err;
+      this.inFlight = false;
+      for (const waiter of [...waiters, ...this.waiters]) waiter.reject(err);
+      this.onFailure(err);
+      return;
     }
+    this.inFlight = false;
     for (const waiter of waiters) waiter.resolve();
     for (const effect of committed) effect();
+    if (this.ops.length > 0 || this.committed.length > 0 || this.waiters.length > 0) this.schedule();
   }
 }

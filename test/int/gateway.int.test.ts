@@ -37,15 +37,20 @@ class ScriptedPane implements PaneInjector {
   async close(): Promise<void> {}
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 30));
-
 describe('gateway actors in-process (real SQLite, simulated clock)', () => {
   let home: string;
   let clock: SimulatedClock;
   let pane: ScriptedPane;
   let gateway: Gateway;
+  /** Lets effects run and their writes commit (the commits run on the writer thread). */
+  const settle = async () => {
+    for (let i = 0; i < 3; i++) {
+      await gateway.flush();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
 
-  const boot = () => {
+  const boot = async () => {
     const { config } = loadConfig({
       env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'h1' },
     });
@@ -58,7 +63,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       clock,
       createInjector: () => pane,
     });
-    gw.start();
+    await gw.start();
     return gw;
   };
   const events = (sql: string) => {
@@ -70,12 +75,12 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     }
   };
 
-  beforeEach(() => {
+  beforeEach(async () => {
     home = mkdtempSync(join(tmpdir(), 'bridge-gwint-'));
     clock = new SimulatedClock();
     clock.set(1_700_000_000_000);
     pane = new ScriptedPane();
-    gateway = boot();
+    gateway = await boot();
   });
   afterEach(async () => {
     await gateway.stop();
@@ -129,7 +134,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     });
     clock.increment(30_000);
     await gateway.stop();
-    gateway = boot(); // the expiry timer is re-armed from the deadline in the log
+    gateway = await boot(); // the expiry timer is re-armed from the deadline in the log
     await settle();
     clock.increment(29_000);
     await settle();
@@ -186,7 +191,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       await gateway.stop();
       pane.hanging = false;
       if (typedBeforeCrash) pane.typed.push(`[bridge SEND from m@h1 msg ${msgId}] hello`);
-      gateway = boot();
+      gateway = await boot();
       await settle();
       await settle();
       expect(pane.typed.filter((t) => t.includes(msgId))).toHaveLength(1);

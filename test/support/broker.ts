@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
-
-/** The shared test broker (SPEC §12: guest may log in over loopback only). */
-export const testBrokerUri = process.env.BRIDGE_TEST_BROKER_URI ?? 'amqp://guest:guest@127.0.0.1:5672';
+import { brokerUri } from './federation.js';
 
 /** A host id no concurrent test uses: queues are named after it on the shared broker. */
 export function uniqueHostId(prefix: string): string {
@@ -15,7 +13,7 @@ export function uniqueHostId(prefix: string): string {
  */
 export async function deleteQueues(names: readonly string[]): Promise<void> {
   if (names.length === 0) return;
-  const connection = await amqp.connect(testBrokerUri);
+  const connection = await amqp.connect(brokerUri);
   try {
     for (const name of names) {
       const channel = await connection.createChannel();
@@ -23,19 +21,6 @@ export async function deleteQueues(names: readonly string[]): Promise<void> {
       await channel.deleteQueue(name).catch(() => undefined);
       await channel.close().catch(() => undefined);
     }
-  } finally {
-    await connection.close().catch(() => undefined);
-  }
-}
-
-/** Messages waiting in a queue, or undefined when it does not exist. */
-export async function queueDepth(name: string): Promise<number | undefined> {
-  const connection = await amqp.connect(testBrokerUri);
-  try {
-    const channel = await connection.createChannel();
-    channel.on('error', () => {});
-    const info = await channel.checkQueue(name).catch(() => undefined);
-    return info?.messageCount;
   } finally {
     await connection.close().catch(() => undefined);
   }
