@@ -329,9 +329,11 @@ export class Router {
       await store.batch.flush();
       throw failure;
     }
+    // Not awaited: once the broker has confirmed, the message is the broker's. If the gateway
+    // dies before `confirmed` is on disk, a retry under the same key publishes the same msgId
+    // again and the receiver's dedup drops it.
     purgeMessage(store, envelope.msgId, outbox);
     metrics.accepted.inc({ route: 'broker' });
-    await store.batch.flush();
     return partial;
   }
 }
