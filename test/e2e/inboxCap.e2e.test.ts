@@ -66,9 +66,9 @@ describe('a full inbox', () => {
     for (let i = 1; i <= 6; i++)
       results.push(await callTool(sender, 'bridge_send', { to: 'sink', text: `m${i}` }));
     expect(results.slice(0, 5).every((r) => !r.isError)).toBe(true);
-    const refused = results[5];
-    expect(refused?.isError).toBe(true);
-    expect((refused?.content as Array<{ text: string }>)[0]?.text).toMatch(
+    const refused = results[5] as (typeof results)[number];
+    expect(refused.isError).toBe(true);
+    expect((refused.content as Array<{ text: string }>)[0]?.text).toMatch(
       /^INBOX_FULL: the recipient's inbox is full/,
     );
 
