@@ -197,7 +197,11 @@ async function openInProcess(ctx, teardown) {
     gateway.roster().some((e) => e.name === entityName && e.host === host);
   await waitFor(inRoster(a.gateway, 'dst', hosts.b), { what: `dst@${hosts.b} in the roster of ${hosts.a}` });
   await waitFor(inRoster(b.gateway, 'src', hosts.a), { what: `src@${hosts.a} in the roster of ${hosts.b}` });
-  const drain = startDrainLoop(ctx, teardown, () => b.gateway.drain(dst));
+  const drain = startDrainLoop(ctx, teardown, async () => {
+    const handover = await b.gateway.drain(dst);
+    handover.confirm(); // in process, the caller has them once the call returns
+    return handover.envelopes;
+  });
 
   const brokerCpuMs = localBrokerCpuMs(brokerUri);
   const to = `dst@${hosts.b}`;

@@ -36,7 +36,9 @@ export function routerScenarios({ count, concurrency }) {
           let draining = true;
           const drainLoop = (async () => {
             while (draining) {
-              const messages = await gateway.drain(b);
+              const handover = await gateway.drain(b);
+              handover.confirm(); // in process, the caller has them once the call returns
+              const messages = handover.envelopes;
               for (const message of messages) tracker.delivered(keyOfText(message.text));
               if (messages.length === 0) await new Promise(setImmediate);
             }
@@ -65,8 +67,9 @@ export function routerScenarios({ count, concurrency }) {
           op: async (i) => {
             const open = gateway.send(b, { kind: 'SEND', to: a.gid, text: `open ${i}`, waitMs: 60_000 });
             await gateway.send(a, send(b, i, ctx));
-            const { reply } = await open;
+            const { reply, handover } = await open;
             if (!reply) throw new Error(`open send ${i} got no reply`);
+            handover?.confirm(); // in process, the caller has it once the call returns
           },
           verify: () => expectDepth(b, 0, 'every message to b went to an open send'),
         })),

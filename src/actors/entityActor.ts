@@ -60,7 +60,19 @@ interface LiveDelivery {
 interface ReplyWaiter {
   readonly peer: string;
   msgId: string | undefined;
-  readonly resolve: (envelope: Envelope | null) => void;
+  readonly resolve: (handover: Handover | null) => void;
+}
+
+/**
+ * Messages on their way to a main in a tool result. `confirm` once the response is out (they
+ * are acked then: broker ack, body purged); `giveBack` if it never got there, and they are
+ * held again for the next drain. Until either, they are neither lost nor offered twice; a
+ * restart offers them again.
+ */
+export interface Handover {
+  readonly envelopes: Envelope[];
+  confirm(): void;
+  giveBack(): void;
 }
 
 /** The result of offering a message to an entity. */
@@ -239,21 +251,39 @@ export class EntityActor {
   }
 
   /**
-   * Hands over up to `max` held messages, oldest first, and records them as delivered before
-   * returning them (ack only after the entity has the message, invariant 5).
+   * Hands over up to `max` held messages, oldest first. They are recorded as handed over
+   * before they are returned, and acked only when the caller confirms that the answer went out
+   * (invariant 5): a drain whose answer is lost loses nothing.
    */
-  async drain(max: number): Promise<Envelope[]> {
-    const taken: Envelope[] = [];
+  async drain(max: number): Promise<Handover> {
+    const taken: LiveDelivery[] = [];
+    const envelopes: Envelope[] = [];
     for (const [msgId, live] of this.deliveries) {
       if (taken.length >= max) break;
       if (live.cell.state !== 'held') continue;
       const envelope = this.envelopeOf(msgId, live);
       if (!envelope) continue;
-      live.cell.send({ type: 'delivery.acked', via: 'drain' });
-      taken.push(envelope);
+      live.cell.send({ type: 'delivery.handedOver', via: 'drain' });
+      taken.push(live);
+      envelopes.push(envelope);
     }
     await this.deps.store.batch.flush();
-    return taken;
+    return this.handover(taken, envelopes, 'drain');
+  }
+
+  private handover(taken: LiveDelivery[], envelopes: Envelope[], via: 'drain' | 'open-send'): Handover {
+    let settled = false;
+    const settle = (event: DeliveryEvent) => {
+      if (settled) return;
+      settled = true;
+      for (const live of taken) if (live.cell.state === 'handed-over') live.cell.send(event);
+      if (event.type === 'delivery.returned') this.schedulePump();
+    };
+    return {
+      envelopes,
+      confirm: () => settle({ type: 'delivery.acked', via }),
+      giveBack: () => settle({ type: 'delivery.returned' }),
+    };
   }
 
   /**
@@ -263,9 +293,9 @@ export class EntityActor {
   waitForReply(
     peer: string,
     ms: number,
-  ): { promise: Promise<Envelope | null>; cancel: () => void; answering: (msgId: string) => void } {
+  ): { promise: Promise<Handover | null>; cancel: () => void; answering: (msgId: string) => void } {
     let waiter!: ReplyWaiter;
-    const promise = new Promise<Envelope | null>((resolve) => {
+    const promise = new Promise<Handover | null>((resolve) => {
       waiter = { peer, msgId: undefined, resolve };
     });
     this.waiters.push(waiter);
@@ -323,8 +353,9 @@ export class EntityActor {
     );
     if (index < 0) return;
     const [waiter] = this.waiters.splice(index, 1);
-    live.cell.send({ type: 'delivery.acked', via: 'open-send' });
-    this.deps.store.batch.afterCommit(() => waiter?.resolve(envelope));
+    live.cell.send({ type: 'delivery.handedOver', via: 'open-send' });
+    const handover = this.handover([live], [envelope], 'open-send');
+    this.deps.store.batch.afterCommit(() => waiter?.resolve(handover));
   }
 
   private onPaneStatus(status: PaneStatus): void {

@@ -16,7 +16,7 @@ import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
 import type { Address, EntityKind, Envelope } from '../wire/envelope.js';
 import { Directory, hashToken } from './directory.js';
-import { deliveryKind, EntityActor, type EntityActorDeps } from './entityActor.js';
+import { deliveryKind, EntityActor, type EntityActorDeps, type Handover } from './entityActor.js';
 import { type DeadLetterView, Federation } from './federation.js';
 import {
   addressOf,
@@ -68,6 +68,8 @@ export interface SendOptions extends SendRequest {
 export interface SendOutcome extends SendResult {
   /** The reply that resolved an open send, if one came in time. */
   reply?: Envelope | null;
+  /** That reply's handover: confirm it once the caller has the reply (see Handover). */
+  handover?: Handover;
 }
 
 const namePattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -260,7 +262,9 @@ export class Gateway {
       throw err;
     }
     waiter.answering(result.msgId);
-    return { ...result, reply: await waiter.promise };
+    const handover = await waiter.promise;
+    if (!handover) return { ...result, reply: null };
+    return { ...result, reply: handover.envelopes[0] ?? null, handover };
   }
 
   /** Resolves once everything this gateway has written so far is durable. */
@@ -274,7 +278,8 @@ export class Gateway {
     return this.router.broadcast(sender, request);
   }
 
-  async drain(entity: EntityActor, max?: number): Promise<Envelope[]> {
+  /** Hands over held messages; the caller confirms (or gives back) the returned handover. */
+  async drain(entity: EntityActor, max?: number): Promise<Handover> {
     this.assertRunning();
     return entity.drain(Math.min(max ?? this.config.limits.maxDrain, this.config.limits.maxDrain));
   }

@@ -14,6 +14,7 @@ import {
   registerBody,
   sendBody,
 } from './adminProtocol.js';
+import { settleOnResponse, trackResponse } from './responseOutcome.js';
 
 export interface AdminServerHandle {
   readonly socketPath: string;
@@ -36,7 +37,9 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
     [adminRoutes.deregister]: async (body) => gateway.deregister(parse(deregisterBody, body).address),
     [adminRoutes.send]: async (body) => {
       const { token, ...request } = parse(sendBody, body);
-      return gateway.send(entityOf(token), request);
+      const { handover, ...outcome } = await gateway.send(entityOf(token), request);
+      settleOnResponse(handover);
+      return outcome;
     },
     [adminRoutes.broadcast]: async (body) => {
       const { token, ...request } = parse(broadcastBody, body);
@@ -48,7 +51,9 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
     }),
     [adminRoutes.drain]: async (body) => {
       const { token, max } = parse(drainBody, body);
-      return gateway.drain(entityOf(token), max);
+      const handover = await gateway.drain(entityOf(token), max);
+      settleOnResponse(handover);
+      return handover.envelopes;
     },
   };
 
@@ -64,7 +69,7 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
   }
 
   const server = createServer((req, res) => {
-    void serve(req, res);
+    void trackResponse(res, () => serve(req, res));
   });
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -8,6 +8,7 @@ import type { EntityActor } from '../actors/entityActor.js';
 import type { Gateway } from '../actors/gateway.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { createMcpSession } from './mcpTools.js';
+import { trackResponse } from './responseOutcome.js';
 
 interface Session {
   readonly transport: StreamableHTTPServerTransport;
@@ -34,7 +35,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
   const maxBody = gateway.config.limits.maxTextBytes * 4 + 64 * 1024;
 
   const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    trackResponse(res, () => handle(req, res)).catch((err: unknown) => {
       gateway.logger.error({ err, path: req.url }, 'http request failed');
       if (!res.headersSent) refuse(res, 500, ErrorCode.internal, 'internal error; see the gateway log');
       else res.end();

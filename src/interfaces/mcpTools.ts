@@ -6,6 +6,7 @@ import type { Gateway, SendOutcome } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { withTrace } from '../log/logger.js';
 import type { Envelope } from '../wire/envelope.js';
+import { settleOnResponse } from './responseOutcome.js';
 
 export const serverInfo = { name: 'bridge', version: '0.1.0' } as const;
 
@@ -142,6 +143,7 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
           waitMs: args.wait_ms,
           idempotencyKey: args.idempotency_key,
         });
+        settleOnResponse(outcome.handover);
         return withTrace(outcome.traceId, () => {
           const summary = outcome.reply
             ? `sent ${outcome.msgId}; reply from ${outcome.reply.from.name}@${outcome.reply.from.host}: ${outcome.reply.text}`
@@ -186,7 +188,9 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
     },
     (args) =>
       run('bridge_drain', async () => {
-        const messages = (await gateway.drain(entity, args.max)).map(messageView);
+        const handover = await gateway.drain(entity, args.max);
+        settleOnResponse(handover);
+        const messages = handover.envelopes.map(messageView);
         return ok({ messages }, `${messages.length} message${messages.length === 1 ? '' : 's'}`);
       }),
   );

@@ -9,7 +9,9 @@ import { z } from 'zod';
  *      │                  │  ▲ failed                                ▲
  *      │                  ▼  │                                       │
  *      │               backoff (retry) ─▶ pending                     │
- *      └──hold──▶ held ───────────────────acked──────────────────────┘
+ *      └──hold──▶ held ──handedOver──▶ handed-over ────acked─────────┘
+ *                   ▲                       │ returned (the response never got there)
+ *                   └───────────────────────┘
  *   side exits: dead-lettered {reason}; a restart in `injecting` goes through `verifying`.
  */
 export const DeadLetterReason = {
@@ -52,6 +54,8 @@ export const deliveryEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('delivery.injectFailed'), error: z.string() }),
   z.object({ type: z.literal('delivery.found') }),
   z.object({ type: z.literal('delivery.absent') }),
+  z.object({ type: z.literal('delivery.handedOver'), via: z.enum(['drain', 'open-send']) }),
+  z.object({ type: z.literal('delivery.returned') }),
   z.object({ type: z.literal('delivery.acked'), via: z.enum(['pane', 'drain', 'open-send', 'broker']) }),
   z.object({
     type: z.literal('delivery.deadLettered'),
@@ -185,8 +189,18 @@ export const deliveryMachine = setup({
       },
       on: {
         'delivery.deadLettered': deadLetterOnRequest,
-        'delivery.acked': { target: 'acked' },
+        'delivery.handedOver': { target: 'handed-over' },
         'actor.rehydrated': { target: 'held', reenter: true },
+      },
+    },
+    // In a tool result on its way to the main: acked once the response is out, held again if
+    // it never got there (connection gone, gateway restarted), so it is offered again.
+    'handed-over': {
+      on: {
+        'delivery.deadLettered': deadLetterOnRequest,
+        'delivery.acked': { target: 'acked' },
+        'delivery.returned': { target: 'held' },
+        'actor.rehydrated': { target: 'held' },
       },
     },
     acked: { type: 'final' },

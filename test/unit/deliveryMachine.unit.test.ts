@@ -96,6 +96,8 @@ const found: DeliveryEvent = { type: 'delivery.found' };
 const absent: DeliveryEvent = { type: 'delivery.absent' };
 const acked: DeliveryEvent = { type: 'delivery.acked', via: 'pane' };
 const rehydrated: DeliveryEvent = { type: 'actor.rehydrated' };
+const handedOver: DeliveryEvent = { type: 'delivery.handedOver', via: 'drain' };
+const returned: DeliveryEvent = { type: 'delivery.returned' };
 
 /** How to get a fresh delivery into each non-final state. */
 const reach = {
@@ -105,6 +107,7 @@ const reach = {
   backoff: () => run(start()[0], inject, failed()),
   injected: () => run(start()[0], inject, injected),
   held: () => run(start()[0], hold),
+  'handed-over': () => run(start()[0], hold, handedOver),
 } as const satisfies Record<string, () => Snapshot>;
 
 /** The timer a state arms on entry and cancels on exit, if any. */
@@ -115,6 +118,7 @@ const timerOf: Record<keyof typeof reach, string | undefined> = {
   backoff: backoffTimer,
   injected: undefined,
   held: heldTimer,
+  'handed-over': undefined,
 };
 
 describe('deliveryMachine: initial state', () => {
@@ -366,12 +370,15 @@ describe('deliveryMachine: injected', () => {
 });
 
 describe('deliveryMachine: held', () => {
-  it.each(['drain', 'open-send'] as const)('delivery.acked via %s → acked: final, timer cancelled', (via) => {
-    const [snapshot, actions] = step(reach.held(), { type: 'delivery.acked', via });
-    expect(snapshot.value).toBe('acked');
-    expect(snapshot.status).toBe('done');
-    expect(effects(actions)).toEqual([`cancel ${heldTimer}`]);
-  });
+  it.each(['drain', 'open-send'] as const)(
+    'delivery.handedOver via %s → handed-over: timer cancelled, not final',
+    (via) => {
+      const [snapshot, actions] = step(reach.held(), { type: 'delivery.handedOver', via });
+      expect(snapshot.value).toBe('handed-over');
+      expect(snapshot.status).toBe('active');
+      expect(effects(actions)).toEqual([`cancel ${heldTimer}`]);
+    },
+  );
 
   it('the deadline timer → dead-lettered with reason expired', () => {
     const [held, armed] = step(reach.pending(), hold);
@@ -387,8 +394,36 @@ describe('deliveryMachine: held', () => {
     expect(effects(actions)).toEqual([`cancel ${heldTimer}`, `raise ${heldTimer} after ${ttl}`]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent])('ignores $type', (event) => {
+  it.each([inject, hold, injected, failed(), found, absent, acked, returned])('ignores $type', (event) => {
     const before = reach.held();
+    const [after, actions] = transition(deliveryMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('deliveryMachine: handed-over (in a response on its way to the main)', () => {
+  it.each(['drain', 'open-send'] as const)('delivery.acked via %s → acked: final', (via) => {
+    const [snapshot, actions] = step(reach['handed-over'](), { type: 'delivery.acked', via });
+    expect(snapshot.value).toBe('acked');
+    expect(snapshot.status).toBe('done');
+    expect(effects(actions)).toEqual([]);
+  });
+
+  it('delivery.returned → held again (the response never got there), deadline re-armed', () => {
+    const [snapshot, actions] = step(reach['handed-over'](), returned);
+    expect(snapshot.value).toBe('held');
+    expect(effects(actions)).toEqual([`raise ${heldTimer} after ${ttl}`]);
+  });
+
+  it('actor.rehydrated → held: a restart offers it again', () => {
+    const [snapshot, actions] = step(reach['handed-over'](), rehydrated);
+    expect(snapshot.value).toBe('held');
+    expect(effects(actions)).toEqual([`raise ${heldTimer} after ${ttl}`]);
+  });
+
+  it.each([inject, hold, injected, failed(), found, absent, handedOver])('ignores $type', (event) => {
+    const before = reach['handed-over']();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
     expect(actions).toEqual([]);
@@ -430,6 +465,8 @@ const sampleEvents: DeliveryEvent[] = [
   found,
   absent,
   acked,
+  handedOver,
+  returned,
   { type: 'delivery.deadLettered', reason: 'rejected' },
   rehydrated,
   ...[pendingTimer, heldTimer, backoffTimer].map((type) => ({ type }) as DeliveryEvent),
@@ -476,7 +513,7 @@ describe('deliveryMachine: graph', () => {
   });
 
   it('every state node is reachable from the initial state', () => {
-    expect(allStateIds(deliveryMachine).length).toBe(8);
+    expect(allStateIds(deliveryMachine).length).toBe(9);
     expect(unreachedStateIds(deliveryMachine, { input: baseInput, events: sampleEvents })).toEqual([]);
   });
 
@@ -486,7 +523,7 @@ describe('deliveryMachine: graph', () => {
       events: sampleEvents,
     });
     const reached = new Set(paths.map((path) => stateName(path.state.value)));
-    expect([...reached].sort()).toEqual(['acked', 'dead-lettered', 'held', 'pending']);
+    expect([...reached].sort()).toEqual(['acked', 'dead-lettered', 'handed-over', 'held', 'pending']);
   });
 
   // Must stay last: it checks what the tests above exercised.

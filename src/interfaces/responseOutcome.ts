@@ -1,0 +1,43 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { ServerResponse } from 'node:http';
+import type { Handover } from '../actors/entityActor.js';
+
+type Listener = (delivered: boolean) => void;
+
+interface ResponseState {
+  /** Undefined while the response is open; then whether it was written out. */
+  delivered: boolean | undefined;
+  listeners: Listener[];
+}
+
+const storage = new AsyncLocalStorage<ResponseState>();
+
+/**
+ * Runs a request's handling with a hook that learns whether its response went out: `finish`
+ * (flushed to the socket) or `close` before that (the client is gone, perhaps long before the
+ * handler is done).
+ */
+export function trackResponse<T>(res: ServerResponse, handle: () => Promise<T>): Promise<T> {
+  const state: ResponseState = { delivered: undefined, listeners: [] };
+  const settle = (delivered: boolean) => {
+    if (state.delivered !== undefined) return;
+    state.delivered = delivered;
+    for (const listener of state.listeners.splice(0)) listener(delivered);
+  };
+  res.once('finish', () => settle(true));
+  res.once('close', () => settle(res.writableFinished));
+  return storage.run(state, handle);
+}
+
+/**
+ * Settles a handover when the current response is out: confirmed if it was written, given
+ * back (held again) if the client went away first. Outside a tracked request it confirms now.
+ */
+export function settleOnResponse(handover: Handover | undefined): void {
+  if (!handover) return;
+  const state = storage.getStore();
+  const settle: Listener = (delivered) => (delivered ? handover.confirm() : handover.giveBack());
+  if (!state) handover.confirm();
+  else if (state.delivered !== undefined) settle(state.delivered);
+  else state.listeners.push(settle);
+}
