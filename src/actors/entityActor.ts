@@ -251,9 +251,9 @@ export class EntityActor {
   }
 
   /**
-   * Hands over up to `max` held messages, oldest first. They are recorded as handed over
-   * before they are returned, and acked only when the caller confirms that the answer went out
-   * (invariant 5): a drain whose answer is lost loses nothing.
+   * Hands over up to `max` held messages, oldest first. They are marked handed over, and acked
+   * only when the caller confirms that the answer went out (invariant 5): a drain whose answer
+   * is lost loses nothing.
    */
   async drain(max: number): Promise<Handover> {
     const taken: LiveDelivery[] = [];
@@ -267,7 +267,8 @@ export class EntityActor {
       taken.push(live);
       envelopes.push(envelope);
     }
-    await this.deps.store.batch.flush();
+    // Not waiting for `handed-over` to commit: if the gateway dies first, the message is still
+    // `held` in the log and is offered again; it is acked only after the answer is out.
     return this.handover(taken, envelopes, 'drain');
   }
 
@@ -355,7 +356,7 @@ export class EntityActor {
     const [waiter] = this.waiters.splice(index, 1);
     live.cell.send({ type: 'delivery.handedOver', via: 'open-send' });
     const handover = this.handover([live], [envelope], 'open-send');
-    this.deps.store.batch.afterCommit(() => waiter?.resolve(handover));
+    queueMicrotask(() => waiter?.resolve(handover));
   }
 
   private onPaneStatus(status: PaneStatus): void {

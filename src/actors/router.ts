@@ -10,7 +10,7 @@ import { purgeMessage, putMessage, readMessage, readTraceOfMessage } from '../st
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import { type Address, type Envelope, schemaVersionString, WireKind } from '../wire/envelope.js';
-import { uuidv7 } from '../wire/ids.js';
+import { namedUuid, uuidv7 } from '../wire/ids.js';
 import type { Directory } from './directory.js';
 import type { EntityActor } from './entityActor.js';
 import type { Federation } from './federation.js';
@@ -95,7 +95,14 @@ export class Router {
       return { msgId: earlier.msgId, traceId: earlier.traceId, to, duplicate: true };
     }
 
-    const envelope = this.envelope(sender, request.kind, to.gid, request.text, request.inReplyTo);
+    const envelope = this.envelope(
+      sender,
+      request.kind,
+      to.gid,
+      request.text,
+      request.inReplyTo,
+      request.idempotencyKey,
+    );
     const cell = this.createSend(sender, envelope, to.gid, size, request.idempotencyKey);
     if (local) {
       try {
@@ -110,8 +117,7 @@ export class Router {
       await this.deps.store.batch.flush();
     } else {
       putMessage(this.deps.store, outbox, envelope);
-      await this.deps.store.batch.flush();
-      await this.publish(cell, envelope, to.gid);
+      await this.published(cell, envelope, to.gid);
     }
     return { msgId: envelope.msgId, traceId: envelope.traceId, to, duplicate: false };
   }
@@ -127,7 +133,14 @@ export class Router {
     if (earlier)
       return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
 
-    const envelope = this.envelope(sender, WireKind.broadcast, key, request.text, undefined);
+    const envelope = this.envelope(
+      sender,
+      WireKind.broadcast,
+      key,
+      request.text,
+      undefined,
+      request.idempotencyKey,
+    );
     const cell = this.createSend(sender, envelope, key, size, request.idempotencyKey);
     const federation = this.deps.federation;
     if (!federation) {
@@ -150,8 +163,7 @@ export class Router {
       };
     }
     putMessage(this.deps.store, outbox, envelope);
-    await this.deps.store.batch.flush();
-    const partial = await this.publish(cell, envelope, key);
+    const partial = await this.published(cell, envelope, key);
     return { msgId: envelope.msgId, traceId: envelope.traceId, key, duplicate: false, partial };
   }
 
@@ -221,6 +233,7 @@ export class Router {
     to: string,
     text: string,
     inReplyTo: string | undefined,
+    idempotencyKey: string | undefined,
   ): Envelope {
     const { store, clock, config } = this.deps;
     const now = clock.now();
@@ -229,7 +242,7 @@ export class Router {
     return {
       v: schemaVersionString,
       kind,
-      msgId: uuidv7(now),
+      msgId: idempotencyKey === undefined ? uuidv7(now) : namedUuid(sender.gid, idempotencyKey),
       traceId,
       hlc: this.deps.hlc.tick(),
       from: addressOf(sender, this.deps.host),
@@ -275,6 +288,20 @@ export class Router {
       store.batch.afterCommit(() => this.pendingKeys.delete(keyId));
     }
     return cell;
+  }
+
+  /**
+   * Publishes while the send's record commits, and returns when both are done: the broker's
+   * confirm and our own log. Publishing before the record is durable is safe because a keyed
+   * send's msgId comes from its key: a retry after a crash carries the same msgId, which the
+   * receiver drops as a duplicate.
+   */
+  private async published(cell: SendCell, envelope: Envelope, routingKey: string): Promise<boolean> {
+    const [partial] = await Promise.all([
+      this.publish(cell, envelope, routingKey),
+      this.deps.store.batch.flush(),
+    ]);
+    return partial;
   }
 
   /** A retried send that never got its confirm: the same envelope again, under the same msgId. */

@@ -1,4 +1,4 @@
-import { type AnyMachineSnapshot, type AnyStateMachine, initialTransition, transition } from 'xstate';
+import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import type { Logger } from '../log/logger.js';
@@ -6,6 +6,7 @@ import { appendEvent } from '../store/appendEvent.js';
 import type { EventRow } from '../store/eventRow.js';
 import type { Store } from '../store/openStore.js';
 import { foldEvents, initEvent } from './foldEvents.js';
+import { pureInitialTransition, pureTransition } from './pureTransition.js';
 import { stateName } from './stateName.js';
 
 /** What every actor cell needs from the gateway. */
@@ -75,7 +76,7 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
     identity: ActorIdentity,
     deps: RuntimeDeps,
   ): ActorCell<TContext, TEvent> {
-    const [snapshot, actions] = initialTransition(machine, input);
+    const [snapshot, actions] = pureInitialTransition(machine, input);
     const cell = new ActorCell<TContext, TEvent>(machine, identity, deps, snapshot);
     cell.record(initEvent, input as Record<string, unknown>, null);
     cell.runAfterCommit(actions as ExecutableAction[]);
@@ -127,7 +128,7 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
       return;
     }
     const from = this.state;
-    const [next, actions] = transition(this.machine, this.snapshot, event);
+    const [next, actions] = pureTransition(this.machine, this.snapshot, event);
     // XState hands back the same snapshot for an event no state takes, and also for a
     // re-entry into the same state (which still has actions, e.g. re-armed timers).
     if (next === this.snapshot && actions.length === 0) return;

@@ -1,5 +1,6 @@
-import { type AnyMachineSnapshot, type AnyStateMachine, initialTransition, transition } from 'xstate';
+import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import type { EventRow } from '../store/eventRow.js';
+import { pureInitialTransition, pureTransition } from './pureTransition.js';
 import { stateName } from './stateName.js';
 
 /** The name of the first event of every actor: its creation, with its input as data. */
@@ -17,8 +18,8 @@ export interface FoldStep {
 }
 
 /**
- * Folds an actor's recorded events through a machine with XState's pure transition functions:
- * no action runs, no timer starts. Rehydration and replay both stand on this.
+ * Folds an actor's recorded events through a machine with XState's pure transition (see
+ * pureTransition.ts): no action runs, no timer starts. Rehydration and replay both stand on this.
  */
 export function foldEvents(
   machine: AnyStateMachine,
@@ -29,10 +30,10 @@ export function foldEvents(
   if (!first || first.event !== initEvent) {
     throw new Error(`an actor's log must start with ${initEvent}; found ${first?.event ?? 'nothing'}`);
   }
-  let [snapshot] = initialTransition(machine, first.data ?? {});
+  let [snapshot] = pureInitialTransition(machine, first.data ?? {});
   onStep?.({ row: first, computed: stateName(snapshot.value) });
   for (const row of rest) {
-    [snapshot] = transition(machine, snapshot, eventOfRow(row));
+    [snapshot] = pureTransition(machine, snapshot, eventOfRow(row));
     onStep?.({ row, computed: stateName(snapshot.value) });
   }
   return snapshot;

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 /**
  * A UUID version 7 (RFC 9562): 48 bits of Unix milliseconds, then random bits. Message and
@@ -10,6 +10,19 @@ export function uuidv7(nowMs: number = Date.now()): string {
   const bytes = randomBytes(16);
   bytes.writeUIntBE(nowMs, 0, 6);
   bytes[6] = ((bytes[6] as number) & 0x0f) | 0x70;
+  bytes[8] = ((bytes[8] as number) & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * A UUID (version 8, RFC 9562) derived from a name: the same sender and idempotency key give
+ * the same msgId, so a retry after a crash that lost the sender's own record still carries
+ * the msgId the receiver already has, and is dropped there as a duplicate.
+ */
+export function namedUuid(namespace: string, name: string): string {
+  const bytes = createHash('sha256').update(namespace).update('\u0000').update(name).digest().subarray(0, 16);
+  bytes[6] = ((bytes[6] as number) & 0x0f) | 0x80;
   bytes[8] = ((bytes[8] as number) & 0x3f) | 0x80;
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
