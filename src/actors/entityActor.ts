@@ -267,8 +267,10 @@ export class EntityActor {
       taken.push(live);
       envelopes.push(envelope);
     }
-    // Not waiting for `handed-over` to commit: if the gateway dies first, the message is still
-    // `held` in the log and is offered again; it is acked only after the answer is out.
+    // Commit `handed-over` before answering. Besides the log, the wait lets the event loop see a
+    // connection the main has already dropped, so the answer is known undelivered and the
+    // messages are held again rather than acked.
+    await this.deps.store.batch.flush();
     return this.handover(taken, envelopes, 'drain');
   }
 
