@@ -38,7 +38,10 @@ function scopeOf(machine: AnyStateMachine): AnyActorScope {
 
 export type CollectedActions = ExecutableActionsFrom<AnyStateMachine>[];
 
-export function pureInitialTransition(machine: AnyStateMachine, input: unknown): [AnyMachineSnapshot, CollectedActions] {
+export function pureInitialTransition(
+  machine: AnyStateMachine,
+  input: unknown,
+): [AnyMachineSnapshot, CollectedActions] {
   const scope = scopeOf(machine);
   const actions: CollectedActions = [];
   scope.actionExecutor = (action) => void actions.push(action as CollectedActions[number]);
