@@ -1,11 +1,10 @@
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess, repoRoot } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
+import { startStandInAgent, startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 interface Registered {
   gid: string;
@@ -64,17 +63,7 @@ describe('three federated gateways', () => {
       tmux.socket,
       ...groups.flatMap((group) => ['--group', group]),
     ]);
-    const agent = join(repoRoot, 'tools', 'standInAgent.mjs');
-    await tmux.run(
-      'respawn-pane',
-      '-k',
-      '-t',
-      pane,
-      `BRIDGE_MCP_URL=${g.mcpUrl} BRIDGE_TOKEN=${reg.token} ${process.execPath} ${agent}`,
-    );
-    await waitFor('the stand-in agent', async () =>
-      (await tmux.capture(pane)).includes('ready') ? true : undefined,
-    );
+    await startStandInAgent(tmux, pane, g.mcpUrl, reg.token);
     return pane;
   };
   const drain = async (name: string): Promise<Message[]> => {

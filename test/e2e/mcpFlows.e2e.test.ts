@@ -1,11 +1,11 @@
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeHerdr, startFakeHerdr } from '../support/fakeHerdr.js';
-import { GatewayProcess, repoRoot } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
+import { startStandInAgent, startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
+import { waitFor } from '../support/waitFor.js';
 
 interface Registered {
   gid: string;
@@ -13,20 +13,6 @@ interface Registered {
   name: string;
   host: string;
   kind: string;
-}
-
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  ms = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('single-host flows through MCP (gateway, tmux and clients as separate processes)', () => {
@@ -72,17 +58,7 @@ describe('single-host flows through MCP (gateway, tmux and clients as separate p
       '--tmux-socket',
       tmux.socket,
     ]);
-    const agent = join(repoRoot, 'tools', 'standInAgent.mjs');
-    await tmux.run(
-      'respawn-pane',
-      '-k',
-      '-t',
-      pane,
-      `BRIDGE_MCP_URL=${gateway.mcpUrl} BRIDGE_TOKEN=${worker.token} ${process.execPath} ${agent}`,
-    );
-    await waitFor('the stand-in agent', async () =>
-      (await tmux.capture(pane)).includes('stand-in agent ready') ? true : undefined,
-    );
+    await startStandInAgent(tmux, pane, gateway.mcpUrl, worker.token);
 
     const main = await register(['--kind', 'main', '--name', 'lead']);
     const lead = await client(main.token);

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from './waitFor.js';
 
 /** A private tmux server for one test file; never the user's own server. */
 export interface TmuxTestServer {
@@ -93,4 +94,27 @@ function tmux(socket: string, args: readonly string[]): Promise<string> {
       else resolve(stdout);
     });
   });
+}
+
+/**
+ * Runs the stand-in agent (tools/standInAgent.mjs) in `pane` as the entity whose token is
+ * given, and waits until it is ready: it answers every SEND typed into the pane with bridge_reply.
+ */
+export async function startStandInAgent(
+  tmux: TmuxTestServer,
+  pane: string,
+  mcpUrl: string,
+  token: string,
+): Promise<void> {
+  const agent = join(import.meta.dirname, '..', '..', 'tools', 'standInAgent.mjs');
+  await tmux.run(
+    'respawn-pane',
+    '-k',
+    '-t',
+    pane,
+    `BRIDGE_MCP_URL=${mcpUrl} BRIDGE_TOKEN=${token} ${process.execPath} ${agent}`,
+  );
+  await waitFor('the stand-in agent', async () =>
+    (await tmux.capture(pane)).includes('stand-in agent ready') ? true : undefined,
+  );
 }
