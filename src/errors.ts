@@ -20,6 +20,11 @@ export const ErrorCode = {
   gatewayUnavailable: 'GATEWAY_UNAVAILABLE',
   shuttingDown: 'SHUTTING_DOWN',
   storeFailed: 'STORE_FAILED',
+  keyMissing: 'KEY_MISSING',
+  keyExists: 'KEY_EXISTS',
+  keyInsecure: 'KEY_INSECURE',
+  badKey: 'BAD_KEY',
+  badTrustStore: 'BAD_TRUST_STORE',
   internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

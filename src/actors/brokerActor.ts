@@ -68,6 +68,9 @@ interface OpenConsumer {
   channel: Channel | undefined;
 }
 
+/** How long a nack waits to see whether the connection is going down with it. */
+const nackSettleMs = 100;
+
 /** Broker replies that mean "someone else holds this": retrying does not help (invariant 1). */
 const refusalCodes = new Set([403, 405]);
 
@@ -184,12 +187,16 @@ export class BrokerActor {
           const returned = this.returned.get(request.messageId);
           this.returned.delete(request.messageId);
           if (returned !== undefined) resolve({ ok: false, reason: 'unroutable', detail: returned });
-          else if (err) {
-            // A nack: the broker refused it (a full inbox with reject-publish), or the channel died.
-            if (publisher === this.publisher && this.connected) {
-              resolve({ ok: false, reason: 'rejected', detail: String((err as Error).message ?? err) });
-            } else reject(this.unavailable());
-          } else resolve({ ok: true });
+          else if (err && (err as Error).message === 'message nacked') {
+            // The broker refused it: a full inbox (reject-publish), or the broker going down,
+            // which nacks what it holds and then closes. Tell the two apart by waiting a beat.
+            setTimeout(() => {
+              if (publisher === this.publisher && this.connected) {
+                resolve({ ok: false, reason: 'rejected', detail: 'the broker nacked the publish' });
+              } else reject(this.unavailable(err));
+            }, nackSettleMs).unref();
+          } else if (err) reject(this.unavailable(err));
+          else resolve({ ok: true });
         });
       } catch (err) {
         reject(this.unavailable(err));

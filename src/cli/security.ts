@@ -1,0 +1,116 @@
+import { loadConfig } from '../config/loadConfig.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
+import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/trustStore.js';
+import type { CliValues } from './main.js';
+
+// `bridge keys` and `bridge trust` work on the files in BRIDGE_HOME; no running gateway needed.
+
+function configOf(values: CliValues): { home: string; hostId: string } {
+  const { config } = loadConfig({ file: values.config });
+  return { home: config.home, hostId: config.hostId };
+}
+
+function print(values: CliValues, result: unknown, human: () => string): number {
+  process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${human()}\n`);
+  return 0;
+}
+
+function keysView(hostId: string, keys: GatewayKeys) {
+  return {
+    host: hostId,
+    publicKey: keys.publicKeyString,
+    privateKeyPath: keys.privateKeyPath,
+    publicKeyPath: keys.publicKeyPath,
+  };
+}
+
+export function runKeys(values: CliValues, rest: string[]): number {
+  const [sub, ...extra] = rest;
+  if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after keys ${sub}`);
+  const { home, hostId } = configOf(values);
+  switch (sub) {
+    case 'init': {
+      const view = keysView(hostId, initKeys(home, { force: values.force }));
+      return print(
+        values,
+        view,
+        () =>
+          `created the key pair of gateway ${hostId}\n` +
+          `private key: ${view.privateKeyPath} (mode 0600: keep it secret)\n` +
+          `public key:  ${view.publicKey}\n` +
+          `On every peer gateway, run:  bridge trust add ${hostId} ${view.publicKey}`,
+      );
+    }
+    case 'show': {
+      const view = keysView(hostId, loadKeys(home));
+      return print(
+        values,
+        view,
+        () =>
+          `host:       ${hostId}\npublic key: ${view.publicKey}\n` +
+          `Peers trust it with:  bridge trust add ${hostId} ${view.publicKey}`,
+      );
+    }
+    default:
+      throw new BridgeError(ErrorCode.badRequest, 'keys needs a subcommand: bridge keys init [--force] | show');
+  }
+}
+
+export function runTrust(values: CliValues, rest: string[]): number {
+  const [sub, host, pubkey, ...extra] = rest;
+  if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after trust ${sub}`);
+  const { home } = configOf(values);
+  switch (sub) {
+    case 'add': {
+      if (!host || !pubkey) {
+        throw new BridgeError(
+          ErrorCode.badRequest,
+          'trust add needs HOST and PUBKEY: bridge trust add HOST ed25519:… (the key `bridge keys show` prints on HOST)',
+        );
+      }
+      const { added, entry } = addTrust(home, host, pubkey);
+      return print(values, { added, ...entry }, () =>
+        added
+          ? `trusting ${entry.host} with ${entry.keys.length} key${entry.keys.length > 1 ? 's' : ''}` +
+            (entry.keys.length > 1
+              ? '; remove the old one with `bridge trust remove HOST OLDKEY` once the rotation is done'
+              : '')
+          : `${entry.host} already has that key; nothing changed`,
+      );
+    }
+    case 'remove': {
+      if (!host) {
+        throw new BridgeError(ErrorCode.badRequest, 'trust remove needs HOST (and optionally one PUBKEY)');
+      }
+      const { removed, entry } = removeTrust(home, host, pubkey);
+      if (removed.length === 0) {
+        throw new BridgeError(
+          ErrorCode.badRequest,
+          pubkey === undefined
+            ? `host ${entry.host} is not in the trust store ${trustFilePath(home)}; see \`bridge trust list\``
+            : `host ${entry.host} has no such key in the trust store; see \`bridge trust list\``,
+        );
+      }
+      return print(values, { removed, ...entry }, () =>
+        entry.keys.length === 0
+          ? `no longer trusting ${entry.host}: its messages will be refused`
+          : `removed ${removed.length} key of ${entry.host}; ${entry.keys.length} left`,
+      );
+    }
+    case 'list': {
+      if (host) throw new BridgeError(ErrorCode.badRequest, `unexpected "${host}" after trust list`);
+      const hosts = listTrust(home);
+      return print(values, { hosts }, () =>
+        hosts.length === 0
+          ? 'no peers trusted yet; add one with `bridge trust add HOST PUBKEY`'
+          : hosts.flatMap((h) => h.keys.map((k) => `${h.host}\t${k}`)).join('\n'),
+      );
+    }
+    default:
+      throw new BridgeError(
+        ErrorCode.badRequest,
+        'trust needs a subcommand: bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list',
+      );
+  }
+}

@@ -1,0 +1,217 @@
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { hostIdSchema } from '../config/schema.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import { type PublicKeyString, parsePublicKey, publicKeySchema } from './publicKey.js';
+import { writeFileAtomic } from './writeFileAtomic.js';
+
+/**
+ * The trust store (R-ID3): `<home>/trust.json`, written by `bridge trust add|remove`, maps each
+ * peer host id to the public keys allowed to sign for it — usually one, two during a key
+ * rotation. It is the only source of peers' keys: nothing from the wire is ever added to it.
+ */
+export const trustFileSchema = z.strictObject({
+  version: z.literal(1),
+  hosts: z.record(
+    hostIdSchema,
+    z
+      .array(publicKeySchema)
+      .min(1, 'a host needs at least one key (remove the host instead)')
+      .refine((keys) => new Set(keys).size === keys.length, 'a key is listed twice'),
+  ),
+});
+export type TrustFile = z.output<typeof trustFileSchema>;
+
+export interface TrustEntry {
+  host: string;
+  keys: PublicKeyString[];
+}
+
+export function trustFilePath(home: string): string {
+  return join(home, 'trust.json');
+}
+
+function badTrustStore(path: string, problem: string, cause?: unknown): BridgeError {
+  return new BridgeError(
+    ErrorCode.badTrustStore,
+    `the trust store ${path} is invalid: ${problem}; fix or delete the file, then re-add peers with ` +
+      '`bridge trust add HOST PUBKEY`',
+    { details: { path }, ...(cause === undefined ? {} : { cause }) },
+  );
+}
+
+/** Parses trust file text; throws BAD_TRUST_STORE naming the file and the first problems. */
+export function parseTrustFile(path: string, text: string): TrustFile {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw badTrustStore(path, `not valid JSON (${(err as Error).message})`, err);
+  }
+  const result = trustFileSchema.safeParse(json);
+  if (!result.success) {
+    const problems = result.error.issues
+      .slice(0, 3)
+      .map((issue) => `${issue.path.join('.') || '(top level)'}: ${issue.message}`)
+      .join('; ');
+    throw badTrustStore(path, problems);
+  }
+  return result.data;
+}
+
+/** Reads the trust store; a missing file is an empty store (no peers trusted yet). */
+export function readTrustFile(home: string): TrustFile {
+  const path = trustFilePath(home);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { version: 1, hosts: {} };
+    throw badTrustStore(path, `cannot read it (${(err as Error).message})`, err);
+  }
+  return parseTrustFile(path, text);
+}
+
+function writeTrustFile(home: string, file: TrustFile): void {
+  const sorted: TrustFile = {
+    version: 1,
+    hosts: Object.fromEntries(Object.entries(file.hosts).sort(([a], [b]) => a.localeCompare(b))),
+  };
+  writeFileAtomic(trustFilePath(home), `${JSON.stringify(sorted, null, 2)}\n`, { mode: 0o644 });
+}
+
+function parseHost(host: string): string {
+  const result = hostIdSchema.safeParse(host);
+  if (!result.success) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `"${host}" is not a host id: ${result.error.issues[0]?.message}`,
+    );
+  }
+  return result.data;
+}
+
+/** Trusts `pubkey` for `host`, alongside any keys it already has. Adding a known key is a no-op. */
+export function addTrust(home: string, host: string, pubkey: string): { added: boolean; entry: TrustEntry } {
+  const hostId = parseHost(host);
+  const key = parsePublicKey(pubkey);
+  const file = readTrustFile(home);
+  const keys = file.hosts[hostId] ?? [];
+  if (keys.includes(key)) return { added: false, entry: { host: hostId, keys } };
+  const next = [...keys, key];
+  writeTrustFile(home, { version: 1, hosts: { ...file.hosts, [hostId]: next } });
+  return { added: true, entry: { host: hostId, keys: next } };
+}
+
+/**
+ * Stops trusting one key of `host` (the end of a rotation), or the whole host when `pubkey` is
+ * omitted. Returns the keys removed and those left; removing nothing is not an error here.
+ */
+export function removeTrust(
+  home: string,
+  host: string,
+  pubkey?: string,
+): { removed: PublicKeyString[]; entry: TrustEntry } {
+  const hostId = parseHost(host);
+  const file = readTrustFile(home);
+  const keys = file.hosts[hostId] ?? [];
+  const key = pubkey === undefined ? undefined : parsePublicKey(pubkey);
+  const removed = key === undefined ? keys : keys.filter((k) => k === key);
+  if (removed.length === 0) return { removed, entry: { host: hostId, keys } };
+  const left = keys.filter((k) => !removed.includes(k));
+  const hosts = { ...file.hosts };
+  if (left.length === 0) delete hosts[hostId];
+  else hosts[hostId] = left;
+  writeTrustFile(home, { version: 1, hosts });
+  return { removed, entry: { host: hostId, keys: left } };
+}
+
+/** Every trusted host with its keys, sorted by host id. */
+export function listTrust(home: string): TrustEntry[] {
+  return Object.entries(readTrustFile(home).hosts)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([host, keys]) => ({ host, keys }));
+}
+
+export interface TrustStoreOptions {
+  /** Least time between two checks of the file's metadata; 0 checks on every lookup. */
+  checkIntervalMs?: number;
+  /** Milliseconds clock for the check interval (injected in tests). */
+  now?: () => number;
+  /** Called once for each change of the file that cannot be loaded (the store then trusts no one). */
+  onError?: (err: BridgeError) => void;
+}
+
+type FileStamp = string;
+
+/**
+ * The gateway's view of the trust store. `keysFor` is on the receive hot path: it costs a map
+ * lookup, plus a stat of the file at most every `checkIntervalMs`; the file is re-read only when
+ * its inode, size or mtime changed (an atomic `bridge trust` write always changes the inode).
+ *
+ * The first load throws, so a gateway with a broken trust store does not start. A later edit that
+ * breaks the file makes the store trust no one (fail closed: messages are dead-lettered and can be
+ * requeued once it is fixed) and reports the error through `onError`; `problem` holds it.
+ */
+export class TrustStore {
+  readonly path: string;
+  private hosts: ReadonlyMap<string, readonly PublicKeyString[]> = new Map();
+  private stamp: FileStamp | undefined;
+  private nextCheckAt = 0;
+  private lastProblem: BridgeError | undefined;
+  private readonly checkIntervalMs: number;
+  private readonly now: () => number;
+  private readonly onError: ((err: BridgeError) => void) | undefined;
+
+  constructor(
+    readonly home: string,
+    options: TrustStoreOptions = {},
+  ) {
+    this.path = trustFilePath(home);
+    this.checkIntervalMs = options.checkIntervalMs ?? 500;
+    this.now = options.now ?? Date.now;
+    this.onError = options.onError;
+    this.refresh(true);
+  }
+
+  /** The keys trusted to sign for `host`; empty when the host is not trusted. */
+  keysFor(host: string): readonly PublicKeyString[] {
+    if (this.checkIntervalMs === 0 || this.now() >= this.nextCheckAt) this.refresh(false);
+    return this.hosts.get(host) ?? [];
+  }
+
+  /** Why the current file could not be loaded, if it could not. */
+  get problem(): BridgeError | undefined {
+    return this.lastProblem;
+  }
+
+  private currentStamp(): FileStamp | undefined {
+    try {
+      const stat = statSync(this.path, { bigint: true });
+      return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      // Cannot stat: force a re-read so that the read reports the real problem.
+      return `error:${(err as Error).message}`;
+    }
+  }
+
+  private refresh(initial: boolean): void {
+    this.nextCheckAt = this.now() + this.checkIntervalMs;
+    const stamp = this.currentStamp();
+    if (!initial && stamp === this.stamp) return;
+    this.stamp = stamp;
+    try {
+      const file = readTrustFile(this.home);
+      this.hosts = new Map(Object.entries(file.hosts));
+      this.lastProblem = undefined;
+    } catch (err) {
+      const error = err instanceof BridgeError ? err : badTrustStore(this.path, (err as Error).message, err);
+      if (initial) throw error;
+      this.hosts = new Map();
+      this.lastProblem = error;
+      this.onError?.(error);
+    }
+  }
+}
