@@ -112,6 +112,18 @@ try {
   const alpha = await gatewayOn('alpha');
   const beta = await gatewayOn('beta');
   gateways.push(alpha, beta);
+
+  say(
+    "each gateway trusts the other's signing key (made at first start): bridge keys show / bridge trust add",
+  );
+  for (const [self, peer] of [
+    [alpha, beta],
+    [beta, alpha],
+  ]) {
+    const key = peer.bridge('keys', 'show');
+    self.bridge('trust', 'add', peer.host, key.publicKey);
+    console.log(`  ${self.host} trusts ${peer.host}: ${key.publicKey}`);
+  }
   console.log(`  alpha: MCP on 127.0.0.1:${alpha.port}, home ${alpha.env.BRIDGE_HOME}`);
   console.log(`  beta:  MCP on 127.0.0.1:${beta.port}, home ${beta.env.BRIDGE_HOME}`);
 

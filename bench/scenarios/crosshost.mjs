@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { controlSpec, inboxName } from '../../dist/broker/topology.js';
 import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
+import { initKeys } from '../../dist/security/keys.js';
+import { addTrust } from '../../dist/security/trustStore.js';
 import { deleteQueues, localBrokerCpuMs, queueDepths } from '../lib/broker.mjs';
 import { adminClient, callTool, connectMcp, startDaemon } from '../lib/daemon.mjs';
 import { amqpFloor } from '../lib/floors.mjs';
@@ -120,10 +122,21 @@ const interfaces = {
   },
 };
 
+/**
+ * Gives both gateways a signing key and each the other's public key, as `bridge keys init` and
+ * `bridge trust add` would: messages are signed and verified as in production.
+ */
+function trustEachOther(dir, name, hosts) {
+  const keys = { a: initKeys(join(dir, name, 'a')), b: initKeys(join(dir, name, 'b')) };
+  addTrust(join(dir, name, 'a'), hosts.b, keys.b.publicKeyString);
+  addTrust(join(dir, name, 'b'), hosts.a, keys.a.publicKeyString);
+}
+
 async function openDaemons(ctx, teardown, via) {
   const { dir, name, brokerUri, cpuProfDir, concurrency, gatewayConfigFile } = ctx;
   const hosts = hostIds();
   const queues = brokerLeftovers(brokerUri, hosts, teardown);
+  trustEachOther(dir, name, hosts);
   const start = async (role) => {
     const daemon = await startDaemon({
       home: join(dir, name, role),
@@ -178,6 +191,7 @@ async function openInProcess(ctx, teardown) {
   const { dir, name, brokerUri, textBytes, gatewayConfigFile } = ctx;
   const hosts = hostIds();
   const queues = brokerLeftovers(brokerUri, hosts, teardown);
+  trustEachOther(dir, name, hosts);
   const start = async (role) => {
     const started = await startGateway({
       home: join(dir, name, role),

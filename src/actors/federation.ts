@@ -11,12 +11,14 @@ import {
 } from '../broker/topology.js';
 import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
+import { decodeHlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
 import { type BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import type { DeadLetterReason } from '../machines/deliveryMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RuntimeDeps } from '../runtime/actorCell.js';
+import { SignatureHeader, type Signer } from '../security/messageSigning.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import { type Envelope, schemaVersionString } from '../wire/envelope.js';
 import { decodePresence, encodePresence, type PresenceEntry } from '../wire/presence.js';
@@ -34,6 +36,8 @@ export interface FederationDeps extends RuntimeDeps {
   localEntities(): Iterable<EntityActor>;
   findLocal(gid: string): EntityActor | undefined;
   onFatal(err: BridgeError): void;
+  /** Signs what is published and verifies what arrives (invariant 6). */
+  signer: Signer;
 }
 
 /** Headers a dead letter carries into `bridge.dlq`. */
@@ -173,15 +177,20 @@ export class Federation implements DeadLetterSink {
   /** Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2). */
   async publishMessage(envelope: Envelope, routingKey: string): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
+    const content = encodeEnvelope(envelope);
     return this.broker.publish({
       exchange: Exchange.msg,
       routingKey,
-      content: encodeEnvelope(envelope),
+      content,
       messageId: envelope.msgId,
       mandatory: true,
       persistent: true,
       expirationMs: ttl,
-      headers: { 'x-bridge-host': this.hostId, 'x-bridge-trace': envelope.traceId },
+      headers: {
+        'x-bridge-host': this.hostId,
+        'x-bridge-trace': envelope.traceId,
+        ...this.deps.signer.headersFor(content),
+      },
     });
   }
 
@@ -208,11 +217,13 @@ export class Federation implements DeadLetterSink {
       ttlMs: config.broker.heartbeatMs * config.broker.presenceTtlBeats,
       entities: this.presenceEntries(),
     };
+    const content = encodePresence(presence);
     await this.broker
       .publish({
         exchange: Exchange.roster,
         routingKey: rosterKey(config.hostId),
-        content: encodePresence(presence),
+        content,
+        headers: this.deps.signer.headersFor(content),
         messageId: `presence/${config.hostId}/${presence.hlc}`,
         mandatory: false,
         persistent: false,
@@ -282,6 +293,7 @@ export class Federation implements DeadLetterSink {
           messageId: id ?? `requeued/${message.fields.deliveryTag}`,
           mandatory: true,
           persistent: true,
+          headers: signatureHeadersOf(headers),
         });
         if (outcome.ok) {
           channel.ack(message);
@@ -292,9 +304,14 @@ export class Federation implements DeadLetterSink {
     });
   }
 
-  private onInbound(entity: EntityActor, message: InboundMessage): void {
-    const { metrics, logger, clock } = this.deps;
+  private onInbound(entity: EntityActor, message: InboundMessage, graceUntil?: number): void {
+    const { metrics, logger, clock, config, signer } = this.deps;
     const queue = inboxName(entity.gid);
+    const signature = signer.verify(message.content, message.headers);
+    if (!signature.ok) {
+      this.rejectInbound(message, queue, 'bad-signature', signature.detail);
+      return;
+    }
     const decoded = decodeEnvelope(message.content, this.maxWireBytes);
     if (!decoded.ok) {
       this.rejectInbound(
@@ -310,13 +327,58 @@ export class Federation implements DeadLetterSink {
       message.ack(); // its own broadcast: the sender does not get a copy
       return;
     }
-    if (envelope.expiresAt !== undefined && envelope.expiresAt <= clock.now()) {
+    if (signer.enabled && envelope.from.host !== signature.signer) {
+      this.rejectInbound(
+        message,
+        queue,
+        'unknown-sender',
+        `claims sender ${envelope.from.name}@${envelope.from.host} but was signed by ${signature.signer}`,
+      );
+      return;
+    }
+    const now = clock.now();
+    const stamped = decodeHlc(envelope.hlc).wall;
+    const skew = config.security.maxClockSkewMs;
+    if (stamped > now + skew) {
+      this.rejectInbound(
+        message,
+        queue,
+        'rejected',
+        `stamped ${Math.round((stamped - now) / 1000)} s in the future: clock skew beyond security.maxClockSkewMs`,
+      );
+      return;
+    }
+    if (stamped < now - config.delivery.ttlMs - skew) {
+      this.rejectInbound(
+        message,
+        queue,
+        'expired',
+        `stamped ${new Date(stamped).toISOString()}: older than any live message`,
+      );
+      return;
+    }
+    if (envelope.expiresAt !== undefined && envelope.expiresAt <= now) {
       // Per-message TTL only fires at the queue head; check on arrival too (SPEC §12).
       this.rejectInbound(
         message,
         queue,
         'expired',
         `expired at ${new Date(envelope.expiresAt).toISOString()}`,
+      );
+      return;
+    }
+    if (signer.enabled && !this.livesOn(envelope.from.gid, signature.signer)) {
+      // The roster may not have the sender yet (it just registered): a short grace, then refuse.
+      const deadline = graceUntil ?? now + config.security.unknownSenderGraceMs;
+      if (now < deadline) {
+        setTimeout(() => this.onInbound(entity, message, deadline), unknownSenderRecheckMs).unref();
+        return;
+      }
+      this.rejectInbound(
+        message,
+        queue,
+        'unknown-sender',
+        `${envelope.from.name} (${envelope.from.gid}) is not in ${signature.signer}'s roster`,
       );
       return;
     }
@@ -332,6 +394,12 @@ export class Federation implements DeadLetterSink {
       );
       this.rejectInbound(message, queue, 'rejected', (err as Error).message);
     }
+  }
+
+  /** Whether the roster places entity `gid` on `host` (invariant 6: the sender lives on the signer). */
+  private livesOn(gid: string, host: string): boolean {
+    if (host === this.hostId) return this.deps.findLocal(gid) !== undefined;
+    return this.roster.find(gid).some((entry) => entry.host === host);
   }
 
   private rejectInbound(
@@ -351,6 +419,7 @@ export class Federation implements DeadLetterSink {
       queue,
       routingKey: message.routingKey,
       messageId: message.messageId,
+      signedBy: message.headers,
     }).then((outcome) => {
       if (outcome.ok) message.ack();
     });
@@ -364,6 +433,8 @@ export class Federation implements DeadLetterSink {
       queue: string;
       routingKey: string;
       messageId: string | undefined;
+      /** Headers of the original, whose signature travels along so a requeue still verifies. */
+      signedBy?: Record<string, unknown>;
     },
   ): Promise<PublishOutcome> {
     const request: PublishRequest = {
@@ -380,6 +451,7 @@ export class Federation implements DeadLetterSink {
         [DeadLetterHeader.routingKey]: info.routingKey,
         [DeadLetterHeader.host]: this.hostId,
         [DeadLetterHeader.at]: new Date(this.deps.clock.now()).toISOString(),
+        ...signatureHeadersOf(info.signedBy),
       },
     };
     try {
@@ -394,17 +466,40 @@ export class Federation implements DeadLetterSink {
   }
 
   private onPresence(message: InboundMessage): void {
-    const decoded = decodePresence(message.content);
     message.ack();
+    const decoded = decodePresence(message.content);
     if (!decoded.ok) {
-      this.deps.logger.warn(
-        { detail: decoded.detail, routingKey: message.routingKey },
-        'ignored a malformed PRESENCE',
+      this.ignorePresence('malformed', decoded.detail, message.routingKey);
+      return;
+    }
+    const presence = decoded.presence;
+    if (presence.host === this.hostId) return;
+    const signature = this.deps.signer.verify(message.content, message.headers);
+    if (!signature.ok) {
+      this.ignorePresence('bad-signature', signature.detail, message.routingKey);
+      return;
+    }
+    if (this.deps.signer.enabled && signature.signer !== presence.host) {
+      // A host may only announce its own entities (invariant 6).
+      this.ignorePresence(
+        'wrong-host',
+        `announces host ${presence.host} but was signed by ${signature.signer}`,
+        message.routingKey,
       );
       return;
     }
-    this.deps.hlc.receive(decoded.presence.hlc);
+    const stamped = decodeHlc(presence.hlc).wall;
+    if (stamped > this.deps.clock.now() + this.deps.config.security.maxClockSkewMs) {
+      this.ignorePresence('clock-skew', `stamped in the future (${presence.hlc})`, message.routingKey);
+      return;
+    }
+    this.deps.hlc.receive(presence.hlc);
     this.roster.apply(decoded.presence);
+  }
+
+  private ignorePresence(reason: string, detail: string, routingKey: string): void {
+    this.deps.metrics.presenceIgnored.inc({ reason });
+    this.deps.logger.warn({ reason, detail, routingKey }, 'ignored a PRESENCE announcement');
   }
 
   private onControl(message: InboundMessage): void {
@@ -415,6 +510,18 @@ export class Federation implements DeadLetterSink {
       `${ErrorCode.notAvailable}: this gateway does not take control messages (spawn/stop) yet`,
     );
   }
+}
+
+/** How often a message from a sender not yet in the roster is checked again during its grace. */
+const unknownSenderRecheckMs = 200;
+
+function signatureHeadersOf(headers: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of [SignatureHeader.signature, SignatureHeader.signer]) {
+    const value = headers?.[key];
+    if (typeof value === 'string') out[key] = value;
+  }
+  return out;
 }
 
 function deathKey(headers: Record<string, unknown>): string | undefined {

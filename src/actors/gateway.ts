@@ -10,6 +10,9 @@ import type { Logger } from '../log/logger.js';
 import { deliveryMachine } from '../machines/deliveryMachine.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
+import { createNoSigner, createSigner, type Signer } from '../security/messageSigning.js';
+import { TrustStore } from '../security/trustStore.js';
 import { countActorsByState, readLiveActors } from '../store/actorHeads.js';
 import { type EntityRecord, insertEntity, readEntities } from '../store/entities.js';
 import { openStore, type Store } from '../store/openStore.js';
@@ -134,6 +137,7 @@ export class Gateway {
     if (config.broker.uri) {
       this.federation = new Federation({
         ...deps,
+        signer: this.createSigner(),
         config,
         metrics: this.metrics,
         localEntities: () => this.directory.all(),
@@ -356,6 +360,41 @@ export class Gateway {
       );
     }
     return this.federation;
+  }
+
+  /**
+   * This gateway's signer: its key (created on first federated start, like an SSH host key,
+   * with a loud line saying how peers trust it) and the trust store of its peers' keys.
+   */
+  private createSigner(): Signer {
+    const { config, logger } = this;
+    if (config.security.signing === 'off') {
+      logger.warn(
+        'security.signing is off: messages are neither signed nor verified (invariant 6 does not hold)',
+      );
+      return createNoSigner(config.hostId);
+    }
+    let keys: GatewayKeys;
+    try {
+      keys = loadKeys(config.home);
+    } catch (err) {
+      if (!(err instanceof BridgeError) || err.code !== ErrorCode.keyMissing) throw err;
+      keys = initKeys(config.home);
+      logger.warn(
+        { publicKey: keys.publicKeyString, path: keys.privateKeyPath },
+        `created this gateway's signing key; on every peer run: bridge trust add ${config.hostId} ${keys.publicKeyString}`,
+      );
+    }
+    const trust = new TrustStore(config.home, {
+      onError: (err) =>
+        logger.error({ err }, 'the trust store cannot be read; trusting no peer until it is fixed'),
+    });
+    return createSigner({
+      host: config.hostId,
+      privateKey: keys.privateKey,
+      publicKey: keys.publicKeyString,
+      trust,
+    });
   }
 
   private assertRunning(): void {

@@ -11,6 +11,7 @@ import {
   runSend,
   runStatus,
 } from './commands.js';
+import { runKeys, runTrust } from './security.js';
 import { runStart } from './start.js';
 
 const usage = `bridge — cross-host messaging for AI coding agents
@@ -29,6 +30,9 @@ Usage:
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
   bridge status                                       the gateway's state
+  bridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
+  bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
+                                                      the peers' public keys this gateway trusts
 
 Every command takes --json (machine-readable output), --config FILE, and --token for send/drain.
 Environment: BRIDGE_CONFIG, BRIDGE_HOME (default ./.bridge), BRIDGE_HOST_ID, BRIDGE_BROKER_URI,
@@ -50,6 +54,7 @@ const options = {
   'idempotency-key': { type: 'string' },
   max: { type: 'string' },
   all: { type: 'boolean' },
+  force: { type: 'boolean' },
 } as const;
 
 export type CliValues = ReturnType<typeof parseCli>['values'];
@@ -90,6 +95,10 @@ async function main(argv: string[]): Promise<number> {
       return runRoster(values);
     case 'status':
       return runStatus(values);
+    case 'keys':
+      return runKeys(values, rest);
+    case 'trust':
+      return runTrust(values, rest);
     default:
       throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
   }

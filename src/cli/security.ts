@@ -27,7 +27,8 @@ function keysView(hostId: string, keys: GatewayKeys) {
 
 export function runKeys(values: CliValues, rest: string[]): number {
   const [sub, ...extra] = rest;
-  if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after keys ${sub}`);
+  if (extra.length > 0)
+    throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after keys ${sub}`);
   const { home, hostId } = configOf(values);
   switch (sub) {
     case 'init': {
@@ -53,13 +54,17 @@ export function runKeys(values: CliValues, rest: string[]): number {
       );
     }
     default:
-      throw new BridgeError(ErrorCode.badRequest, 'keys needs a subcommand: bridge keys init [--force] | show');
+      throw new BridgeError(
+        ErrorCode.badRequest,
+        'keys needs a subcommand: bridge keys init [--force] | show',
+      );
   }
 }
 
 export function runTrust(values: CliValues, rest: string[]): number {
   const [sub, host, pubkey, ...extra] = rest;
-  if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after trust ${sub}`);
+  if (extra.length > 0)
+    throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after trust ${sub}`);
   const { home } = configOf(values);
   switch (sub) {
     case 'add': {

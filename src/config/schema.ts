@@ -10,6 +10,33 @@ export const hostIdSchema = z
 
 export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
+/**
+ * TLS for `amqps://` (R-H2). Paths to PEM files, read when the gateway starts. The broker's
+ * certificate is always verified: `ca` replaces the system's CAs (a private broker's CA), and
+ * `servername` is the name checked against it when the URI's host is not that name.
+ */
+export const brokerTlsSchema = z
+  .strictObject({
+    /** CA certificate(s) the broker's certificate must chain to; default: Node's bundled CAs. */
+    ca: z.string().min(1).optional(),
+    /** Client certificate, for brokers that ask for one (`ssl_options.verify = verify_peer`). */
+    cert: z.string().min(1).optional(),
+    /** The client certificate's private key. */
+    key: z.string().min(1).optional(),
+    /** Name the broker's certificate must carry (SNI and verification); default: the URI's host. */
+    servername: z.string().min(1).optional(),
+  })
+  .superRefine((tls, ctx) => {
+    if ((tls.cert === undefined) !== (tls.key === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [tls.cert === undefined ? 'cert' : 'key'],
+        message: 'a client certificate needs both broker.tls.cert and broker.tls.key',
+      });
+    }
+  });
+export type BrokerTlsConfig = z.output<typeof brokerTlsSchema>;
+
 export const configSchema = z.strictObject({
   /** This gateway's host id; defaults to the machine's hostname. */
   hostId: hostIdSchema.optional(),
@@ -35,6 +62,18 @@ export const configSchema = z.strictObject({
       /** Reconnect backoff: first delay and cap. */
       retryBaseMs: z.number().int().min(1).default(500),
       retryMaxMs: z.number().int().min(1).default(15_000),
+      /** amqps:// only: what verifies the broker and, optionally, identifies this gateway to it (R-H2). */
+      tls: brokerTlsSchema.optional(),
+    })
+    .superRefine((broker, ctx) => {
+      if (broker.tls && broker.uri !== undefined && !broker.uri.startsWith('amqps://')) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tls'],
+          message:
+            'is set but broker.uri is a plain amqp:// URI; use amqps:// so the connection is encrypted',
+        });
+      }
     })
     .prefault({}),
   mcp: z
@@ -84,6 +123,24 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** herdr's socket; defaults to HERDR_SOCKET_PATH or $XDG_CONFIG_HOME/herdr/herdr.sock. */
       socketPath: z.string().optional(),
+    })
+    .prefault({}),
+  security: z
+    .strictObject({
+      /**
+       * `required`: every message and PRESENCE this gateway publishes is signed with its key,
+       * and nothing unsigned or signed by a host outside the trust store is accepted
+       * (invariant 6). `off` turns both off (benchmarks; a closed test network).
+       */
+      signing: z.enum(['required', 'off']).default('required'),
+      /** How long a validly signed message from a sender not yet in the roster waits for it. */
+      unknownSenderGraceMs: z.number().int().min(0).default(5_000),
+      /** Messages stamped further than this in the future, or older than their TTL plus this, are refused. */
+      maxClockSkewMs: z
+        .number()
+        .int()
+        .min(1_000)
+        .default(5 * 60_000),
     })
     .prefault({}),
   log: z

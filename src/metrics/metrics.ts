@@ -10,6 +10,7 @@ export interface Metrics {
   readonly inboxDepth: Gauge<'entity'>;
   readonly brokerConnected: Gauge;
   readonly rejectedRequests: Counter<'code'>;
+  readonly presenceIgnored: Counter<'reason'>;
 }
 
 export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Metrics {
@@ -55,6 +56,12 @@ export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Me
     brokerConnected: new Gauge({
       name: 'bridge_broker_connected',
       help: '1 when connected to the broker, 0 when not; absent in single-host mode',
+      registers: [registry],
+    }),
+    presenceIgnored: new Counter({
+      name: 'bridge_presence_ignored_total',
+      help: 'PRESENCE announcements ignored (malformed, bad signature, wrong host, clock skew)',
+      labelNames: ['reason'] as const,
       registers: [registry],
     }),
     rejectedRequests: new Counter({

@@ -145,6 +145,8 @@ export interface TrustStoreOptions {
 
 type FileStamp = string;
 
+const racyWindowMs = 2_000;
+
 /**
  * The gateway's view of the trust store. `keysFor` is on the receive hot path: it costs a map
  * lookup, plus a stat of the file at most every `checkIntervalMs`; the file is re-read only when
@@ -158,6 +160,7 @@ export class TrustStore {
   readonly path: string;
   private hosts: ReadonlyMap<string, readonly PublicKeyString[]> = new Map();
   private stamp: FileStamp | undefined;
+  private racy = false;
   private nextCheckAt = 0;
   private lastProblem: BridgeError | undefined;
   private readonly checkIntervalMs: number;
@@ -186,22 +189,30 @@ export class TrustStore {
     return this.lastProblem;
   }
 
-  private currentStamp(): FileStamp | undefined {
+  private currentStamp(): { stamp: FileStamp | undefined; modifiedMs: number } {
     try {
       const stat = statSync(this.path, { bigint: true });
-      return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`;
+      return {
+        stamp: `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`,
+        modifiedMs: Number(stat.mtimeMs),
+      };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { stamp: undefined, modifiedMs: 0 };
       // Cannot stat: force a re-read so that the read reports the real problem.
-      return `error:${(err as Error).message}`;
+      return { stamp: `error:${(err as Error).message}`, modifiedMs: Date.now() };
     }
   }
 
   private refresh(initial: boolean): void {
     this.nextCheckAt = this.now() + this.checkIntervalMs;
-    const stamp = this.currentStamp();
-    if (!initial && stamp === this.stamp) return;
+    const { stamp, modifiedMs } = this.currentStamp();
+    if (!initial && stamp === this.stamp && !this.racy) return;
+    const changed = stamp !== this.stamp;
     this.stamp = stamp;
+    // File timestamps are coarse (a kernel tick): an in-place edit of the same size, in the same
+    // tick as our read, would leave the stamp unchanged. While the file is that fresh, re-read
+    // it on every check instead of trusting the stamp (git's "racy clean" rule).
+    this.racy = Date.now() - modifiedMs < racyWindowMs;
     try {
       const file = readTrustFile(this.home);
       this.hosts = new Map(Object.entries(file.hosts));
@@ -210,8 +221,9 @@ export class TrustStore {
       const error = err instanceof BridgeError ? err : badTrustStore(this.path, (err as Error).message, err);
       if (initial) throw error;
       this.hosts = new Map();
+      const fresh = changed || this.lastProblem?.message !== error.message;
       this.lastProblem = error;
-      this.onError?.(error);
+      if (fresh) this.onError?.(error);
     }
   }
 }

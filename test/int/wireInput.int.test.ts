@@ -159,7 +159,10 @@ interface WireGateway {
   fatal: unknown[];
 }
 
-/** An in-process gateway on the real broker, its pino lines captured as parsed JSON. */
+/**
+ * An in-process gateway on the real broker, its pino lines captured as parsed JSON. Signing is
+ * off: these tests publish raw bytes to reach the decoder (signatures have their own tests).
+ */
 async function startWireGateway(prefix: string): Promise<WireGateway> {
   const hostId = uniqueHostId(prefix);
   const home = mkdtempSync(join(tmpdir(), 'bridge-wire-'));
@@ -174,7 +177,11 @@ async function startWireGateway(prefix: string): Promise<WireGateway> {
     destination: { write: (line: string) => void logLines.push(JSON.parse(line) as LogLine) },
   });
   const daemon = await startDaemon({
-    config: { ...config, limits: { ...config.limits, maxTextBytes } },
+    config: {
+      ...config,
+      limits: { ...config.limits, maxTextBytes },
+      security: { ...config.security, signing: 'off' },
+    },
     logger,
     onFatal: (err) => fatal.push(err),
   });

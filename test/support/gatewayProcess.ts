@@ -4,6 +4,11 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { initKeys, loadKeys } from '../../src/security/keys.js';
+import { addTrust } from '../../src/security/trustStore.js';
+
+/** Federated gateways of this test process that trust each other. */
+const circle = new Set<GatewayProcess>();
 
 export const repoRoot = resolve(import.meta.dirname, '..', '..');
 export const cliPath = join(repoRoot, 'dist', 'cli', 'main.js');
@@ -43,6 +48,12 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = repoRo
 
 export interface GatewayProcessOptions {
   hostId?: string;
+  /**
+   * Federated gateways of one test process trust each other by default (each gets a key and
+   * every other one's public key in its trust store), as the hosts of one deployment would.
+   * False leaves this one outside: no key made for it, no one trusting it.
+   */
+  trustCircle?: boolean;
   /** Extra config written to $BRIDGE_HOME/config.json. */
   config?: Record<string, unknown>;
   env?: NodeJS.ProcessEnv;
@@ -60,8 +71,11 @@ export class GatewayProcess {
   private output = '';
   private readonly env: NodeJS.ProcessEnv;
 
+  private readonly inCircle: boolean;
+
   constructor(options: GatewayProcessOptions = {}) {
     this.home = mkdtempSync(join(tmpdir(), 'bridge-gw-'));
+    this.inCircle = (options.trustCircle ?? true) && Boolean(options.env?.BRIDGE_BROKER_URI);
     this.hostId = options.hostId ?? `host-${Math.random().toString(36).slice(2, 8)}`;
     if (options.config) writeFileSync(join(this.home, 'config.json'), JSON.stringify(options.config));
     this.env = {
@@ -93,7 +107,28 @@ export class GatewayProcess {
     return runCli(args, this.cliEnv(extra));
   }
 
+  /** This gateway's public key, made on first use. */
+  get publicKey(): string {
+    try {
+      return loadKeys(this.home).publicKeyString;
+    } catch {
+      return initKeys(this.home).publicKeyString;
+    }
+  }
+
+  /** Trusts `other`'s key (as `bridge trust add` would). */
+  trust(other: GatewayProcess): void {
+    addTrust(this.home, other.hostId, other.publicKey);
+  }
+
   async start(): Promise<void> {
+    if (this.inCircle && !circle.has(this)) {
+      for (const member of circle) {
+        this.trust(member);
+        member.trust(this);
+      }
+      circle.add(this);
+    }
     if (this.port === 0) this.port = await freePort();
     const child = spawn(process.execPath, [cliPath, 'start'], {
       cwd: this.home,
@@ -148,6 +183,7 @@ export class GatewayProcess {
   }
 
   async dispose(): Promise<void> {
+    circle.delete(this);
     await this.stop();
     rmSync(this.home, { recursive: true, force: true });
   }

@@ -1,0 +1,319 @@
+import { generateKeyPairSync } from 'node:crypto';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BridgeError, ErrorCode } from '../../src/errors.js';
+import { initKeys, keyPaths, loadKeys } from '../../src/security/keys.js';
+import { parsePublicKey, publicKeyString } from '../../src/security/publicKey.js';
+import { sign, verify } from '../../src/security/signature.js';
+import {
+  addTrust,
+  listTrust,
+  removeTrust,
+  TrustStore,
+  trustFilePath,
+} from '../../src/security/trustStore.js';
+import { runCli } from '../support/gatewayProcess.js';
+
+let home: string;
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), 'bridge-keys-int-'));
+});
+afterEach(() => {
+  rmSync(home, { recursive: true, force: true });
+});
+
+function errorOf(run: () => unknown): BridgeError {
+  try {
+    run();
+  } catch (err) {
+    if (err instanceof BridgeError) return err;
+    throw err;
+  }
+  throw new Error('expected a BridgeError, nothing was thrown');
+}
+
+const newKey = () => publicKeyString(generateKeyPairSync('ed25519').publicKey);
+
+describe('gateway keys', () => {
+  it('init creates a 0600 PKCS#8 private key in a 0700 directory, and the public key file', () => {
+    const keys = initKeys(home);
+    const { dir, privateKeyPath, publicKeyPath } = keyPaths(home);
+    expect(statSync(privateKeyPath).mode & 0o777).toBe(0o600);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(readFileSync(privateKeyPath, 'utf8')).toMatch(/^-----BEGIN PRIVATE KEY-----\n/);
+    expect(readFileSync(publicKeyPath, 'utf8')).toBe(`${keys.publicKeyString}\n`);
+    expect(parsePublicKey(keys.publicKeyString)).toBe(keys.publicKeyString);
+    // No temp files left behind by the atomic write.
+    expect(readdirSync(dir).sort()).toEqual(['gateway.key', 'gateway.pub']);
+  });
+
+  it('loadKeys returns the same key pair, able to sign what the public key verifies', () => {
+    const created = initKeys(home);
+    const loaded = loadKeys(home);
+    expect(loaded.publicKeyString).toBe(created.publicKeyString);
+    const bytes = Buffer.from('exact published bytes');
+    expect(verify(bytes, sign(bytes, loaded.privateKey), [created.publicKeyString])).toBe(true);
+  });
+
+  it('init refuses to replace an existing key, leaving it untouched; --force replaces it', () => {
+    const first = initKeys(home);
+    const error = errorOf(() => initKeys(home));
+    expect(error.code).toBe(ErrorCode.keyExists);
+    expect(error.message).toContain(first.privateKeyPath);
+    expect(error.message).toContain('bridge keys init --force');
+    expect(loadKeys(home).publicKeyString).toBe(first.publicKeyString);
+    expect(readdirSync(keyPaths(home).dir).sort()).toEqual(['gateway.key', 'gateway.pub']);
+
+    const second = initKeys(home, { force: true });
+    expect(second.publicKeyString).not.toBe(first.publicKeyString);
+    expect(loadKeys(home).publicKeyString).toBe(second.publicKeyString);
+    expect(statSync(second.privateKeyPath).mode & 0o777).toBe(0o600);
+  });
+
+  it('loadKeys without a key says where it looked and to run `bridge keys init`', () => {
+    const error = errorOf(() => loadKeys(home));
+    expect(error.code).toBe(ErrorCode.keyMissing);
+    expect(error.message).toContain(keyPaths(home).privateKeyPath);
+    expect(error.message).toContain('bridge keys init');
+  });
+
+  it.skipIf(process.platform === 'win32')(
+    'loadKeys refuses a private key readable by group or others',
+    () => {
+      const { privateKeyPath } = initKeys(home);
+      for (const mode of [0o644, 0o640, 0o604]) {
+        chmodSync(privateKeyPath, mode);
+        const error = errorOf(() => loadKeys(home));
+        expect(error.code).toBe(ErrorCode.keyInsecure);
+        expect(error.message).toContain(`chmod 600 ${privateKeyPath}`);
+      }
+      chmodSync(privateKeyPath, 0o400);
+      expect(() => loadKeys(home)).not.toThrow();
+    },
+  );
+
+  it('loadKeys refuses a file that is not an ed25519 private key', () => {
+    const { privateKeyPath } = initKeys(home);
+    writeFileSync(privateKeyPath, 'not a key\n', { mode: 0o600 });
+    expect(errorOf(() => loadKeys(home)).code).toBe(ErrorCode.badKey);
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey;
+    writeFileSync(privateKeyPath, rsa.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+    const error = errorOf(() => loadKeys(home));
+    expect(error.code).toBe(ErrorCode.badKey);
+    expect(error.message).toContain('not ed25519');
+  });
+
+  it('parsePublicKey accepts the compact form only', () => {
+    const key = newKey();
+    expect(parsePublicKey(` ${key}\n`)).toBe(key);
+    for (const bad of [
+      '',
+      key.slice(8),
+      `ed25519:${key.slice(9)}`,
+      `${key}A`,
+      key.replace('ed25519', 'Ed25519'),
+    ]) {
+      const error = errorOf(() => parsePublicKey(bad));
+      expect(error.code).toBe(ErrorCode.badKey);
+      expect(error.message).toContain('bridge keys show');
+    }
+  });
+});
+
+describe('trust store', () => {
+  it('add, rotate to two keys, remove the old one, remove the host', () => {
+    const [oldKey, newKeyOfB, keyOfC] = [newKey(), newKey(), newKey()];
+    expect(listTrust(home)).toEqual([]);
+    expect(addTrust(home, 'host-b', oldKey)).toEqual({
+      added: true,
+      entry: { host: 'host-b', keys: [oldKey] },
+    });
+    expect(addTrust(home, 'host-b', oldKey).added).toBe(false);
+    addTrust(home, 'host-c', keyOfC);
+    addTrust(home, 'host-b', newKeyOfB);
+    expect(listTrust(home)).toEqual([
+      { host: 'host-b', keys: [oldKey, newKeyOfB] },
+      { host: 'host-c', keys: [keyOfC] },
+    ]);
+
+    expect(removeTrust(home, 'host-b', oldKey)).toEqual({
+      removed: [oldKey],
+      entry: { host: 'host-b', keys: [newKeyOfB] },
+    });
+    expect(removeTrust(home, 'host-b', oldKey).removed).toEqual([]);
+    expect(removeTrust(home, 'host-c')).toEqual({ removed: [keyOfC], entry: { host: 'host-c', keys: [] } });
+    expect(listTrust(home)).toEqual([{ host: 'host-b', keys: [newKeyOfB] }]);
+  });
+
+  it('writes atomically: a new file each time (new inode), no temp files left, valid JSON', () => {
+    addTrust(home, 'host-b', newKey());
+    const before = statSync(trustFilePath(home)).ino;
+    addTrust(home, 'host-c', newKey());
+    expect(statSync(trustFilePath(home)).ino).not.toBe(before);
+    expect(readdirSync(home)).toEqual(['trust.json']);
+    expect(JSON.parse(readFileSync(trustFilePath(home), 'utf8'))).toMatchObject({ version: 1 });
+  });
+
+  it('refuses bad host ids and bad keys without touching the file', () => {
+    expect(errorOf(() => addTrust(home, '../etc', newKey())).code).toBe(ErrorCode.badRequest);
+    expect(errorOf(() => addTrust(home, 'host-b', 'ed25519:nope')).code).toBe(ErrorCode.badKey);
+    expect(existsSync(trustFilePath(home))).toBe(false);
+  });
+
+  it('a bad trust.json is an error naming the file and the problem', () => {
+    const path = trustFilePath(home);
+    const cases: [string, string][] = [
+      ['{not json', 'not valid JSON'],
+      ['{"version":2,"hosts":{}}', 'version'],
+      ['{"version":1,"hosts":{"host-b":["ed25519:short"]}}', 'hosts.host-b.0'],
+      [`{"version":1,"hosts":{"bad host":["${newKey()}"]}}`, 'hosts'],
+      ['{"version":1,"hosts":{},"extra":true}', 'extra'],
+    ];
+    for (const [text, problem] of cases) {
+      writeFileSync(path, text);
+      const error = errorOf(() => listTrust(home));
+      expect(error.code).toBe(ErrorCode.badTrustStore);
+      expect(error.message).toContain(path);
+      expect(error.message).toContain(problem);
+      expect(errorOf(() => new TrustStore(home)).code).toBe(ErrorCode.badTrustStore);
+    }
+  });
+
+  it('TrustStore picks up an external edit, checking at most once per interval', () => {
+    const [keyB, keyB2] = [newKey(), newKey()];
+    addTrust(home, 'host-b', keyB);
+    let now = 0;
+    const store = new TrustStore(home, { checkIntervalMs: 1000, now: () => now });
+    expect(store.keysFor('host-b')).toEqual([keyB]);
+    expect(store.keysFor('host-x')).toEqual([]);
+
+    // An operator edits the file by hand (in place, not via rename).
+    writeFileSync(trustFilePath(home), JSON.stringify({ version: 1, hosts: { 'host-b': [keyB2] } }));
+    now = 999;
+    expect(store.keysFor('host-b')).toEqual([keyB]);
+    now = 1000;
+    expect(store.keysFor('host-b')).toEqual([keyB2]);
+
+    // ... and through `bridge trust` (atomic rename).
+    removeTrust(home, 'host-b');
+    now = 2000;
+    expect(store.keysFor('host-b')).toEqual([]);
+  });
+
+  it('TrustStore fails closed on a broken edit, reports it once, and recovers when fixed', () => {
+    const keyB = newKey();
+    addTrust(home, 'host-b', keyB);
+    const errors: BridgeError[] = [];
+    const store = new TrustStore(home, { checkIntervalMs: 0, onError: (err) => errors.push(err) });
+    expect(store.keysFor('host-b')).toEqual([keyB]);
+
+    writeFileSync(trustFilePath(home), '{"version":1,"hosts":');
+    expect(store.keysFor('host-b')).toEqual([]);
+    expect(store.keysFor('host-b')).toEqual([]);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.code).toBe(ErrorCode.badTrustStore);
+    expect(store.problem?.code).toBe(ErrorCode.badTrustStore);
+
+    writeFileSync(trustFilePath(home), JSON.stringify({ version: 1, hosts: { 'host-b': [keyB] } }));
+    expect(store.keysFor('host-b')).toEqual([keyB]);
+    expect(store.problem).toBeUndefined();
+  });
+
+  it('a missing trust.json is an empty store, and a file created later is picked up', () => {
+    const store = new TrustStore(home, { checkIntervalMs: 0 });
+    expect(store.keysFor('host-b')).toEqual([]);
+    const keyB = newKey();
+    addTrust(home, 'host-b', keyB);
+    expect(store.keysFor('host-b')).toEqual([keyB]);
+  });
+});
+
+describe('bridge keys / bridge trust (CLI, built dist/)', () => {
+  const cli = (args: string[]) =>
+    runCli(args, { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'host-a', BRIDGE_CONFIG: '' });
+  const json = (stdout: string) => JSON.parse(stdout) as Record<string, unknown>;
+
+  it('keys init, show, refuse overwrite, --force', async () => {
+    const init = await cli(['keys', 'init', '--json']);
+    expect(init.code).toBe(0);
+    const created = json(init.stdout);
+    expect(created).toMatchObject({ host: 'host-a', privateKeyPath: join(home, 'keys', 'gateway.key') });
+    expect(statSync(join(home, 'keys', 'gateway.key')).mode & 0o777).toBe(0o600);
+
+    const show = await cli(['keys', 'show', '--json']);
+    expect(json(show.stdout).publicKey).toBe(created.publicKey);
+    const human = await cli(['keys', 'show']);
+    expect(human.stdout).toContain(`bridge trust add host-a ${created.publicKey as string}`);
+
+    const again = await cli(['keys', 'init', '--json']);
+    expect(again.code).toBe(1);
+    expect(json(again.stdout)).toMatchObject({ ok: false, error: { code: 'KEY_EXISTS' } });
+
+    const forced = await cli(['keys', 'init', '--force', '--json']);
+    expect(forced.code).toBe(0);
+    expect(json(forced.stdout).publicKey).not.toBe(created.publicKey);
+  });
+
+  it('keys show without keys, and with a 0644 key, says what to do', async () => {
+    const missing = await cli(['keys', 'show']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('KEY_MISSING');
+    expect(missing.stderr).toContain('bridge keys init');
+
+    await cli(['keys', 'init']);
+    chmodSync(join(home, 'keys', 'gateway.key'), 0o644);
+    const insecure = await cli(['keys', 'show', '--json']);
+    expect(json(insecure.stdout)).toMatchObject({ ok: false, error: { code: 'KEY_INSECURE' } });
+  });
+
+  it('trust add / list / remove with a rotation', async () => {
+    const [oldKey, nextKey] = [newKey(), newKey()];
+    expect(json((await cli(['trust', 'add', 'host-b', oldKey, '--json'])).stdout)).toEqual({
+      added: true,
+      host: 'host-b',
+      keys: [oldKey],
+    });
+    await cli(['trust', 'add', 'host-b', nextKey]);
+    expect(json((await cli(['trust', 'list', '--json'])).stdout)).toEqual({
+      hosts: [{ host: 'host-b', keys: [oldKey, nextKey] }],
+    });
+    expect((await cli(['trust', 'list'])).stdout).toBe(`host-b\t${oldKey}\nhost-b\t${nextKey}\n`);
+
+    expect(json((await cli(['trust', 'remove', 'host-b', oldKey, '--json'])).stdout)).toEqual({
+      removed: [oldKey],
+      host: 'host-b',
+      keys: [nextKey],
+    });
+    const again = await cli(['trust', 'remove', 'host-b', oldKey]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('bridge trust list');
+
+    await cli(['trust', 'remove', 'host-b']);
+    expect(json((await cli(['trust', 'list', '--json'])).stdout)).toEqual({ hosts: [] });
+  });
+
+  it('trust add refuses a malformed key and a broken trust.json with clear errors', async () => {
+    const bad = await cli(['trust', 'add', 'host-b', 'ed25519:abc', '--json']);
+    expect(json(bad.stdout)).toMatchObject({ ok: false, error: { code: 'BAD_KEY' } });
+    const missingArg = await cli(['trust', 'add', 'host-b']);
+    expect(missingArg.code).toBe(2);
+
+    writeFileSync(join(home, 'trust.json'), '[]');
+    const broken = await cli(['trust', 'list']);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toContain(
+      `BAD_TRUST_STORE: the trust store ${join(home, 'trust.json')} is invalid`,
+    );
+  });
+});
