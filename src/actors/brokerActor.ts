@@ -5,7 +5,10 @@ import amqp, {
   type ConsumeMessage,
   type Options,
 } from 'amqplib';
+import { describeBrokerError } from '../broker/describeBrokerError.js';
 import { dlqSpec, type QueueSpec, sharedExchanges } from '../broker/topology.js';
+import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBrokerTls.js';
+import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ConnectionError, ErrorCode } from '../errors.js';
 import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
@@ -61,6 +64,8 @@ export interface BrokerActorOptions extends RuntimeDeps {
   onFatal: (err: BridgeError) => void;
   /** Called on every connection state change (connected, blocked, backoff, ...). */
   onState?: (state: string) => void;
+  /** The gateway's config (Federation passes its deps along): `broker.tls` is read from it for amqps://. */
+  config?: { broker: { tls?: BrokerTlsConfig | undefined } } | undefined;
 }
 
 interface OpenConsumer {
@@ -89,8 +94,11 @@ export class BrokerActor {
   private drained: Promise<void> | undefined;
   private generation = 0;
   private firstAttempt: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+  /** CA, client certificate and key, read once at start (BAD_CONFIG if unreadable). */
+  private readonly tls: BrokerTlsSocketOptions | undefined;
 
   constructor(private readonly options: BrokerActorOptions) {
+    this.tls = readBrokerTls(options.uri, options.config?.broker.tls);
     const machine = brokerMachine.provide({
       actions: {
         openConnection: () => void this.connect(),
@@ -258,7 +266,10 @@ export class BrokerActor {
     const { logger, uri, hostId } = this.options;
     let model: ChannelModel | undefined;
     try {
-      model = await amqp.connect(uri, { clientProperties: { connection_name: `bridge gateway ${hostId}` } });
+      model = await amqp.connect(uri, {
+        ...this.tls,
+        clientProperties: { connection_name: `bridge gateway ${hostId}` },
+      });
       if (generation !== this.generation) {
         await model.close().catch(() => {});
         return;
@@ -297,8 +308,11 @@ export class BrokerActor {
         else this.options.onFatal(err);
         return;
       }
-      const message = (err as Error).message ?? String(err);
-      logger.warn({ err }, 'broker connection attempt failed; retrying with backoff');
+      const { message, needsOperator } = describeBrokerError(err);
+      logger[needsOperator ? 'error' : 'warn'](
+        { err, reason: message },
+        `broker connection attempt failed: ${message}; retrying with backoff`,
+      );
       await model?.close().catch(() => {});
       this.lost(generation, message);
       this.settleFirstAttempt();
@@ -349,11 +363,15 @@ export class BrokerActor {
     } catch (err) {
       const code = (err as { code?: number }).code ?? (failure as { code?: number } | undefined)?.code;
       if (code !== undefined && refusalCodes.has(code)) {
+        const denied = /refused for user/.test((err as Error).message);
         throw new ConnectionError(
           ErrorCode.consumerRefused,
           `the broker refused to let this gateway consume ${spec.queue.name}: ${(err as Error).message}. ` +
-            'Another gateway already consumes this inbox (invariant 1: one consumer per inbox); ' +
-            'stop that gateway, or give this one a different BRIDGE_HOME and entities',
+            (denied
+              ? "This gateway's broker login has no permission on this queue (R-H2); grant it with " +
+                `\`bridge broker provision ${this.options.hostId} --apply\` (re-run after registering entities)`
+              : 'Another gateway already consumes this inbox (invariant 1: one consumer per inbox); ' +
+                'stop that gateway, or give this one a different BRIDGE_HOME and entities'),
           { cause: err },
         );
       }

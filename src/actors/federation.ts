@@ -70,6 +70,8 @@ export class Federation implements DeadLetterSink {
   readonly broker: BrokerActor;
   readonly roster: RemoteRoster;
   private heartbeat: ReturnType<typeof setInterval> | undefined;
+  /** Per inbox: arrivals held in order behind one whose sender is not in the roster yet. */
+  private readonly waiting = new Map<string, Array<{ message: InboundMessage; graceUntil: number | undefined }>>();
   private readonly maxWireBytes: number;
 
   constructor(private readonly deps: FederationDeps) {
@@ -304,7 +306,48 @@ export class Federation implements DeadLetterSink {
     });
   }
 
-  private onInbound(entity: EntityActor, message: InboundMessage, graceUntil?: number): void {
+  /**
+   * Arrivals per inbox wait in line behind one whose sender the roster does not know yet, so
+   * the grace never reorders a recipient's messages (R-DL4).
+   */
+  private onInbound(entity: EntityActor, message: InboundMessage): void {
+    const waiting = this.waiting.get(entity.gid);
+    if (waiting) {
+      waiting.push({ message, graceUntil: undefined });
+      return;
+    }
+    const deadline = this.receive(entity, message, undefined);
+    if (deadline === undefined) return;
+    this.waiting.set(entity.gid, [{ message, graceUntil: deadline }]);
+    this.scheduleWaiting(entity);
+  }
+
+  private scheduleWaiting(entity: EntityActor): void {
+    setTimeout(() => this.retryWaiting(entity), unknownSenderRecheckMs).unref();
+  }
+
+  /** Takes the line of one inbox forward as far as the roster now allows. */
+  private retryWaiting(entity: EntityActor): void {
+    const line = this.waiting.get(entity.gid);
+    if (!line) return;
+    while (line.length > 0) {
+      const head = line[0] as { message: InboundMessage; graceUntil: number | undefined };
+      const deadline = this.receive(entity, head.message, head.graceUntil);
+      if (deadline !== undefined) {
+        head.graceUntil = deadline;
+        this.scheduleWaiting(entity);
+        return;
+      }
+      line.shift();
+    }
+    this.waiting.delete(entity.gid);
+  }
+
+  /**
+   * Checks one arrival and hands it to its entity, or dead-letters it. Returns the end of its
+   * grace when its sender is not (yet) in the roster and it must wait.
+   */
+  private receive(entity: EntityActor, message: InboundMessage, graceUntil: number | undefined): number | undefined {
     const { metrics, logger, clock, config, signer } = this.deps;
     const queue = inboxName(entity.gid);
     const signature = signer.verify(message.content, message.headers);
@@ -370,10 +413,7 @@ export class Federation implements DeadLetterSink {
     if (signer.enabled && !this.livesOn(envelope.from.gid, signature.signer)) {
       // The roster may not have the sender yet (it just registered): a short grace, then refuse.
       const deadline = graceUntil ?? now + config.security.unknownSenderGraceMs;
-      if (now < deadline) {
-        setTimeout(() => this.onInbound(entity, message, deadline), unknownSenderRecheckMs).unref();
-        return;
-      }
+      if (now < deadline) return deadline;
       this.rejectInbound(
         message,
         queue,
@@ -495,6 +535,11 @@ export class Federation implements DeadLetterSink {
     }
     this.deps.hlc.receive(presence.hlc);
     this.roster.apply(decoded.presence);
+    // Senders this presence announced may be what held lines are waiting for.
+    for (const gid of [...this.waiting.keys()]) {
+      const entity = this.deps.findLocal(gid);
+      if (entity) this.retryWaiting(entity);
+    }
   }
 
   private ignorePresence(reason: string, detail: string, routingKey: string): void {

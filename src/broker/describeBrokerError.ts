@@ -62,8 +62,10 @@ export function describeBrokerError(err: unknown): BrokerErrorDescription {
   }
   if (code.startsWith('ERR_SSL_') && code.includes('ALERT')) {
     // The broker ended the handshake: it did not accept our client certificate (or its absence).
+    // OpenSSL's message is a multi-line dump; its `reason` is the part a person can read.
+    const reason = (err as { reason?: unknown }).reason;
     return {
-      message: `TLS: the broker refused the handshake (${message}) — it does not accept this gateway's client certificate; check broker.tls.cert and broker.tls.key (signed by a CA the broker trusts)`,
+      message: `TLS: the broker refused the handshake (${typeof reason === 'string' ? reason : message.trim()}) — it does not accept this gateway's client certificate; check broker.tls.cert and broker.tls.key (signed by a CA the broker trusts)`,
       needsOperator: true,
     };
   }

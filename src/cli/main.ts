@@ -11,6 +11,7 @@ import {
   runSend,
   runStatus,
 } from './commands.js';
+import { runBroker } from './provision.js';
 import { runKeys, runTrust } from './security.js';
 import { runStart } from './start.js';
 
@@ -33,6 +34,9 @@ Usage:
   bridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
   bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
                                                       the peers' public keys this gateway trusts
+  bridge broker provision HOST [--apply] [--vhost /] [--password-file F] [--node NODE] [--read-dlq]
+                                                      rabbitmqctl commands for HOST's own least-privilege
+                                                      broker login (printed; run with --apply)
 
 Every command takes --json (machine-readable output), --config FILE, and --token for send/drain.
 Environment: BRIDGE_CONFIG, BRIDGE_HOME (default ./.bridge), BRIDGE_HOST_ID, BRIDGE_BROKER_URI,
@@ -55,6 +59,11 @@ const options = {
   max: { type: 'string' },
   all: { type: 'boolean' },
   force: { type: 'boolean' },
+  apply: { type: 'boolean' },
+  vhost: { type: 'string' },
+  'password-file': { type: 'string' },
+  node: { type: 'string' },
+  'read-dlq': { type: 'boolean' },
 } as const;
 
 export type CliValues = ReturnType<typeof parseCli>['values'];
@@ -99,6 +108,8 @@ async function main(argv: string[]): Promise<number> {
       return runKeys(values, rest);
     case 'trust':
       return runTrust(values, rest);
+    case 'broker':
+      return runBroker(values, rest);
     default:
       throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
   }

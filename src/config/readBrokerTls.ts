@@ -1,5 +1,7 @@
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { BrokerTlsConfig } from './schema.js';
 
@@ -41,6 +43,9 @@ export function readBrokerTls(
   const ca = read('ca');
   const cert = read('cert');
   const key = read('key');
+  // Check the contents now too: a wrong file would otherwise show up only as a failed handshake.
+  if (ca) check('ca', tls?.ca, () => new X509Certificate(ca));
+  if (cert && key) check('cert', tls?.cert, () => createSecureContext({ cert, key }), 'broker.tls.key');
   return {
     ...(ca ? { ca } : {}),
     ...(cert ? { cert } : {}),
@@ -48,4 +53,20 @@ export function readBrokerTls(
     ...(tls?.servername === undefined ? {} : { servername: tls.servername }),
     rejectUnauthorized: true,
   };
+}
+
+function check(key: 'ca' | 'cert', path: string | undefined, probe: () => unknown, also?: string): void {
+  try {
+    probe();
+  } catch (err) {
+    const which = also ? `broker.tls.${key} / ${also}` : `broker.tls.${key}`;
+    throw new BridgeError(
+      ErrorCode.badConfig,
+      `${which}: ${resolve(path ?? '')} is not usable (${(err as Error).message}); ` +
+        (key === 'ca'
+          ? 'give the PEM certificate of the CA that signed the broker'
+          : "give this gateway's PEM client certificate and its matching private key"),
+      { cause: err },
+    );
+  }
 }

@@ -1,0 +1,186 @@
+import {
+  broadcastAllKey,
+  broadcastKey,
+  controlSpec,
+  dlqName,
+  Exchange,
+  inboxLockName,
+  inboxName,
+  QueueMode,
+  rosterKey,
+  rosterSpec,
+} from './topology.js';
+
+/**
+ * The least-privilege broker login of one gateway (R-H2), computed from the topology of
+ * SPEC §4 and RabbitMQ's permission model: `configure` to declare (and delete) a resource,
+ * `write` to publish to an exchange or bind a queue, `read` to consume a queue or bind to an
+ * exchange. Declaring a queue with a dead-letter exchange also needs write on that exchange and
+ * read on the queue. Topic permissions (topic exchanges only) restrict the routing keys a
+ * login may publish with (write) and bind with (read). Pure: no I/O.
+ */
+
+/** What a gateway's permissions depend on: its host id and its current local entities. */
+export interface GatewayPermissionsInput {
+  hostId: string;
+  entities: readonly { gid: string; groups: readonly string[] }[];
+  queueMode: QueueMode;
+  /** Also let this login read (and requeue from) the shared DLQ: operator tooling, off by default. */
+  readDeadLetters?: boolean;
+}
+
+export interface TopicPermission {
+  exchange: string;
+  write: string;
+  read: string;
+}
+
+export interface GatewayPermissions {
+  user: string;
+  configure: string;
+  write: string;
+  read: string;
+  topic: TopicPermission[];
+}
+
+/** The broker login a gateway's provisioned user has: one per host. */
+export function gatewayUserName(hostId: string): string {
+  return `bridge-${hostId}`;
+}
+
+/** Escapes a literal for RabbitMQ's (PCRE) permission regexes. */
+export function escapeRegex(literal: string): string {
+  return literal.replace(/[\\^$.|?*+()[\]{}]/g, '\\$&');
+}
+
+/** `^(a|b|c)$` over literal names; `^$` (nothing) when there are none. */
+export function exactly(names: Iterable<string>): string {
+  const unique = [...new Set(names)].sort();
+  return unique.length === 0 ? '^$' : `^(${unique.map(escapeRegex).join('|')})$`;
+}
+
+/** Routing keys a gateway publishes to `bridge.msg` with: a recipient gid, or a broadcast key. */
+const messageKeysPattern = '^([0-9A-Fa-f-]+|broadcast\\..+)$';
+
+export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermissions {
+  const { hostId, entities } = input;
+  const inboxes = entities.map((e) => inboxName(e.gid));
+  const locks = input.queueMode === QueueMode.quorum ? entities.map((e) => inboxLockName(e.gid)) : [];
+  const control = controlSpec(hostId).name;
+  const roster = rosterSpec(hostId).name;
+  const ownQueues = [...inboxes, control, roster];
+  const exchanges = [Exchange.msg, Exchange.roster, Exchange.control, Exchange.dlx];
+
+  return {
+    user: gatewayUserName(hostId),
+    // Declare its own queues (and quorum locks), and the shared topology every gateway
+    // declares idempotently on connect: the exchanges and the DLQ. RabbitMQ cannot grant
+    // "declare" without "delete", so configure on these also lets the login delete them.
+    configure: exactly([...exchanges, dlqName, ...ownQueues, ...locks]),
+    // Publish to the shared exchanges (messages, presence, control, dead letters with a
+    // reason); bind its own queues, and the DLQ to bridge.dlx (done on every connect).
+    write: exactly([...exchanges, ...ownQueues, dlqName]),
+    // Consume its own queues only; bind them to the exchanges they hang off. Not bridge.dlq
+    // (every host's dead letters) unless asked: that is operator tooling.
+    read: exactly([
+      Exchange.msg,
+      Exchange.roster,
+      Exchange.control,
+      Exchange.dlx,
+      ...ownQueues,
+      ...(input.readDeadLetters ? [dlqName] : []),
+    ]),
+    topic: [
+      {
+        // Bind only its own entities' gids and their broadcast keys: with read on bridge.msg
+        // alone, a login could bind its inbox to another host's gid (or "#") and copy its mail.
+        exchange: Exchange.msg,
+        write: messageKeysPattern,
+        read: exactly(
+          entities.length === 0
+            ? []
+            : [
+                ...entities.map((e) => e.gid),
+                broadcastAllKey,
+                ...entities.flatMap((e) => e.groups.map((g) => broadcastKey(g))),
+              ],
+        ),
+      },
+      {
+        // Announce only under its own key; its roster queue binds with "roster.#".
+        exchange: Exchange.roster,
+        write: exactly([rosterKey(hostId)]),
+        read: exactly(['roster.#']),
+      },
+    ],
+  };
+}
+
+export interface ProvisionCommandOptions {
+  vhost: string;
+  /** Target node (`rabbitmqctl -n`); default: rabbitmqctl's own default. */
+  node?: string | undefined;
+}
+
+/** One rabbitmqctl invocation, as argv; `secret` marks the argument holding the password. */
+export interface RabbitmqctlCommand {
+  args: string[];
+  secret?: number;
+  /** What it does, for the printed script. */
+  why: string;
+}
+
+/**
+ * The rabbitmqctl commands that create (or update) the login: the user (only when a password is
+ * given), its permissions on the vhost, and its topic permissions.
+ */
+export function provisionCommands(
+  permissions: GatewayPermissions,
+  password: { value: string; userExists: boolean } | undefined,
+  options: ProvisionCommandOptions,
+): RabbitmqctlCommand[] {
+  const node = options.node === undefined ? [] : ['-n', options.node];
+  const commands: RabbitmqctlCommand[] = [];
+  if (password && !password.userExists) {
+    commands.push({
+      args: [...node, 'add_user', permissions.user, password.value],
+      secret: node.length + 2,
+      why: "create the gateway's own login",
+    });
+  } else if (password) {
+    commands.push({
+      args: [...node, 'change_password', permissions.user, password.value],
+      secret: node.length + 2,
+      why: 'set its password',
+    });
+  }
+  commands.push({
+    args: [
+      ...node,
+      'set_permissions',
+      '-p',
+      options.vhost,
+      permissions.user,
+      permissions.configure,
+      permissions.write,
+      permissions.read,
+    ],
+    why: 'configure / write / read: its own queues, the shared exchanges, nothing else',
+  });
+  for (const topic of permissions.topic) {
+    commands.push({
+      args: [
+        ...node,
+        'set_topic_permissions',
+        '-p',
+        options.vhost,
+        permissions.user,
+        topic.exchange,
+        topic.write,
+        topic.read,
+      ],
+      why: `routing keys it may publish / bind with on ${topic.exchange}`,
+    });
+  }
+  return commands;
+}

@@ -1,0 +1,239 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import amqp, { type ChannelModel } from 'amqplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GatewayPermissions } from '../../src/broker/permissions.js';
+import { inboxName } from '../../src/broker/topology.js';
+import { loadConfig } from '../../src/config/loadConfig.js';
+import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { initKeys } from '../../src/security/keys.js';
+import { addTrust } from '../../src/security/trustStore.js';
+import { uniqueHostId } from '../support/broker.js';
+import { runCli } from '../support/gatewayProcess.js';
+import { startTlsBroker, type TlsBroker } from '../support/tlsBroker.js';
+import { waitFor } from '../support/waitFor.js';
+
+// `bridge broker provision HOST --apply` against a private RabbitMQ node (the shared one's
+// users are left alone): each gateway logs in as its own least-privilege user over amqps.
+
+interface ProvisionJson {
+  user: string;
+  password: string | null;
+  applied: boolean;
+  userExisted: boolean | null;
+  entities: { gid: string; name: string }[];
+  permissions: GatewayPermissions;
+  commands: string[];
+}
+
+interface Host {
+  hostId: string;
+  home: string;
+  gid: string;
+  token: string;
+  daemon?: Daemon | undefined;
+  login?: ProvisionJson;
+}
+
+/** Any AMQP error code (403 ACCESS_REFUSED) a failed operation closed its channel with. */
+async function refusal(connection: ChannelModel, operation: (c: amqp.Channel) => Promise<unknown>) {
+  const channel = await connection.createChannel();
+  let closedWith: Error | undefined;
+  channel.on('error', (err: Error) => {
+    closedWith = err;
+  });
+  try {
+    await operation(channel);
+    return 'allowed';
+  } catch (err) {
+    // The channel's error carries the broker's code and text (basic.get rejects with less).
+    const cause = (closedWith ?? err) as { code?: number; message?: string };
+    return `${cause.code}: ${cause.message}`;
+  } finally {
+    await channel.close().catch(() => {});
+  }
+}
+
+describe('bridge broker provision: one least-privilege login per gateway', () => {
+  let broker: TlsBroker;
+  const hosts: Host[] = [];
+
+  /** Boots a gateway on `home`; federated as `login` when given, else single-host. */
+  const boot = async (host: Host, login?: ProvisionJson) => {
+    const env: NodeJS.ProcessEnv = {
+      BRIDGE_HOME: host.home,
+      BRIDGE_HOST_ID: host.hostId,
+      BRIDGE_MCP_PORT: '0',
+    };
+    const { config } = loadConfig({ env });
+    return startDaemon({
+      config: login
+        ? {
+            ...config,
+            broker: {
+              ...config.broker,
+              uri: broker.amqpsUri(login.user, login.password ?? ''),
+              tls: { ca: broker.files.ca.cert, servername: 'localhost' },
+              heartbeatMs: 300,
+            },
+          }
+        : config,
+      logger: silentLogger(),
+    });
+  };
+
+  const provision = async (host: Host, extra: string[] = []): Promise<ProvisionJson> => {
+    const result = await runCli(
+      ['broker', 'provision', host.hostId, '--apply', '--node', broker.nodeName, '--json', ...extra],
+      { BRIDGE_HOME: host.home, BRIDGE_HOST_ID: host.hostId },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    return JSON.parse(result.stdout) as ProvisionJson;
+  };
+
+  beforeAll(async () => {
+    broker = await startTlsBroker();
+    // Two hosts, each with one registered entity (registered single-host: no broker needed),
+    // keys, and each other's public key in their trust stores (invariant 6).
+    for (const [prefix, name] of [
+      ['prov-a', 'alice'],
+      ['prov-b', 'bob'],
+    ] as const) {
+      const host: Host = {
+        hostId: uniqueHostId(prefix),
+        home: mkdtempSync(join(tmpdir(), 'bridge-prov-')),
+        gid: '',
+        token: '',
+      };
+      const daemon = await boot(host);
+      const registration = await daemon.gateway.register({ kind: 'main', name, groups: ['ops'] });
+      await daemon.stop();
+      host.gid = registration.gid;
+      host.token = registration.token;
+      hosts.push(host);
+    }
+    const [a, b] = hosts as [Host, Host];
+    const keyA = initKeys(a.home).publicKeyString;
+    const keyB = initKeys(b.home).publicKeyString;
+    addTrust(a.home, b.hostId, keyB);
+    addTrust(b.home, a.hostId, keyA);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const host of hosts) await host.daemon?.stop().catch(() => {});
+    for (const host of hosts) {
+      if (host.login) await broker?.rabbitmqctl('delete_user', host.login.user).catch(() => {});
+      rmSync(host.home, { recursive: true, force: true });
+    }
+    await broker?.stop();
+  }, 60_000);
+
+  it('applies a login per gateway; each works as itself and cannot consume the other inbox', async () => {
+    const [a, b] = hosts as [Host, Host];
+    a.login = await provision(a);
+    b.login = await provision(b);
+    expect(a.login).toMatchObject({ user: `bridge-${a.hostId}`, applied: true, userExisted: false });
+    expect(a.login.entities).toEqual([{ gid: a.gid, name: 'alice' }]);
+    expect(a.login.password).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    const users = await broker.rabbitmqctl('list_users', '-q', '--formatter', 'json');
+    expect(JSON.parse(users).map((u: { user: string }) => u.user)).toEqual(
+      expect.arrayContaining([a.login.user, b.login.user]),
+    );
+
+    // Both gateways start as their own users: they declare the shared topology and their
+    // queues, consume their inboxes, and see each other's presence.
+    a.daemon = await boot(a, a.login);
+    b.daemon = await boot(b, b.login);
+    for (const host of [a, b]) {
+      await waitFor(`${host.hostId} connected`, async () => {
+        const broker = (await host.daemon?.gateway.status())?.broker as { state: string } | undefined;
+        return broker?.state === 'connected' ? true : undefined;
+      });
+    }
+    await waitFor('alice sees bob in the roster', () =>
+      a.daemon?.gateway.roster().some((e) => e.gid === b.gid) ? true : undefined,
+    );
+    await waitFor('bob sees alice in the roster', () =>
+      b.daemon?.gateway.roster().some((e) => e.gid === a.gid) ? true : undefined,
+    );
+
+    // A publishes to B's inbox (and B's gateway, consuming as its own user, gets it).
+    const alice = a.daemon.gateway.authenticate(a.token);
+    const bob = b.daemon.gateway.authenticate(b.token);
+    if (!alice || !bob) throw new Error('tokens did not authenticate');
+    const sent = await a.daemon.gateway.send(alice, {
+      kind: 'SEND',
+      to: `bob@${b.hostId}`,
+      text: 'over amqps',
+    });
+    expect(sent.msgId).toBeTruthy();
+    const received = await waitFor('bob receives it', async () => {
+      const handover = await b.daemon?.gateway.drain(bob);
+      if (!handover || handover.envelopes.length === 0) {
+        handover?.giveBack();
+        return undefined;
+      }
+      handover.confirm();
+      return handover.envelopes;
+    });
+    expect(received.map((e) => e.text)).toEqual(['over amqps']);
+
+    // A connection logged in as A's user is refused B's inbox by the broker itself.
+    const asA = await amqp.connect(broker.amqpsUri(a.login.user, a.login.password ?? ''), {
+      ca: [readFileSync(broker.files.ca.cert)],
+      servername: 'localhost',
+    });
+    try {
+      const consumeB = await refusal(asA, (c) => c.consume(inboxName(b.gid), () => {}));
+      expect(consumeB).toMatch(
+        /^403: .*ACCESS_REFUSED - access to queue 'agent\..*\.inbox' in vhost '\/' refused for user/,
+      );
+      expect(consumeB).toContain(inboxName(b.gid));
+      // Nor can it get around that by binding its own inbox to B's gid (topic permissions),
+      // read the shared DLQ, or declare someone else's queue.
+      expect(await refusal(asA, (c) => c.bindQueue(inboxName(a.gid), 'bridge.msg', b.gid))).toMatch(
+        /^403: .*ACCESS_REFUSED - access to topic '.*' in exchange 'bridge\.msg' in vhost '\/' refused for user/,
+      );
+      expect(await refusal(asA, (c) => c.get('bridge.dlq'))).toMatch(/^403: .*ACCESS_REFUSED/);
+      expect(await refusal(asA, (c) => c.assertQueue(`control.${b.hostId}`, { durable: true }))).toMatch(
+        /^403: .*ACCESS_REFUSED/,
+      );
+      // What it does need still works: binding its own inbox to its own gid.
+      expect(await refusal(asA, (c) => c.bindQueue(inboxName(a.gid), 'bridge.msg', a.gid))).toBe('allowed');
+    } finally {
+      await asA.close().catch(() => {});
+    }
+  });
+
+  it('an entity registered later is refused until provision is re-run; the password stays', async () => {
+    const [a] = hosts as [Host, Host];
+    if (!a.daemon || !a.login) throw new Error('runs after the first test');
+    // The running gateway's login does not cover the new inbox: the broker refuses it, and
+    // the error says what to do.
+    await expect(a.daemon.gateway.register({ kind: 'main', name: 'carol' })).rejects.toMatchObject({
+      code: 'CONSUMER_REFUSED',
+      message: expect.stringContaining(`bridge broker provision ${a.hostId} --apply`),
+    });
+    await a.daemon.stop();
+    a.daemon = undefined;
+
+    const again = await provision(a);
+    const carol = again.entities.find((e) => e.name === 'carol');
+    expect(carol).toBeDefined();
+    expect(again).toMatchObject({ user: a.login.user, userExisted: true, password: null });
+    expect(again.permissions.read).toContain(inboxName(carol?.gid ?? '').replace(/\./g, '\\.'));
+    expect(again.commands.some((c) => /add_user|change_password/.test(c))).toBe(false);
+
+    // Restarted with the same (kept) password, it now consumes both inboxes.
+    a.daemon = await boot(a, a.login);
+    await waitFor('reconnected with both inboxes', async () => {
+      const status = (await a.daemon?.gateway.status())?.broker as
+        | { state: string; inboxes: Record<string, number | undefined> }
+        | undefined;
+      return status?.state === 'connected' && status.inboxes.carol === 0 ? true : undefined;
+    });
+  });
+});

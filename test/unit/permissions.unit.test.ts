@@ -1,0 +1,119 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { escapeRegex, exactly, gatewayPermissions, provisionCommands } from '../../src/broker/permissions.js';
+import { inboxLockName, inboxName } from '../../src/broker/topology.js';
+
+// RabbitMQ matches permission regexes with PCRE; these patterns use only what JS regexes share.
+const allows = (pattern: string, name: string) => new RegExp(pattern).test(name);
+
+describe('least-privilege permissions of a gateway login', () => {
+  const mine = { gid: randomUUID(), groups: ['ops', 'a.b'] };
+  const theirs = randomUUID();
+  const perms = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'classic' });
+
+  it('lets it consume only its own queues', () => {
+    for (const queue of [inboxName(mine.gid), 'control.box-1', 'roster.box-1']) {
+      expect(allows(perms.read, queue), queue).toBe(true);
+      expect(allows(perms.configure, queue), queue).toBe(true);
+    }
+    for (const queue of [
+      inboxName(theirs),
+      'control.box-2',
+      'roster.box-2',
+      'bridge.dlq',
+      'control.box-1x',
+    ]) {
+      expect(allows(perms.read, queue), queue).toBe(false);
+    }
+    expect(allows(perms.configure, inboxName(theirs))).toBe(false);
+    // "." in a host id is literal: control.box-1 must not cover control.boxX1.
+    const dotted = gatewayPermissions({ hostId: 'a.b', entities: [], queueMode: 'classic' });
+    expect(allows(dotted.read, 'control.a.b')).toBe(true);
+    expect(allows(dotted.read, 'control.aXb')).toBe(false);
+  });
+
+  it('lets it declare the shared topology, publish to the shared exchanges, and bind its queues', () => {
+    for (const exchange of ['bridge.msg', 'bridge.roster', 'bridge.control', 'bridge.dlx']) {
+      expect(allows(perms.configure, exchange), exchange).toBe(true);
+      expect(allows(perms.write, exchange), exchange).toBe(true); // publish
+      expect(allows(perms.read, exchange), exchange).toBe(true); // bind a queue to it
+    }
+    // Declared and bound to bridge.dlx on every connect; reading it is operator tooling.
+    expect(allows(perms.configure, 'bridge.dlq')).toBe(true);
+    expect(allows(perms.write, 'bridge.dlq')).toBe(true);
+    expect(allows(perms.read, 'bridge.dlq')).toBe(false);
+    expect(
+      allows(
+        gatewayPermissions({ hostId: 'ops', entities: [], queueMode: 'classic', readDeadLetters: true }).read,
+        'bridge.dlq',
+      ),
+    ).toBe(true);
+    // The default exchange (publish straight to any queue) is not granted.
+    expect(allows(perms.write, 'amq.default')).toBe(false);
+  });
+
+  it('restricts binding keys on bridge.msg to its own gids and broadcasts (topic permissions)', () => {
+    const msg = perms.topic.find((t) => t.exchange === 'bridge.msg');
+    expect(msg).toBeDefined();
+    for (const key of [mine.gid, 'broadcast.all', 'broadcast.ops', 'broadcast.a.b']) {
+      expect(allows(msg?.read ?? '', key), key).toBe(true);
+    }
+    for (const key of [theirs, '#', '*', 'broadcast.*', 'broadcast.other', 'broadcast.aXb']) {
+      expect(allows(msg?.read ?? '', key), key).toBe(false);
+    }
+    // It may publish to any recipient gid or broadcast.
+    expect(allows(msg?.write ?? '', theirs)).toBe(true);
+    expect(allows(msg?.write ?? '', 'broadcast.other')).toBe(true);
+    const roster = perms.topic.find((t) => t.exchange === 'bridge.roster');
+    expect(allows(roster?.write ?? '', 'roster.box-1')).toBe(true);
+    expect(allows(roster?.write ?? '', 'roster.box-2')).toBe(false);
+    expect(allows(roster?.read ?? '', 'roster.#')).toBe(true);
+  });
+
+  it('adds the lock queues in quorum mode only', () => {
+    const quorum = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'quorum' });
+    expect(allows(quorum.configure, inboxLockName(mine.gid))).toBe(true);
+    expect(allows(perms.configure, inboxLockName(mine.gid))).toBe(false);
+  });
+
+  it('grants no inbox and no binding key when it has no entities yet', () => {
+    const empty = gatewayPermissions({ hostId: 'box-1', entities: [], queueMode: 'classic' });
+    expect(allows(empty.read, inboxName(mine.gid))).toBe(false);
+    expect(empty.topic.find((t) => t.exchange === 'bridge.msg')?.read).toBe('^$');
+  });
+
+  it('escapes regex metacharacters in names', () => {
+    expect(escapeRegex('a.b(c)*$')).toBe('a\\.b\\(c\\)\\*\\$');
+    expect(allows(exactly(['x+y']), 'x+y')).toBe(true);
+    expect(allows(exactly(['x+y']), 'xxy')).toBe(false);
+    expect(exactly([])).toBe('^$');
+  });
+
+  it('creates the user only when a password is given, changing it if the user exists', () => {
+    const opts = { vhost: '/', node: 'rabbit@h' };
+    const fresh = provisionCommands(perms, { value: 'pw', userExists: false }, opts);
+    expect(fresh.map((c) => c.args.slice(2, 3)[0])).toEqual([
+      'add_user',
+      'set_permissions',
+      'set_topic_permissions',
+      'set_topic_permissions',
+    ]);
+    expect(fresh[0]?.args).toEqual(['-n', 'rabbit@h', 'add_user', 'bridge-box-1', 'pw']);
+    expect(fresh[0]?.secret).toBe(4);
+    expect(fresh[1]?.args).toEqual([
+      '-n',
+      'rabbit@h',
+      'set_permissions',
+      '-p',
+      '/',
+      'bridge-box-1',
+      perms.configure,
+      perms.write,
+      perms.read,
+    ]);
+    expect(provisionCommands(perms, { value: 'pw', userExists: true }, opts)[0]?.args[2]).toBe(
+      'change_password',
+    );
+    expect(provisionCommands(perms, undefined, { vhost: '/' })[0]?.args[0]).toBe('set_permissions');
+  });
+});
