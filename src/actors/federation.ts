@@ -71,7 +71,10 @@ export class Federation implements DeadLetterSink {
   readonly roster: RemoteRoster;
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   /** Per inbox: arrivals held in order behind one whose sender is not in the roster yet. */
-  private readonly waiting = new Map<string, Array<{ message: InboundMessage; graceUntil: number | undefined }>>();
+  private readonly waiting = new Map<
+    string,
+    Array<{ message: InboundMessage; graceUntil: number | undefined }>
+  >();
   private readonly maxWireBytes: number;
 
   constructor(private readonly deps: FederationDeps) {
@@ -347,7 +350,11 @@ export class Federation implements DeadLetterSink {
    * Checks one arrival and hands it to its entity, or dead-letters it. Returns the end of its
    * grace when its sender is not (yet) in the roster and it must wait.
    */
-  private receive(entity: EntityActor, message: InboundMessage, graceUntil: number | undefined): number | undefined {
+  private receive(
+    entity: EntityActor,
+    message: InboundMessage,
+    graceUntil: number | undefined,
+  ): number | undefined {
     const { metrics, logger, clock, config, signer } = this.deps;
     const queue = inboxName(entity.gid);
     const signature = signer.verify(message.content, message.headers);
