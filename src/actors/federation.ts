@@ -70,11 +70,8 @@ export class Federation implements DeadLetterSink {
   readonly broker: BrokerActor;
   readonly roster: RemoteRoster;
   private heartbeat: ReturnType<typeof setInterval> | undefined;
-  /** Per inbox: arrivals held in order behind one whose sender is not in the roster yet. */
-  private readonly waiting = new Map<
-    string,
-    Array<{ message: InboundMessage; graceUntil: number | undefined }>
-  >();
+  /** Per inbox and sender: arrivals held in order behind one whose sender is not in the roster yet. */
+  private readonly waiting = new Map<string, { entity: EntityActor; arrivals: Arrival[] }>();
   private readonly maxWireBytes: number;
 
   constructor(private readonly deps: FederationDeps) {
@@ -142,7 +139,7 @@ export class Federation implements DeadLetterSink {
       prefetch: config.broker.prefetch,
       // Quorum queues ignore `exclusive`; the lock queue keeps invariant 1 loud instead.
       exclusive: !quorum,
-      onMessage: (message) => this.onInbound(entity, message),
+      onMessage: (message) => this.receiveInbound(entity, message),
     });
     void this.announce();
   }
@@ -310,102 +307,100 @@ export class Federation implements DeadLetterSink {
   }
 
   /**
-   * Arrivals per inbox wait in line behind one whose sender the roster does not know yet, so
-   * the grace never reorders a recipient's messages (R-DL4).
+   * The inbox consumer's entry point: every message the broker hands us for `entity` ends here
+   * and ends acked (delivered, or dead-lettered with its reason) or left to the broker to
+   * redeliver; nothing in it throws. Arrivals from one sender wait in line behind one whose
+   * sender the roster does not know yet, so the grace never reorders a sender's messages
+   * (R-DL4) and a stranger cannot hold up anyone else's.
    */
-  private onInbound(entity: EntityActor, message: InboundMessage): void {
-    const waiting = this.waiting.get(entity.gid);
-    if (waiting) {
-      waiting.push({ message, graceUntil: undefined });
+  receiveInbound(entity: EntityActor, message: InboundMessage): void {
+    const admitted = this.admit(entity, message);
+    if (!admitted) return;
+    const key = `${entity.gid}/${admitted.envelope.from.gid}`;
+    const line = this.waiting.get(key);
+    if (line) {
+      line.arrivals.push({ message, admitted, graceUntil: undefined });
       return;
     }
-    const deadline = this.receive(entity, message, undefined);
+    const deadline = this.deliver(entity, message, admitted, undefined);
     if (deadline === undefined) return;
-    this.waiting.set(entity.gid, [{ message, graceUntil: deadline }]);
-    this.scheduleWaiting(entity);
+    this.waiting.set(key, { entity, arrivals: [{ message, admitted, graceUntil: deadline }] });
+    this.scheduleWaiting(key);
   }
 
-  private scheduleWaiting(entity: EntityActor): void {
-    setTimeout(() => this.retryWaiting(entity), unknownSenderRecheckMs).unref();
+  private scheduleWaiting(key: string): void {
+    setTimeout(() => this.retryWaiting(key), unknownSenderRecheckMs).unref();
   }
 
-  /** Takes the line of one inbox forward as far as the roster now allows. */
-  private retryWaiting(entity: EntityActor): void {
-    const line = this.waiting.get(entity.gid);
+  /** Takes one sender's line forward as far as the roster now allows. */
+  private retryWaiting(key: string): void {
+    const line = this.waiting.get(key);
     if (!line) return;
-    while (line.length > 0) {
-      const head = line[0] as { message: InboundMessage; graceUntil: number | undefined };
-      const deadline = this.receive(entity, head.message, head.graceUntil);
+    const { entity, arrivals } = line;
+    while (arrivals.length > 0) {
+      const head = arrivals[0] as Arrival;
+      const deadline = this.deliver(entity, head.message, head.admitted, head.graceUntil);
       if (deadline !== undefined) {
         head.graceUntil = deadline;
-        this.scheduleWaiting(entity);
+        this.scheduleWaiting(key);
         return;
       }
-      line.shift();
+      arrivals.shift();
     }
-    this.waiting.delete(entity.gid);
+    this.waiting.delete(key);
   }
 
   /**
-   * Checks one arrival and hands it to its entity, or dead-letters it. Returns the end of its
-   * grace when its sender is not (yet) in the roster and it must wait.
+   * The checks that need no roster: signature, schema, sender on the signing host, clock
+   * stamp, expiry. Dead-letters (or, for its own broadcast, acks) and returns undefined when
+   * the message goes no further.
    */
-  private receive(
-    entity: EntityActor,
-    message: InboundMessage,
-    graceUntil: number | undefined,
-  ): number | undefined {
-    const { metrics, logger, clock, config, signer } = this.deps;
+  private admit(entity: EntityActor, message: InboundMessage): Admitted | undefined {
+    const { clock, config, signer } = this.deps;
     const queue = inboxName(entity.gid);
     const signature = signer.verify(message.content, message.headers);
     if (!signature.ok) {
       this.rejectInbound(message, queue, 'bad-signature', signature.detail);
-      return;
+      return undefined;
     }
     const decoded = decodeEnvelope(message.content, this.maxWireBytes);
     if (!decoded.ok) {
-      this.rejectInbound(
-        message,
-        queue,
-        decoded.reason === 'newer-major' ? 'newer-major' : 'rejected',
-        `${decoded.reason}: ${decoded.detail}`,
-      );
-      return;
+      const reason = decoded.reason === 'newer-major' ? 'newer-major' : 'rejected';
+      this.rejectInbound(message, queue, reason, `${decoded.reason}: ${decoded.detail}`);
+      return undefined;
     }
     const envelope = decoded.envelope;
     if (envelope.kind === 'BROADCAST' && envelope.from.gid === entity.gid) {
       message.ack(); // its own broadcast: the sender does not get a copy
-      return;
+      return undefined;
     }
     if (signer.enabled && envelope.from.host !== signature.signer) {
+      const claim = `${envelope.from.name}@${envelope.from.host}`;
       this.rejectInbound(
         message,
         queue,
         'unknown-sender',
-        `claims sender ${envelope.from.name}@${envelope.from.host} but was signed by ${signature.signer}`,
+        `claims sender ${claim} but was signed by ${signature.signer}`,
       );
-      return;
+      return undefined;
     }
     const now = clock.now();
     const stamped = decodeHlc(envelope.hlc).wall;
     const skew = config.security.maxClockSkewMs;
     if (stamped > now + skew) {
+      const ahead = Math.round((stamped - now) / 1000);
       this.rejectInbound(
         message,
         queue,
         'rejected',
-        `stamped ${Math.round((stamped - now) / 1000)} s in the future: clock skew beyond security.maxClockSkewMs`,
+        `stamped ${ahead} s in the future: clock skew beyond security.maxClockSkewMs`,
       );
-      return;
+      return undefined;
     }
     if (stamped < now - config.delivery.ttlMs - skew) {
-      this.rejectInbound(
-        message,
-        queue,
-        'expired',
-        `stamped ${new Date(stamped).toISOString()}: older than any live message`,
-      );
-      return;
+      const when = new Date(stamped).toISOString();
+      this.rejectInbound(message, queue, 'expired', `stamped ${when}: older than any live message`);
+      return undefined;
     }
     if (envelope.expiresAt !== undefined && envelope.expiresAt <= now) {
       // Per-message TTL only fires at the queue head; check on arrival too (SPEC §12).
@@ -415,19 +410,31 @@ export class Federation implements DeadLetterSink {
         'expired',
         `expired at ${new Date(envelope.expiresAt).toISOString()}`,
       );
-      return;
+      return undefined;
     }
-    if (signer.enabled && !this.livesOn(envelope.from.gid, signature.signer)) {
+    return { envelope, signer: signature.signer };
+  }
+
+  /**
+   * The roster check (the sender lives on the signing host), then the hand-over to the entity.
+   * Returns the end of the grace while the roster does not know the sender yet.
+   */
+  private deliver(
+    entity: EntityActor,
+    message: InboundMessage,
+    { envelope, signer }: Admitted,
+    graceUntil: number | undefined,
+  ): number | undefined {
+    const { metrics, logger, clock, config } = this.deps;
+    const queue = inboxName(entity.gid);
+    if (this.deps.signer.enabled && !this.livesOn(envelope.from.gid, signer)) {
       // The roster may not have the sender yet (it just registered): a short grace, then refuse.
+      const now = clock.now();
       const deadline = graceUntil ?? now + config.security.unknownSenderGraceMs;
       if (now < deadline) return deadline;
-      this.rejectInbound(
-        message,
-        queue,
-        'unknown-sender',
-        `${envelope.from.name} (${envelope.from.gid}) is not in ${signature.signer}'s roster`,
-      );
-      return;
+      const who = `${envelope.from.name} (${envelope.from.gid})`;
+      this.rejectInbound(message, queue, 'unknown-sender', `${who} is not in ${signer}'s roster`);
+      return undefined;
     }
     this.deps.hlc.receive(envelope.hlc);
     const delivered: Envelope = envelope.kind === 'BROADCAST' ? envelope : { ...envelope, to: entity.gid };
@@ -441,6 +448,7 @@ export class Federation implements DeadLetterSink {
       );
       this.rejectInbound(message, queue, 'rejected', (err as Error).message);
     }
+    return undefined;
   }
 
   /** Whether the roster places entity `gid` on `host` (invariant 6: the sender lives on the signer). */
@@ -543,10 +551,7 @@ export class Federation implements DeadLetterSink {
     this.deps.hlc.receive(presence.hlc);
     this.roster.apply(decoded.presence);
     // Senders this presence announced may be what held lines are waiting for.
-    for (const gid of [...this.waiting.keys()]) {
-      const entity = this.deps.findLocal(gid);
-      if (entity) this.retryWaiting(entity);
-    }
+    for (const key of [...this.waiting.keys()]) this.retryWaiting(key);
   }
 
   private ignorePresence(reason: string, detail: string, routingKey: string): void {
@@ -562,6 +567,18 @@ export class Federation implements DeadLetterSink {
       `${ErrorCode.notAvailable}: this gateway does not take control messages (spawn/stop) yet`,
     );
   }
+}
+
+/** A message that passed the checks needing no roster, and the host that signed it. */
+interface Admitted {
+  envelope: Envelope;
+  signer: string;
+}
+
+interface Arrival {
+  message: InboundMessage;
+  admitted: Admitted;
+  graceUntil: number | undefined;
 }
 
 /** How often a message from a sender not yet in the roster is checked again during its grace. */
