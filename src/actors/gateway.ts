@@ -12,7 +12,7 @@ import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
 import { createNoSigner, createSigner, type Signer } from '../security/messageSigning.js';
-import { TrustStore } from '../security/trustStore.js';
+import { listTrust, TrustStore } from '../security/trustStore.js';
 import { countActorsByState, readLiveActors } from '../store/actorHeads.js';
 import { type EntityRecord, insertEntity, readEntities } from '../store/entities.js';
 import { openStore, type Store } from '../store/openStore.js';
@@ -334,11 +334,33 @@ export class Gateway {
       uptimeSeconds: Math.round((this.clock.now() - this.startedAt) / 1000),
       mode: federation ? 'federated' : 'single-host',
       broker,
+      signing: federation ? this.signingStatus() : null,
       store: this.store.file,
       entities: this.roster(),
       deliveries: countActorsByState(this.store, deliveryKind),
       deadLetters,
     };
+  }
+
+  /** This gateway's signing key and the hosts it trusts, for `bridge status`. */
+  private signingStatus(): {
+    mode: string;
+    publicKey: string | null;
+    trustedHosts: string[];
+    problem: string | null;
+  } {
+    const mode = this.config.security.signing;
+    if (mode === 'off') return { mode, publicKey: null, trustedHosts: [], problem: null };
+    try {
+      return {
+        mode,
+        publicKey: loadKeys(this.config.home).publicKeyString,
+        trustedHosts: listTrust(this.config.home).map((entry) => entry.host),
+        problem: null,
+      };
+    } catch (err) {
+      return { mode, publicKey: null, trustedHosts: [], problem: (err as Error).message };
+    }
   }
 
   /** The broker's dead-letter queue, read without consuming it. */

@@ -215,6 +215,7 @@ interface StatusView {
     deadLetterQueue: number | undefined;
     inboxes: Record<string, number | undefined>;
   } | null;
+  signing: { mode: string; publicKey: string | null; trustedHosts: string[]; problem: string | null } | null;
   store: string;
   entities: RosterEntry[];
   deliveries: Record<string, number>;
@@ -239,6 +240,13 @@ export async function runStatus(values: CliValues): Promise<number> {
         ? [
             `inboxes:      ${counts(broker.inboxes) || 'none'}`,
             `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`,
+          ]
+        : []),
+      ...(result.signing
+        ? [
+            `signing:      ${result.signing.mode}${result.signing.publicKey ? `, key ${result.signing.publicKey}` : ''}` +
+              `${result.signing.problem ? ` (${result.signing.problem})` : ''}`,
+            `trusts:       ${result.signing.trustedHosts.join(', ') || 'no peer yet (bridge trust add HOST KEY)'}`,
           ]
         : []),
       `event log:    ${result.store}`,
