@@ -236,7 +236,7 @@ async function openAmqpFloor({ name, textBytes, brokerUri, gatewayConfig, delive
 }
 
 /** A body as long as the gateway's wire envelope for a `textBytes` text (a real one, encoded). */
-function wireSizedBody(textBytes, ttlMs) {
+export function wireSizedBody(textBytes, ttlMs) {
   const now = Date.now();
   return encodeEnvelope({
     v: schemaVersionString,

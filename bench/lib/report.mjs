@@ -8,12 +8,29 @@ export const ratioNote =
   'p50/p99 are the gateway’s per-operation latencies in ms, base p50/p99 the baseline’s. ' +
   'cpu µs/msg is the CPU time (user+system) of the process doing the work (the daemon, both daemons for ' +
   'cross-host, the echo server, or this one for in-process targets and the amqplib floor) per message: ' +
-  'steadier than msgs/s when the machine is shared. RabbitMQ’s own CPU is not in it; cross-host rows list it apart.';
+  'steadier than msgs/s when the machine is shared. RabbitMQ’s own CPU is not in it; cross-host rows list it apart. ' +
+  'cpu Δ is cpu µs/msg minus base cpu µs/msg (for signing on vs off: what signing costs per message).';
 
 /** A target's CPU per message by process (`cpuUsPerMsgOf`), e.g. "daemon A 900, daemon B 700, broker 120". */
 export function cpuBreakdown(result) {
   const parts = Object.entries(result.cpuUsPerMsgOf ?? {}).map(([name, us]) => `${name} ${us}`);
   return parts.length > 0 ? parts.join(', ') : `${result.cpuUsPerMsg}`;
+}
+
+/**
+ * What the gateway costs in CPU beyond its baseline, per message: `cpuDeltaUsPerMsg`, and by
+ * process (`cpuDeltaUsPerMsgOf`) when both measured the same processes (signing on vs off).
+ */
+export function cpuDifference(gateway, floor) {
+  const delta = { cpuDeltaUsPerMsg: gateway.cpuUsPerMsg - floor.cpuUsPerMsg };
+  const ours = Object.keys(gateway.cpuUsPerMsgOf ?? {});
+  const theirs = Object.keys(floor.cpuUsPerMsgOf ?? {});
+  if (ours.length > 0 && ours.length === theirs.length && ours.every((name) => theirs.includes(name))) {
+    delta.cpuDeltaUsPerMsgOf = Object.fromEntries(
+      ours.map((name) => [name, gateway.cpuUsPerMsgOf[name] - floor.cpuUsPerMsgOf[name]]),
+    );
+  }
+  return delta;
 }
 
 /** Where and on what this run happened: results only compare across the same machine. */
@@ -53,7 +70,7 @@ export function commandLine() {
   return [...overrides, command].join(' ');
 }
 
-const columns = [
+const rowColumns = [
   ['scenario', (r) => r.label],
   ['baseline', (r) => r.baseline],
   ['gateway msg/s', (r) => String(r.gateway.msgsPerSec)],
@@ -65,13 +82,27 @@ const columns = [
   ['base p99', (r) => r.floor.p99Ms.toFixed(2)],
   ['cpu µs/msg', (r) => String(r.gateway.cpuUsPerMsg)],
   ['base cpu µs/msg', (r) => String(r.floor.cpuUsPerMsg)],
+  ['cpu Δ µs/msg', (r) => String(r.cpuDeltaUsPerMsg)],
 ];
 
-/** The results table, padded; as Markdown (a pipe table) or as plain text for the terminal. */
-export function renderTable(rows, { markdown = false } = {}) {
+const primitiveColumns = [
+  ['primitive', (r) => r.label],
+  ['envelope bytes', (r) => String(r.bytes)],
+  ['ops/s', (r) => String(r.result.msgsPerSec)],
+  ['µs/op', (r) => r.usPerOp.toFixed(1)],
+  ['p50 µs', (r) => String(Math.round(r.result.p50Ms * 1000))],
+  ['p99 µs', (r) => String(Math.round(r.result.p99Ms * 1000))],
+  ['cpu µs/op', (r) => String(r.result.cpuUsPerMsg)],
+];
+
+/**
+ * The results table, padded; as Markdown (a pipe table) or as plain text for the terminal.
+ * `columns` are [title, cell] pairs, the first `textColumns` left-aligned, the rest numbers.
+ */
+export function renderTable(rows, { markdown = false, columns = rowColumns, textColumns = 2 } = {}) {
   const cells = [columns.map(([title]) => title), ...rows.map((row) => columns.map(([, cell]) => cell(row)))];
   const widths = columns.map((_, i) => Math.max(...cells.map((line) => line[i].length)));
-  const numeric = (i) => i >= 2;
+  const numeric = (i) => i >= textColumns;
   const pad = (cell, i) => (numeric(i) ? cell.padStart(widths[i]) : cell.padEnd(widths[i]));
   const rule = widths.map((width, i) =>
     markdown && numeric(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width),
@@ -80,13 +111,57 @@ export function renderTable(rows, { markdown = false } = {}) {
   return [line(cells[0].map(pad)), line(rule), ...cells.slice(1).map((row) => line(row.map(pad)))].join('\n');
 }
 
+/** The signing primitives (node:crypto Ed25519 on one envelope), one per line. */
+export function renderPrimitives(primitives, { markdown = false } = {}) {
+  return renderTable(primitives, { markdown, columns: primitiveColumns, textColumns: 1 });
+}
+
+/**
+ * What signing costs a cross-host message, from the rows whose baseline is the same scenario
+ * with signing off, and the primitives: one sign on A plus one verify on B.
+ */
+function signingSummary(rows, primitives) {
+  const signingRows = rows.filter((row) => row.baselineId === 'signing-off');
+  if (signingRows.length === 0 && !primitives) return [];
+  const usOf = (id) => primitives?.find((row) => row.id === id)?.usPerOp;
+  const sign = usOf('sign');
+  const verify = usOf('verify');
+  return [
+    '## Cost of signing',
+    '',
+    ...signingRows.map(
+      (row) =>
+        `- **${row.label}**: ${row.gateway.msgsPerSec} msg/s signed vs ${row.floor.msgsPerSec} unsigned, ` +
+        `ratio ${row.ratio.toFixed(2)}; CPU ${row.gateway.cpuUsPerMsg} vs ${row.floor.cpuUsPerMsg} µs/msg, ` +
+        `Δ ${row.cpuDeltaUsPerMsg} µs/msg` +
+        (row.cpuDeltaUsPerMsgOf
+          ? ` (by process: ${cpuBreakdown({ cpuUsPerMsgOf: row.cpuDeltaUsPerMsgOf })})`
+          : '') +
+        `; p50 ${row.gateway.p50Ms} vs ${row.floor.p50Ms} ms.`,
+    ),
+    ...(primitives
+      ? [
+          '',
+          renderPrimitives(primitives, { markdown: true }),
+          '',
+          `One cross-host message is signed once (on A) and verified once (on B)` +
+            (sign !== undefined && verify !== undefined
+              ? `: ${sign} + ${verify} = ${Math.round((sign + verify) * 10) / 10} µs per message by the primitives, ` +
+                'the floor under the cpu Δ of the rows above (which also carries the larger AMQP headers and the checks around the signature).'
+              : '.'),
+        ]
+      : []),
+    '',
+  ];
+}
+
 export function writeResults({ jsonFile, mdFile, results }) {
   writeFileSync(jsonFile, `${JSON.stringify(results, null, 2)}\n`);
   const { machine, settings, rows } = results;
   const scenarios = [...new Map(rows.map((row) => [row.scenario, row])).values()];
   const floors = [...new Map(rows.map((row) => [row.baseline, row])).values()];
   const md = [
-    '# bridge benchmark: same-host and cross-host messaging',
+    '# bridge benchmark: same-host and cross-host messaging, and the cost of signing',
     '',
     `Run ${results.date} with \`${results.command}\` (${results.durationSeconds} s).`,
     '',
@@ -113,6 +188,7 @@ export function writeResults({ jsonFile, mdFile, results }) {
     ),
     ...floors.map((row) => `- baseline **${row.baseline}**: ${row.baselineMeasures}.`),
     '',
+    ...signingSummary(rows, results.primitives),
   ].join('\n');
   writeFileSync(mdFile, md);
 }

@@ -1,0 +1,97 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { publicKeyString } from '../../dist/security/publicKey.js';
+import { sign, verify } from '../../dist/security/signature.js';
+import { wireSizedBody } from '../lib/floors.mjs';
+import { measure, round } from '../lib/measure.mjs';
+import { crosshostScenarios } from './crosshost.mjs';
+
+/**
+ * (d) The cost of signing (invariant 6): cross-host scenarios run with `security.signing` =
+ * `required` (the default: A signs every message it publishes, B verifies it against its trust
+ * store) as the gateway figure, beside the very same scenario with signing `off` on both
+ * gateways as the baseline, so the ratio is signing-on msgs/s ÷ signing-off msgs/s. Same message
+ * count, concurrency and text size; the runner writes each side's config (`config`, merged over
+ * BENCH_GATEWAY_CONFIG). Both sides make the gateways trust each other's keys; only the setting
+ * differs.
+ */
+export const signingModes = {
+  on: { security: { signing: 'required' } },
+  off: { security: { signing: 'off' } },
+};
+
+/** The cross-host scenarios compared with signing on and off: admin sockets, then in process. */
+export function signingScenarios({ count, concurrency, drainIdleMs }) {
+  const crosshost = new Map(
+    crosshostScenarios({ count, concurrency, drainIdleMs }).map((scenario) => [scenario.name, scenario]),
+  );
+  return ['admin', 'inproc'].map((via) => {
+    const scenario = crosshost.get(`crosshost-${via}`);
+    return {
+      ...scenario,
+      name: `signing-${via}`,
+      label: scenario.label.replace(/^crosshost: /, 'signing on: '),
+      measures: `${scenario.measures}; security.signing = required on both gateways (A signs each message, B verifies it)`,
+      config: signingModes.on,
+      baselines: [
+        {
+          id: 'signing-off',
+          label: 'signing off',
+          measures:
+            'the same cross-host scenario with the same message count, concurrency and text size, run just before ' +
+            'it with security.signing = off on both gateways (nothing signed, nothing verified)',
+          config: signingModes.off,
+          open: scenario.open,
+        },
+      ],
+    };
+  });
+}
+
+/**
+ * The per-message primitives: src/security/signature.ts `sign` and `verify` (node:crypto's
+ * native Ed25519, base64url signature, cached public key) on a real wire envelope of `bytes`
+ * bytes, one at a time through `measure`. Returns one row per primitive.
+ */
+export async function signingPrimitives({ count, warmup, bytes = 600 }) {
+  const envelope = envelopeOfSize(bytes);
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const trusted = [publicKeyString(publicKey)];
+  const signature = sign(envelope, privateKey);
+  const primitives = [
+    {
+      id: 'sign',
+      label: 'Ed25519 sign (node:crypto, signature.ts sign)',
+      op: () => {
+        sign(envelope, privateKey);
+      },
+    },
+    {
+      id: 'verify',
+      label: 'Ed25519 verify (node:crypto, signature.ts verify)',
+      op: () => {
+        if (!verify(envelope, signature, trusted)) throw new Error('a valid signature did not verify');
+      },
+    },
+  ];
+  const rows = [];
+  for (const { id, label, op } of primitives) {
+    const result = await measure({ count, concurrency: 1, warmup, op });
+    rows.push({
+      id,
+      label,
+      bytes: envelope.length,
+      usPerOp: round((result.seconds * 1e6) / count, 1),
+      result,
+    });
+  }
+  return rows;
+}
+
+/** A real encoded SEND envelope of exactly `bytes` bytes (its text padded or trimmed to fit). */
+function envelopeOfSize(bytes) {
+  const probeText = 256;
+  const probe = wireSizedBody(probeText, 60_000);
+  const envelope = wireSizedBody(probeText + bytes - probe.length, 60_000);
+  if (envelope.length !== bytes) throw new Error(`wanted a ${bytes}-byte envelope, built ${envelope.length}`);
+  return envelope;
+}
