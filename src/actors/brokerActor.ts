@@ -268,6 +268,8 @@ export class BrokerActor {
     try {
       model = await amqp.connect(uri, {
         ...this.tls,
+        // Small frames (confirms, acks) must not wait for Nagle's algorithm.
+        noDelay: true,
         clientProperties: { connection_name: `bridge gateway ${hostId}` },
       });
       if (generation !== this.generation) {

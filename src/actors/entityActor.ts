@@ -178,8 +178,13 @@ export class EntityActor {
     const id = deliveryActorId(envelope.msgId, this.gid);
     const live = this.deliveries.get(envelope.msgId);
     if (live) {
-      // A redelivery (reconnect, consumer timeout): the newest handle is the one that can ack.
-      if (inbound) live.inbound = inbound;
+      // A redelivery (reconnect, consumer timeout) or a replay: keep the newest handle, the one
+      // that can still ack, and settle the one it replaces so it does not hold a prefetch slot.
+      if (inbound) {
+        const superseded = live.inbound;
+        live.inbound = inbound;
+        superseded?.ack();
+      }
       return 'duplicate';
     }
     const head = readActorHead(this.deps.store, deliveryKind, id);

@@ -20,6 +20,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { RuntimeDeps } from '../runtime/actorCell.js';
 import { SignatureHeader, type Signer } from '../security/messageSigning.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
+import { byteLength } from '../wire/digest.js';
 import { type Envelope, schemaVersionString } from '../wire/envelope.js';
 import { decodePresence, encodePresence, type PresenceEntry } from '../wire/presence.js';
 import { BrokerActor, type InboundMessage, type PublishOutcome, type PublishRequest } from './brokerActor.js';
@@ -374,6 +375,11 @@ export class Federation implements DeadLetterSink {
       message.ack(); // its own broadcast: the sender does not get a copy
       return undefined;
     }
+    const misdirected = this.misdirected(entity, envelope);
+    if (misdirected) {
+      this.rejectInbound(message, queue, 'rejected', misdirected);
+      return undefined;
+    }
     if (signer.enabled && envelope.from.host !== signature.signer) {
       const claim = `${envelope.from.name}@${envelope.from.host}`;
       this.rejectInbound(
@@ -448,6 +454,28 @@ export class Federation implements DeadLetterSink {
       );
       this.rejectInbound(message, queue, 'rejected', (err as Error).message);
     }
+    return undefined;
+  }
+
+  /**
+   * Why a message is not for this inbox, or undefined: the kinds an inbox takes, addressed to
+   * this entity (a signed message re-published to another inbox is refused, not re-routed),
+   * within this gateway's own size limit.
+   */
+  private misdirected(entity: EntityActor, envelope: Envelope): string | undefined {
+    if (!inboxKinds.has(envelope.kind)) return `a ${envelope.kind} does not belong in an inbox`;
+    if (envelope.kind === 'BROADCAST') {
+      const group = envelope.to.startsWith('broadcast.') ? envelope.to.slice('broadcast.'.length) : undefined;
+      if (group === undefined) return `a broadcast addressed to ${envelope.to}`;
+      if (group !== 'all' && !entity.record.groups.includes(group))
+        return `a broadcast for group ${group}, which ${entity.record.name} is not in`;
+    } else if (envelope.to !== entity.gid) {
+      return `addressed to ${envelope.to}, not to ${entity.record.name} (${entity.gid})`;
+    }
+    const size = byteLength(envelope.text);
+    const limit = this.deps.config.limits.maxTextBytes;
+    if (size > limit)
+      return `text is ${size} bytes; this gateway takes at most ${limit} (limits.maxTextBytes)`;
     return undefined;
   }
 
@@ -568,6 +596,17 @@ export class Federation implements DeadLetterSink {
     );
   }
 }
+
+/** What an inbox takes; control and presence kinds travel on their own exchanges. */
+const inboxKinds: ReadonlySet<string> = new Set([
+  'SEND',
+  'REPLY',
+  'BROADCAST',
+  'ASK',
+  'ANSWER',
+  'TOO_LATE',
+  'SPAWN_RESULT',
+]);
 
 /** A message that passed the checks needing no roster, and the host that signed it. */
 interface Admitted {

@@ -17,7 +17,7 @@ import { countActorsByState, readLiveActors } from '../store/actorHeads.js';
 import { type EntityRecord, insertEntity, readEntities } from '../store/entities.js';
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
-import type { Address, EntityKind, Envelope } from '../wire/envelope.js';
+import { type Address, type EntityKind, type Envelope, entityNamePattern } from '../wire/envelope.js';
 import { Directory, hashToken } from './directory.js';
 import { deliveryKind, EntityActor, type EntityActorDeps, type Handover } from './entityActor.js';
 import { type DeadLetterView, Federation } from './federation.js';
@@ -74,8 +74,6 @@ export interface SendOutcome extends SendResult {
   /** That reply's handover: confirm it once the caller has the reply (see Handover). */
   handover?: Handover;
 }
-
-const namePattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /**
  * The gateway supervisor: opens the event log, rebuilds every live actor from it, and owns
@@ -198,7 +196,7 @@ export class Gateway {
   /** Registers a local entity and returns its capability token (shown once, stored hashed). */
   async register(request: RegisterRequest): Promise<Registration> {
     this.assertRunning();
-    if (!namePattern.test(request.name)) {
+    if (!entityNamePattern.test(request.name)) {
       throw new BridgeError(
         ErrorCode.badRequest,
         `bad name "${request.name}": use 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`,

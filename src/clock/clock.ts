@@ -8,12 +8,24 @@ export interface Clock {
   clearTimeout(handle: unknown): void;
 }
 
+/** Node fires any delay above 2^31-1 ms after 1 ms; longer ones are chained in steps. */
+const maxTimerMs = 2 ** 31 - 1;
+
+interface ChainedTimer {
+  current: ReturnType<typeof setTimeout> | undefined;
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimeout: (fn, ms) => {
-    const handle = setTimeout(fn, Math.max(0, ms));
-    handle.unref?.();
-    return handle;
+    const timer: ChainedTimer = { current: undefined };
+    const arm = (remaining: number) => {
+      const step = Math.min(Math.max(0, remaining), maxTimerMs);
+      timer.current = setTimeout(() => (remaining > maxTimerMs ? arm(remaining - maxTimerMs) : fn()), step);
+      timer.current.unref?.();
+    };
+    arm(ms);
+    return timer;
   },
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+  clearTimeout: (handle) => clearTimeout((handle as ChainedTimer).current),
 };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { hostIdPattern } from '../wire/envelope.js';
 
 /**
  * The gateway's configuration. Every key has a default, so no file at all gives the embedded
@@ -6,7 +7,7 @@ import { z } from 'zod';
  */
 export const hostIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'a host id is 1-63 letters, digits, ".", "_" or "-"');
+  .regex(hostIdPattern, 'a host id is 1-63 letters, digits, ".", "_" or "-"');
 
 export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 

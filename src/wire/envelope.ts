@@ -27,16 +27,23 @@ export const entityKinds = ['worker', 'main', 'orchestrator'] as const;
 export const entityKindSchema = z.enum(entityKinds);
 export type EntityKind = z.infer<typeof entityKindSchema>;
 
+/** Names and host ids as the gateways make them: nothing that could fake a pane header. */
+export const entityNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const hostIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
 export const addressSchema = z.object({
   gid: z.string().uuid(),
-  name: z.string(),
-  host: z.string(),
+  name: z.string().regex(entityNamePattern, 'not an entity name'),
+  host: z.string().regex(hostIdPattern, 'not a host id'),
   kind: entityKindSchema,
 });
 export type Address = z.infer<typeof addressSchema>;
 
 /** A hybrid-logical-clock time as it travels (see src/clock/hlc.ts). */
 export const hlcSchema = z.string().refine(isHlc, 'not a hybrid-logical-clock time');
+
+/** The latest time a JavaScript Date can hold. */
+const maxEpochMs = 8_640_000_000_000_000;
 
 export const envelopeSchema = z.object({
   v: z.string().regex(/^\d+\.\d+$/),
@@ -50,6 +57,6 @@ export const envelopeSchema = z.object({
   text: z.string(),
   inReplyTo: z.string().uuid().optional(),
   /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
-  expiresAt: z.number().int().optional(),
+  expiresAt: z.number().int().min(0).max(maxEpochMs).optional(),
 });
 export type Envelope = z.infer<typeof envelopeSchema>;

@@ -9,7 +9,7 @@ export { waitFor } from './waitFor.js';
  */
 export async function removeDeadLettersOf(hosts: readonly string[]): Promise<number> {
   const { default: amqp } = await import('amqplib');
-  const connection = await amqp.connect(brokerUri);
+  const connection = await amqp.connect(brokerUri, { noDelay: true });
   try {
     const channel = await connection.createChannel();
     let removed = 0;
