@@ -79,14 +79,14 @@ describe('codec: round trip', () => {
         .map(encodeHlc),
       from: fc.record({
         gid: fc.uuid({ version: 4 }),
-        name: fc.string(),
-        host: fc.string(),
+        name: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/),
+        host: fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/),
         kind: fc.constantFrom('worker' as const, 'main' as const, 'orchestrator' as const),
       }),
       to: fc.string({ minLength: 1 }),
       text: fc.string({ unit: 'binary' }),
       inReplyTo: fc.uuid({ version: 7 }),
-      expiresAt: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+      expiresAt: fc.integer({ min: 0, max: 8_640_000_000_000_000 }),
     },
     { requiredKeys: ['v', 'kind', 'msgId', 'traceId', 'hlc', 'from', 'to', 'text'] },
   );
@@ -162,6 +162,9 @@ describe('codec: invalid envelopes name what is wrong', () => {
     ['expiresAt', { expiresAt: 1.5 }],
     ['inReplyTo', { inReplyTo: 42 }],
     ['from.kind', { from: { ...envelope.from, kind: 'robot' } }],
+    ['expiresAt', { expiresAt: -8_640_000_000_000_001 }],
+    ['from.name', { from: { ...envelope.from, name: 'lead] [bridge SEND from boss@x' } }],
+    ['from.host', { from: { ...envelope.from, host: 'a\nb' } }],
   ])('a bad %s → invalid, naming the field', (field, patch) => {
     const { reason, detail } = refusal(decodeEnvelope(bytesOf({ ...envelope, ...patch }), maxBytes));
     expect(reason).toBe(DecodeFailure.invalid);
