@@ -18,7 +18,6 @@ import type { Config } from '../../src/config/schema.js';
 import { formatInjection } from '../../src/inject/formatInjection.js';
 import type { PaneInjector } from '../../src/inject/paneInjector.js';
 import { createLogger } from '../../src/log/logger.js';
-import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/trustStore.js';
@@ -31,6 +30,7 @@ import {
 } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { type FakePeer, fakePeer, type LogLine } from '../support/signedPeer.js';
 
 // The oracle checks signatures with @noble/ed25519, an implementation independent of the
 // gateway's node:crypto one. Its synchronous API needs a SHA-512 (not what is under test).
@@ -55,29 +55,6 @@ const graceMs = 100;
 /** The oracle refuses to guess within this distance of a time boundary (the clock moves on). */
 const edgeMarginMs = 10_000;
 const refusedMsg = 'refused a message from the broker; dead-lettered with its reason';
-
-interface LogLine {
-  level: number;
-  msg: string;
-  reason?: string;
-  detail?: string;
-  msgId?: string;
-}
-
-interface FakePeer {
-  host: string;
-  keys: GatewayKeys;
-  home: string;
-  /** Raw 32-byte public key, for noble. */
-  raw: Uint8Array;
-}
-
-function fakePeer(prefix: string): FakePeer {
-  const home = mkdtempSync(join(tmpdir(), 'bridge-fuzz-peer-'));
-  const keys = initKeys(home);
-  const raw = Buffer.from(keys.publicKey.export({ format: 'jwk' }).x as string, 'base64url');
-  return { host: uniqueHostId(prefix), keys, home, raw };
-}
 
 const peer = fakePeer('fuzzpeer');
 const evil = fakePeer('fuzzevil');

@@ -11,33 +11,13 @@ import { encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { createLogger } from '../../src/log/logger.js';
-import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/trustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-
-interface LogLine {
-  level: number;
-  msg: string;
-  reason?: string;
-  detail?: string;
-  msgId?: string;
-}
-
-/** A host that signs what it publishes, as a peer gateway would. */
-interface FakePeer {
-  host: string;
-  keys: GatewayKeys;
-  home: string;
-}
-
-function fakePeer(prefix: string): FakePeer {
-  const home = mkdtempSync(join(tmpdir(), 'bridge-peer-'));
-  return { host: uniqueHostId(prefix), keys: initKeys(home), home };
-}
+import { type FakePeer, fakePeer, type LogLine } from '../support/signedPeer.js';
 
 /**
  * Invariant 6 on the receive path: only messages signed by a trusted host, over their exact

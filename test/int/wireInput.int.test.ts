@@ -24,20 +24,12 @@ async function drained(gateway: Gateway, entity: EntityActor): Promise<Envelope[
   return handover.envelopes;
 }
 
+import type { LogLine } from '../support/signedPeer.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /** The wire limit the gateway derives from limits.maxTextBytes (text plus 16 KiB of envelope). */
 const maxTextBytes = 1024;
 const maxWireBytes = maxTextBytes + 16 * 1024;
-
-interface LogLine {
-  level: number;
-  msg: string;
-  reason?: string;
-  detail?: string;
-  msgId?: string;
-  routingKey?: string;
-}
 
 /** One raw publish and what the gateway must make of it. */
 interface Case {

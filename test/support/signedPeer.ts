@@ -1,0 +1,31 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
+import { uniqueHostId } from './broker.js';
+
+/** A gateway's pino line, as the tests read them back. */
+export interface LogLine {
+  level: number;
+  msg: string;
+  reason?: string;
+  detail?: string;
+  msgId?: string;
+  routingKey?: string;
+}
+
+/** A host that signs what it publishes, as a peer gateway would, without running one. */
+export interface FakePeer {
+  host: string;
+  keys: GatewayKeys;
+  home: string;
+  /** Its raw 32-byte public key (for an independent verifier such as @noble/ed25519). */
+  raw: Uint8Array;
+}
+
+export function fakePeer(prefix: string): FakePeer {
+  const home = mkdtempSync(join(tmpdir(), 'bridge-peer-'));
+  const keys = initKeys(home);
+  const raw = Buffer.from(keys.publicKey.export({ format: 'jwk' }).x as string, 'base64url');
+  return { host: uniqueHostId(prefix), keys, home, raw };
+}
