@@ -11,6 +11,7 @@ import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBroker
 import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ConnectionError, ErrorCode } from '../errors.js';
 import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
+import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 
 /** One message to publish. `mandatory` makes an unroutable message an error (invariant 2). */
@@ -73,6 +74,9 @@ interface OpenConsumer {
   channel: Channel | undefined;
 }
 
+/** The broker actor's kind in the event log. */
+const brokerKind: ActorKind = 'broker';
+
 /** How long a nack waits to see whether the connection is going down with it. */
 const nackSettleMs = 100;
 
@@ -113,7 +117,7 @@ export class BrokerActor {
         retryMaxMs: options.retryMaxMs ?? 15_000,
       },
       {
-        kind: 'broker',
+        kind: brokerKind,
         id: `${options.hostId}/${options.hlc.last()}`,
         traceId: `broker/${options.hostId}`,
         msgId: null,

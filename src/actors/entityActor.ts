@@ -15,6 +15,7 @@ import {
   deliveryMachine,
 } from '../machines/deliveryMachine.js';
 import { type EntityEvent, type EntityInput, entityMachine } from '../machines/entityMachine.js';
+import type { ActorKind } from '../machines/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
@@ -78,8 +79,8 @@ export interface Handover {
 /** The result of offering a message to an entity. */
 export type AcceptOutcome = 'accepted' | 'duplicate';
 
-export const deliveryKind = 'delivery';
-export const entityKind = 'entity';
+export const deliveryKind: ActorKind = 'delivery';
+export const entityKind: ActorKind = 'entity';
 
 export function deliveryActorId(msgId: string, recipient: string): string {
   return `${msgId}/${recipient}`;
@@ -370,11 +371,7 @@ export class EntityActor {
     this.paneStatus = status;
     if (this.cell.state === 'registered') this.cell.send({ type: 'entity.activated' });
     if (isReadyStatus(status)) this.cell.send({ type: 'entity.idle' });
-    else
-      this.cell.send({
-        type: 'entity.busy',
-        status: status === 'done' || status === 'idle' ? 'unknown' : status,
-      });
+    else this.cell.send({ type: 'entity.busy', status });
     this.schedulePump();
   }
 

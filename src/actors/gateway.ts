@@ -89,6 +89,7 @@ export class Gateway {
   private store!: Store;
   private hlc!: Hlc;
   private router!: Router;
+  private deps!: RuntimeDeps;
   private entityDeps!: EntityActorDeps;
   private federation: Federation | undefined;
   private stopping = false;
@@ -125,13 +126,8 @@ export class Gateway {
       },
     });
     this.hlc = createHlc(() => this.clock.now(), readLastHlc(this.store));
-    const deps: RuntimeDeps = {
-      store: this.store,
-      hlc: this.hlc,
-      clock: this.clock,
-      host: this.host,
-      logger,
-    };
+    this.deps = { store: this.store, hlc: this.hlc, clock: this.clock, host: this.host, logger };
+    const deps = this.deps;
     if (config.broker.uri) {
       this.federation = new Federation({
         ...deps,
@@ -427,18 +423,11 @@ export class Gateway {
 
   /** A message whose recipient no longer exists is dead-lettered with a reason, not dropped. */
   private deadLetterOrphan(actorId: string, msgId: string, traceId: string, owner: string | null): void {
-    const deps: RuntimeDeps = {
-      store: this.store,
-      hlc: this.hlc,
-      clock: this.clock,
-      host: this.host,
-      logger: this.logger,
-    };
     const cell = ActorCell.rehydrate(
       deliveryMachine,
       readActorEvents(this.store, deliveryKind, actorId),
       { kind: deliveryKind, id: actorId, traceId, msgId, owner },
-      deps,
+      this.deps,
     );
     cell.send({ type: 'delivery.deadLettered', reason: 'recipient-gone' });
     this.metrics.deadLetters.inc({ reason: 'recipient-gone' });

@@ -2,6 +2,7 @@ import { broadcastKey } from '../broker/topology.js';
 import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { newTraceId } from '../log/logger.js';
+import type { ActorKind } from '../machines/index.js';
 import { type SendContext, type SendEvent, sendMachine } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
@@ -55,7 +56,7 @@ export interface RouterDeps extends RuntimeDeps {
   federation?: Federation | undefined;
 }
 
-export const sendKind = 'send';
+export const sendKind: ActorKind = 'send';
 /** Outbound envelopes are kept under this recipient until the broker confirms them. */
 const outbox = '>outbox';
 

@@ -13,7 +13,7 @@ export const PaneStatus = {
 export type PaneStatus = (typeof PaneStatus)[keyof typeof PaneStatus];
 
 /** A pane can take typed input only when its agent is idle or done (R-DL2). */
-export function isReadyStatus(status: PaneStatus): boolean {
+export function isReadyStatus(status: PaneStatus): status is typeof PaneStatus.idle | typeof PaneStatus.done {
   return status === PaneStatus.idle || status === PaneStatus.done;
 }
 
