@@ -25,6 +25,13 @@ export const ErrorCode = {
   keyInsecure: 'KEY_INSECURE',
   badKey: 'BAD_KEY',
   badTrustStore: 'BAD_TRUST_STORE',
+  askExpired: 'ASK_EXPIRED',
+  askAbandoned: 'ASK_ABANDONED',
+  unknownAsk: 'UNKNOWN_ASK',
+  unknownProfile: 'UNKNOWN_PROFILE',
+  spawnRefused: 'SPAWN_REFUSED',
+  launchFailed: 'LAUNCH_FAILED',
+  notSpawned: 'NOT_SPAWNED',
   internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -16,6 +16,7 @@ import {
 } from '../machines/deliveryMachine.js';
 import { type EntityEvent, type EntityInput, entityMachine } from '../machines/entityMachine.js';
 import type { ActorKind } from '../machines/index.js';
+import { type RemindContext, type RemindEvent, remindMachine } from '../machines/remindMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
@@ -24,7 +25,8 @@ import { deleteEntity } from '../store/entities.js';
 import { purgeMessage, putMessage, readMessage } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
-import type { Envelope } from '../wire/envelope.js';
+import { type Envelope, WireKind } from '../wire/envelope.js';
+import type { AnswerClaims } from './turns.js';
 
 /** A received broker message, as far as a delivery needs it: settled once the entity has it. */
 export interface InboundHandle {
@@ -41,11 +43,28 @@ export interface DeadLetterSink {
   ): void;
 }
 
+/** A reminder that messages wait for an entity that pulls them (U3). */
+export interface Nudge {
+  readonly entity: string;
+  readonly name: string;
+  readonly waiting: number;
+  /** When the oldest waiting message arrived (ms since epoch), and from whom. */
+  readonly oldestAt: number;
+  readonly oldestFrom: string;
+  readonly text: string;
+}
+
 export interface EntityActorDeps extends RuntimeDeps {
   config: Config;
   metrics: Metrics;
   createInjector: (pane: PaneTarget) => PaneInjector;
   deadLetters?: DeadLetterSink | undefined;
+  /** Asking turns, which ANSWERs resume (U2). */
+  answers?: AnswerClaims | undefined;
+  /** An answer came too late for its turn: tell its sender (TOO_LATE). */
+  onTooLate?: ((answer: Envelope, why: string) => void) | undefined;
+  /** A nudge went out (besides the pane, interfaces pass it on: MCP notifications). */
+  onNudge?: ((nudge: Nudge) => void) | undefined;
 }
 
 type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
@@ -59,7 +78,8 @@ interface LiveDelivery {
 }
 
 interface ReplyWaiter {
-  readonly peer: string;
+  /** Any message from this gid resolves it; undefined: only one answering `msgId`. */
+  readonly peer: string | undefined;
   msgId: string | undefined;
   readonly resolve: (handover: Handover | null) => void;
 }
@@ -81,6 +101,9 @@ export type AcceptOutcome = 'accepted' | 'duplicate';
 
 export const deliveryKind: ActorKind = 'delivery';
 export const entityKind: ActorKind = 'entity';
+export const remindKind: ActorKind = 'remind';
+
+type RemindCell = ActorCell<RemindContext, RemindEvent>;
 
 export function deliveryActorId(msgId: string, recipient: string): string {
   return `${msgId}/${recipient}`;
@@ -100,6 +123,11 @@ export class EntityActor {
   private stopWatching: (() => void) | undefined;
   private paneStatus: PaneStatus = 'unknown';
   private pumpScheduled = false;
+  /** Deliveries in `held`: what a nudge counts, and what starts and stops the reminder. */
+  private held = 0;
+  /** Answers gone too-late whose TOO_LATE notice has not gone out yet. */
+  private readonly lateAnswers = new Map<string, Envelope>();
+  private remind: RemindCell | undefined;
 
   private constructor(
     readonly record: EntityRecord,
@@ -112,11 +140,38 @@ export class EntityActor {
         typeIntoPane: ({ context }) => this.typeIntoPane(context.msgId),
         verifyInjection: ({ context }) => this.verifyInjection(context.msgId),
         deadLetter: ({ context }) => this.reportDeadLetter(context),
+        noticeTooLate: ({ context }) => this.noticeTooLate(context),
       },
       delays: {
         untilDeadline: ({ context }) => Math.max(0, context.deadline - clock.now()),
       },
     });
+    if (this.mode === DeliveryMode.hold && deps.config.remind.enabled && !cell.done) {
+      this.remind = this.openReminder();
+    }
+  }
+
+  /** The entity's reminder actor: rebuilt from the log, or new. */
+  private openReminder(): RemindCell {
+    const { config, clock } = this.deps;
+    const machine = remindMachine.provide({
+      actions: { nudge: () => queueMicrotask(() => this.nudge()) },
+      delays: { untilDue: ({ context }) => Math.max(0, context.dueAt - clock.now()) },
+    });
+    const id = `remind/${this.gid}`;
+    const identity = { kind: remindKind, id, traceId: this.gid, msgId: null, owner: this.gid };
+    const rows = readActorEvents(this.deps.store, remindKind, id);
+    if (rows.length > 0) {
+      const cell = ActorCell.rehydrate<RemindContext, RemindEvent>(machine, rows, identity, this.deps);
+      cell.send({ type: 'actor.rehydrated' });
+      return cell;
+    }
+    return ActorCell.create<RemindContext, RemindEvent>(
+      machine,
+      { entity: this.gid, firstMs: config.remind.firstMs, maxMs: config.remind.maxMs },
+      identity,
+      this.deps,
+    );
   }
 
   /** A newly registered entity. */
@@ -147,8 +202,12 @@ export class EntityActor {
     return this.record.gid;
   }
 
+  /**
+   * Workers in panes get messages typed in; mains and orchestrators pull them (R-DL3), and
+   * their pane, if they have one, only gets reminders (U3).
+   */
   get mode(): DeliveryMode {
-    return this.record.pane === null ? DeliveryMode.hold : DeliveryMode.inject;
+    return modeOf(this.record);
   }
 
   /** registered, active.idle, active.busy or gone. */
@@ -177,13 +236,13 @@ export class EntityActor {
    */
   accept(envelope: Envelope, inbound?: InboundHandle): AcceptOutcome {
     const id = deliveryActorId(envelope.msgId, this.gid);
-    const live = this.deliveries.get(envelope.msgId);
-    if (live) {
+    const existing = this.deliveries.get(envelope.msgId);
+    if (existing) {
       // A redelivery (reconnect, consumer timeout) or a replay: keep the newest handle, the one
       // that can still ack, and settle the one it replaces so it does not hold a prefetch slot.
       if (inbound) {
-        const superseded = live.inbound;
-        live.inbound = inbound;
+        const superseded = existing.inbound;
+        existing.inbound = inbound;
         superseded?.ack();
       }
       return 'duplicate';
@@ -216,14 +275,33 @@ export class EntityActor {
         retryBaseMs: config.delivery.retryBaseMs,
         digest: digestText(envelope.text),
         size: byteLength(envelope.text),
+        kind: envelope.kind,
+        ...(envelope.turnId === undefined ? {} : { turnId: envelope.turnId }),
       },
       { kind: deliveryKind, id, traceId: envelope.traceId, msgId: envelope.msgId, owner: this.gid },
       this.deps,
     );
-    this.track(cell, envelope, inbound);
-    if (this.mode === DeliveryMode.hold) this.hold(envelope.msgId);
+    const live = this.track(cell, envelope, inbound);
+    if (envelope.kind === WireKind.answer && this.deps.answers) this.resumeTurn(live, envelope);
+    else if (this.mode === DeliveryMode.hold) this.hold(envelope.msgId);
     else this.schedulePump();
     return 'accepted';
+  }
+
+  /**
+   * An ANSWER goes to the turn that asked, never into a pane or an inbox: handed to the parked
+   * call if the turn still waits for it, otherwise too late (U2).
+   */
+  private resumeTurn(live: LiveDelivery, answer: Envelope): void {
+    const claim = this.deps.answers?.claim(this.gid, answer);
+    const turnId = answer.turnId ?? '';
+    if (!claim?.ok) {
+      live.cell.send({ type: 'delivery.tooLate', turnId, why: claim?.why ?? 'no turn takes answers here' });
+      return;
+    }
+    live.cell.send({ type: 'delivery.hold' });
+    live.cell.send({ type: 'delivery.handedOver', via: 'ask' });
+    claim.resume(this.handover([live], [answer], 'ask'));
   }
 
   /** A message this entity already finished came again: ack it, or dead-letter it again. */
@@ -248,10 +326,23 @@ export class EntityActor {
       { kind: deliveryKind, id, traceId, msgId, owner: this.gid },
       this.deps,
     );
+    // Held before the restart: re-entering `held` is no transition the count sees, so count it
+    // here. One handed over before the restart comes back to `held` through a transition, which
+    // onDeliveryTransition already counted.
+    const wasHeld = cell.state === 'held';
     this.track(cell, undefined, undefined);
     cell.send({ type: 'actor.rehydrated' });
     // A message typed before the crash but not yet acked: ack it now.
     if (cell.state === 'injected') this.ackInjected(cell);
+    if (wasHeld && cell.state === 'held') this.countHeld(+1);
+    // An answer whose caller died with the gateway: nobody waits for it any more.
+    if (cell.context.kind === WireKind.answer && cell.state === 'held') {
+      cell.send({
+        type: 'delivery.tooLate',
+        turnId: cell.context.turnId ?? '',
+        why: 'the gateway restarted',
+      });
+    }
     if (this.mode === DeliveryMode.hold && cell.state === 'pending') this.hold(msgId);
     this.schedulePump();
   }
@@ -276,16 +367,32 @@ export class EntityActor {
     // Commit `handed-over` before answering. Besides the log, the wait lets the event loop see a
     // connection the main has already dropped, so the answer is known undelivered and the
     // messages are held again rather than acked.
+    // A drain answers the reminder: quiet now, and a new round if messages are still held.
+    const at = this.deps.clock.now();
+    this.remind?.send({ type: 'remind.drained', at });
+    if (this.held > 0) this.remind?.send({ type: 'remind.held', at, count: this.held });
     await this.deps.store.batch.flush();
     return this.handover(taken, envelopes, 'drain');
   }
 
-  private handover(taken: LiveDelivery[], envelopes: Envelope[], via: 'drain' | 'open-send'): Handover {
+  private handover(
+    taken: LiveDelivery[],
+    envelopes: Envelope[],
+    via: 'drain' | 'open-send' | 'ask',
+  ): Handover {
     let settled = false;
     const settle = (event: DeliveryEvent) => {
       if (settled) return;
       settled = true;
-      for (const live of taken) if (live.cell.state === 'handed-over') live.cell.send(event);
+      for (const live of taken) {
+        if (live.cell.state !== 'handed-over') continue;
+        live.cell.send(event);
+        // An answer that never reached its caller is not offered to anyone else.
+        if (via === 'ask' && event.type === 'delivery.returned') {
+          const turnId = live.cell.context.turnId ?? '';
+          live.cell.send({ type: 'delivery.tooLate', turnId, why: 'the caller hung up as the answer came' });
+        }
+      }
       if (event.type === 'delivery.returned') this.schedulePump();
     };
     return {
@@ -300,7 +407,7 @@ export class EntityActor {
    * `ms` passes (R-DL3). Register before sending, so a fast reply cannot slip past.
    */
   waitForReply(
-    peer: string,
+    peer: string | undefined,
     ms: number,
   ): { promise: Promise<Handover | null>; cancel: () => void; answering: (msgId: string) => void } {
     let waiter!: ReplyWaiter;
@@ -326,6 +433,7 @@ export class EntityActor {
     for (const live of [...this.deliveries.values()]) {
       live.cell.send({ type: 'delivery.deadLettered', reason: 'recipient-gone' });
     }
+    this.remind?.send({ type: 'remind.ended' });
     this.cell.send({ type: 'entity.deregistered' });
     deleteEntity(this.deps.store, this.gid);
     void this.stop();
@@ -336,6 +444,7 @@ export class EntityActor {
     this.stopWatching?.();
     for (const waiter of this.waiters.splice(0)) waiter.resolve(null);
     for (const live of this.deliveries.values()) live.cell.stop();
+    this.remind?.stop();
     this.cell.stop();
     await this.injector?.close();
   }
@@ -344,11 +453,71 @@ export class EntityActor {
     cell: DeliveryCell,
     envelope: Envelope | undefined,
     inbound: InboundHandle | undefined,
-  ): void {
+  ): LiveDelivery {
     const msgId = cell.context.msgId;
     const live: LiveDelivery = { cell, envelope, inbound };
     this.deliveries.set(msgId, live);
     cell.onTransition = (transition) => this.onDeliveryTransition(msgId, live, transition);
+    return live;
+  }
+
+  /** Keeps the held count, and starts or ends the reminder's round when it leaves or hits 0. */
+  private countHeld(delta: number): void {
+    const before = this.held;
+    this.held += delta;
+    const remind = this.remind;
+    if (!remind) return;
+    const at = this.deps.clock.now();
+    if (before === 0 && this.held > 0 && remind.state === 'quiet') {
+      remind.send({ type: 'remind.held', at, count: this.held });
+    } else if (before > 0 && this.held === 0 && remind.state !== 'quiet') {
+      remind.send({ type: 'remind.drained', at });
+    }
+  }
+
+  /** Reminds the entity that messages wait: its pane (when it can take input), and listeners. */
+  private nudge(): void {
+    const remind = this.remind;
+    if (remind?.state !== 'nudging') return;
+    const oldest = [...this.deliveries.values()].find((live) => live.cell.state === 'held');
+    const now = this.deps.clock.now();
+    // Nothing waits after all (e.g. drained while reminders were off): end the round rather
+    // than log a silent nudge every maxMs forever.
+    if (!oldest) {
+      remind.send({ type: 'remind.drained', at: now });
+      return;
+    }
+    if (this.held > 0) {
+      const envelope = this.envelopeOf(oldest.cell.context.msgId, oldest);
+      const oldestFrom = envelope ? `${envelope.from.name}@${envelope.from.host}` : 'unknown';
+      const ago = Math.max(0, Math.round((now - oldest.cell.context.acceptedAt) / 1000));
+      const s = this.held === 1 ? '' : 's';
+      const text =
+        `[bridge NUDGE] ${this.held} message${s} waiting for you (oldest from ${oldestFrom}, ${ago} s ago): ` +
+        'call bridge_drain';
+      const nudge: Nudge = {
+        entity: this.gid,
+        name: this.record.name,
+        waiting: this.held,
+        oldestAt: oldest.cell.context.acceptedAt,
+        oldestFrom,
+        text,
+      };
+      this.deps.metrics.nudges.inc();
+      this.deps.logger.info(
+        { entity: this.record.name, waiting: this.held, nudges: remind.context.nudges + 1 },
+        'nudged: messages wait for a drain',
+      );
+      if (this.injector && isReadyStatus(this.paneStatus)) {
+        this.injector
+          .inject(text)
+          .catch((err: unknown) =>
+            this.deps.logger.warn({ err, entity: this.record.name }, 'could not type a nudge into the pane'),
+          );
+      }
+      this.deps.onNudge?.(nudge);
+    }
+    remind.send({ type: 'remind.nudged', at: now });
   }
 
   private hold(msgId: string): void {
@@ -358,7 +527,9 @@ export class EntityActor {
     const envelope = this.envelopeOf(msgId, live);
     if (!envelope) return;
     const index = this.waiters.findIndex(
-      (w) => w.peer === envelope.from.gid || (w.msgId !== undefined && w.msgId === envelope.inReplyTo),
+      (w) =>
+        (w.peer !== undefined && w.peer === envelope.from.gid) ||
+        (w.msgId !== undefined && w.msgId === envelope.inReplyTo),
     );
     if (index < 0) return;
     const [waiter] = this.waiters.splice(index, 1);
@@ -377,6 +548,8 @@ export class EntityActor {
 
   private onDeliveryTransition(msgId: string, live: LiveDelivery, transition: Transition): void {
     const { cell } = live;
+    if (transition.to === 'held' && transition.from !== 'held') this.countHeld(+1);
+    else if (transition.from === 'held' && transition.to !== 'held') this.countHeld(-1);
     // Typed, or found typed by crash recovery: the entity has it (invariant 5).
     if (transition.to === 'injected' && transition.from !== 'injected') {
       queueMicrotask(() => this.ackInjected(cell));
@@ -385,6 +558,12 @@ export class EntityActor {
       this.deliveries.delete(msgId);
       const { metrics, clock } = this.deps;
       metrics.deliveries.inc({ outcome: transition.to });
+      if (transition.to === 'too-late') {
+        // Its notice (an effect, after commit) still needs the answer: keep it until then.
+        const answer = live.envelope ?? readMessage(this.deps.store, msgId, this.gid);
+        if (answer) this.lateAnswers.set(msgId, answer);
+        purgeMessage(this.deps.store, msgId, this.gid);
+      }
       if (transition.to === 'acked') {
         purgeMessage(this.deps.store, msgId, this.gid);
         metrics.deliveryLatency.observe({ mode: this.mode }, (clock.now() - cell.context.acceptedAt) / 1000);
@@ -483,6 +662,23 @@ export class EntityActor {
     );
   }
 
+  private noticeTooLate(context: DeliveryContext): void {
+    const answer = this.lateAnswers.get(context.msgId);
+    this.lateAnswers.delete(context.msgId);
+    const why = context.lastError ?? 'the ask is over';
+    this.deps.logger.warn(
+      {
+        traceId: context.traceId,
+        msgId: context.msgId,
+        turnId: context.turnId,
+        asker: this.record.name,
+        why,
+      },
+      'answer came too late: injected nowhere; its sender is told',
+    );
+    if (answer) this.deps.onTooLate?.(answer, why);
+  }
+
   /** The message's envelope, from memory or the store; a missing body dead-letters it loudly. */
   private envelopeOf(msgId: string, live: LiveDelivery): Envelope | undefined {
     if (live.envelope) return live.envelope;
@@ -500,6 +696,10 @@ export class EntityActor {
   }
 }
 
+function modeOf(record: EntityRecord): DeliveryMode {
+  return record.kind === 'worker' && record.pane !== null ? DeliveryMode.inject : DeliveryMode.hold;
+}
+
 function inputOf(record: EntityRecord, host: string): EntityInput {
   return {
     gid: record.gid,
@@ -507,6 +707,6 @@ function inputOf(record: EntityRecord, host: string): EntityInput {
     kind: record.kind,
     host,
     groups: record.groups,
-    mode: record.pane === null ? DeliveryMode.hold : DeliveryMode.inject,
+    mode: modeOf(record),
   };
 }

@@ -13,7 +13,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import { decodeHlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
-import { type BridgeError, ErrorCode } from '../errors.js';
+import type { BridgeError } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import type { DeadLetterReason } from '../machines/deliveryMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -22,6 +22,7 @@ import { SignatureHeader, type Signer } from '../security/messageSigning.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import { byteLength } from '../wire/digest.js';
 import { type Envelope, schemaVersionString } from '../wire/envelope.js';
+import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { decodePresence, encodePresence, type PresenceEntry } from '../wire/presence.js';
 import { BrokerActor, type InboundMessage, type PublishOutcome, type PublishRequest } from './brokerActor.js';
 import type { DeadLetterSink, EntityActor, InboundHandle } from './entityActor.js';
@@ -39,6 +40,20 @@ export interface FederationDeps extends RuntimeDeps {
   onFatal(err: BridgeError): void;
   /** Signs what is published and verifies what arrives (invariant 6). */
   signer: Signer;
+  /** A SPAWN or STOP for this host, admitted; `inbound` is acked once it is recorded. */
+  onControl(envelope: Envelope, inbound: InboundHandle): void;
+}
+
+/** Where an arrival goes once admitted: an entity's inbox, or this gateway's control queue. */
+interface Destination {
+  readonly queue: string;
+  /** Groups arrivals for the unknown-sender grace, per destination and sender. */
+  readonly id: string;
+  /** True for a copy of one's own broadcast, which is acked and dropped. */
+  ownCopy(envelope: Envelope): boolean;
+  /** Why the message is not for this destination, or undefined. */
+  misdirected(envelope: Envelope): string | undefined;
+  accept(envelope: Envelope, message: InboundMessage): void;
 }
 
 /** Headers a dead letter carries into `bridge.dlq`. */
@@ -72,7 +87,7 @@ export class Federation implements DeadLetterSink {
   readonly roster: RemoteRoster;
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   /** Per inbox and sender: arrivals held in order behind one whose sender is not in the roster yet. */
-  private readonly waiting = new Map<string, { entity: EntityActor; arrivals: Arrival[] }>();
+  private readonly waiting = new Map<string, { destination: Destination; arrivals: Arrival[] }>();
   private readonly maxWireBytes: number;
 
   constructor(private readonly deps: FederationDeps) {
@@ -103,11 +118,12 @@ export class Federation implements DeadLetterSink {
   async start(): Promise<void> {
     const { config } = this.deps;
     for (const entity of this.deps.localEntities()) await this.addEntity(entity);
+    const control = this.controlDestination();
     await this.broker.consume({
       queue: controlSpec(config.hostId),
       prefetch: 10,
       exclusive: true,
-      onMessage: (message) => this.onControl(message),
+      onMessage: (message) => this.receive(control, message),
     });
     await this.broker.consume({
       queue: rosterSpec(config.hostId),
@@ -178,11 +194,15 @@ export class Federation implements DeadLetterSink {
   }
 
   /** Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2). */
-  async publishMessage(envelope: Envelope, routingKey: string): Promise<PublishOutcome> {
+  async publishMessage(
+    envelope: Envelope,
+    routingKey: string,
+    exchange: 'msg' | 'control' = 'msg',
+  ): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
     const content = encodeEnvelope(envelope);
     return this.broker.publish({
-      exchange: Exchange.msg,
+      exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
       routingKey,
       content,
       messageId: envelope.msgId,
@@ -315,18 +335,49 @@ export class Federation implements DeadLetterSink {
    * (R-DL4) and a stranger cannot hold up anyone else's.
    */
   receiveInbound(entity: EntityActor, message: InboundMessage): void {
-    const admitted = this.admit(entity, message);
+    this.receive(this.inboxOf(entity), message);
+  }
+
+  private receive(destination: Destination, message: InboundMessage): void {
+    const admitted = this.admit(destination, message);
     if (!admitted) return;
-    const key = `${entity.gid}/${admitted.envelope.from.gid}`;
+    const key = `${destination.id}/${admitted.envelope.from.gid}`;
     const line = this.waiting.get(key);
     if (line) {
       line.arrivals.push({ message, admitted, graceUntil: undefined });
       return;
     }
-    const deadline = this.deliver(entity, message, admitted, undefined);
+    const deadline = this.deliver(destination, message, admitted, undefined);
     if (deadline === undefined) return;
-    this.waiting.set(key, { entity, arrivals: [{ message, admitted, graceUntil: deadline }] });
+    this.waiting.set(key, { destination, arrivals: [{ message, admitted, graceUntil: deadline }] });
     this.scheduleWaiting(key);
+  }
+
+  private inboxOf(entity: EntityActor): Destination {
+    return {
+      queue: inboxName(entity.gid),
+      id: entity.gid,
+      // The sender does not get a copy of its own broadcast.
+      ownCopy: (envelope) => envelope.kind === 'BROADCAST' && envelope.from.gid === entity.gid,
+      misdirected: (envelope) => this.misdirected(entity, envelope),
+      accept: (envelope, message) =>
+        entity.accept(envelope.kind === 'BROADCAST' ? envelope : { ...envelope, to: entity.gid }, message),
+    };
+  }
+
+  private controlDestination(): Destination {
+    const host = this.hostId;
+    return {
+      queue: controlSpec(host).name,
+      id: `control.${host}`,
+      ownCopy: () => false,
+      misdirected: (envelope) => {
+        if (!controlKinds.has(envelope.kind)) return `a ${envelope.kind} does not belong in a control queue`;
+        if (envelope.to !== host) return `addressed to host ${envelope.to}, not to ${host}`;
+        return this.tooLarge(envelope);
+      },
+      accept: (envelope, message) => this.deps.onControl(envelope, message),
+    };
   }
 
   private scheduleWaiting(key: string): void {
@@ -337,10 +388,10 @@ export class Federation implements DeadLetterSink {
   private retryWaiting(key: string): void {
     const line = this.waiting.get(key);
     if (!line) return;
-    const { entity, arrivals } = line;
+    const { destination, arrivals } = line;
     while (arrivals.length > 0) {
       const head = arrivals[0] as Arrival;
-      const deadline = this.deliver(entity, head.message, head.admitted, head.graceUntil);
+      const deadline = this.deliver(destination, head.message, head.admitted, head.graceUntil);
       if (deadline !== undefined) {
         head.graceUntil = deadline;
         this.scheduleWaiting(key);
@@ -356,9 +407,9 @@ export class Federation implements DeadLetterSink {
    * stamp, expiry. Dead-letters (or, for its own broadcast, acks) and returns undefined when
    * the message goes no further.
    */
-  private admit(entity: EntityActor, message: InboundMessage): Admitted | undefined {
+  private admit(destination: Destination, message: InboundMessage): Admitted | undefined {
     const { clock, config, signer } = this.deps;
-    const queue = inboxName(entity.gid);
+    const queue = destination.queue;
     const signature = signer.verify(message.content, message.headers);
     if (!signature.ok) {
       this.rejectInbound(message, queue, 'bad-signature', signature.detail);
@@ -371,11 +422,11 @@ export class Federation implements DeadLetterSink {
       return undefined;
     }
     const envelope = decoded.envelope;
-    if (envelope.kind === 'BROADCAST' && envelope.from.gid === entity.gid) {
-      message.ack(); // its own broadcast: the sender does not get a copy
+    if (destination.ownCopy(envelope)) {
+      message.ack();
       return undefined;
     }
-    const misdirected = this.misdirected(entity, envelope);
+    const misdirected = destination.misdirected(envelope);
     if (misdirected) {
       this.rejectInbound(message, queue, 'rejected', misdirected);
       return undefined;
@@ -426,13 +477,13 @@ export class Federation implements DeadLetterSink {
    * Returns the end of the grace while the roster does not know the sender yet.
    */
   private deliver(
-    entity: EntityActor,
+    destination: Destination,
     message: InboundMessage,
     { envelope, signer }: Admitted,
     graceUntil: number | undefined,
   ): number | undefined {
     const { metrics, logger, clock, config } = this.deps;
-    const queue = inboxName(entity.gid);
+    const queue = destination.queue;
     if (this.deps.signer.enabled && !this.livesOn(envelope.from.gid, signer)) {
       // The roster may not have the sender yet (it just registered): a short grace, then refuse.
       const now = clock.now();
@@ -443,9 +494,8 @@ export class Federation implements DeadLetterSink {
       return undefined;
     }
     this.deps.hlc.receive(envelope.hlc);
-    const delivered: Envelope = envelope.kind === 'BROADCAST' ? envelope : { ...envelope, to: entity.gid };
     try {
-      entity.accept(delivered, message);
+      destination.accept(envelope, message);
       metrics.accepted.inc({ route: 'broker' });
     } catch (err) {
       logger.error(
@@ -472,6 +522,10 @@ export class Federation implements DeadLetterSink {
     } else if (envelope.to !== entity.gid) {
       return `addressed to ${envelope.to}, not to ${entity.record.name} (${entity.gid})`;
     }
+    return this.tooLarge(envelope);
+  }
+
+  private tooLarge(envelope: Envelope): string | undefined {
     const size = byteLength(envelope.text);
     const limit = this.deps.config.limits.maxTextBytes;
     if (size > limit)
@@ -481,6 +535,8 @@ export class Federation implements DeadLetterSink {
 
   /** Whether the roster places entity `gid` on `host` (invariant 6: the sender lives on the signer). */
   private livesOn(gid: string, host: string): boolean {
+    // A gateway writes as itself (SPAWN_RESULT, TOO_LATE): only its own key can sign that.
+    if (gid === gatewayAddress(host).gid) return true;
     if (host === this.hostId) return this.deps.findLocal(gid) !== undefined;
     return this.roster.find(gid).some((entry) => entry.host === host);
   }
@@ -586,16 +642,10 @@ export class Federation implements DeadLetterSink {
     this.deps.metrics.presenceIgnored.inc({ reason });
     this.deps.logger.warn({ reason, detail, routingKey }, 'ignored a PRESENCE announcement');
   }
-
-  private onControl(message: InboundMessage): void {
-    this.rejectInbound(
-      message,
-      controlSpec(this.hostId).name,
-      'rejected',
-      `${ErrorCode.notAvailable}: this gateway does not take control messages (spawn/stop) yet`,
-    );
-  }
 }
+
+/** What a control queue takes. */
+const controlKinds: ReadonlySet<string> = new Set(['SPAWN', 'STOP']);
 
 /** What an inbox takes; control and presence kinds travel on their own exchanges. */
 const inboxKinds: ReadonlySet<string> = new Set([

@@ -7,19 +7,40 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneInjector, PaneTarget } from '../inject/paneInjector.js';
 import type { Logger } from '../log/logger.js';
+import { newTraceId } from '../log/logger.js';
 import { deliveryMachine } from '../machines/deliveryMachine.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
 import { createNoSigner, createSigner, type Signer } from '../security/messageSigning.js';
 import { listTrust, TrustStore } from '../security/trustStore.js';
-import { countActorsByState, readLiveActors } from '../store/actorHeads.js';
+import { createHerdrLauncher } from '../spawn/herdrLauncher.js';
+import type { Launcher } from '../spawn/launcher.js';
+import { createTmuxLauncher } from '../spawn/tmuxLauncher.js';
+import { countActorsByState, readActorHead, readLiveActors } from '../store/actorHeads.js';
 import { type EntityRecord, insertEntity, readEntities } from '../store/entities.js';
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
-import { type Address, type EntityKind, type Envelope, entityNamePattern } from '../wire/envelope.js';
+import {
+  type Address,
+  type ControlResult,
+  type EntityKind,
+  type Envelope,
+  entityNamePattern,
+  WireKind,
+} from '../wire/envelope.js';
+import { gatewayAddress } from '../wire/gatewayAddress.js';
+import { namedUuid, uuidv7 } from '../wire/ids.js';
 import { Directory, hashToken } from './directory.js';
-import { deliveryKind, EntityActor, type EntityActorDeps, type Handover } from './entityActor.js';
+import {
+  deliveryActorId,
+  deliveryKind,
+  EntityActor,
+  type EntityActorDeps,
+  type Handover,
+  type InboundHandle,
+  type Nudge,
+} from './entityActor.js';
 import { type DeadLetterView, Federation } from './federation.js';
 import {
   addressOf,
@@ -29,6 +50,8 @@ import {
   type SendRequest,
   type SendResult,
 } from './router.js';
+import { Spawner } from './spawner.js';
+import { type TurnOutcome, Turns } from './turns.js';
 
 export interface GatewayOptions {
   config: Config;
@@ -39,6 +62,58 @@ export interface GatewayOptions {
   checkPane?: (pane: PaneTarget) => Promise<void>;
   /** Called when the gateway can no longer trust its own state (a failed commit, a refused inbox). */
   onFatal?: (err: unknown) => void;
+  /** Starts spawned agents (U4); default: tmux windows and herdr tabs as configured. */
+  launchers?: { tmux: Launcher; herdr: Launcher };
+}
+
+export interface AskOptions {
+  to: string;
+  question: string;
+  timeoutMs?: number | undefined;
+  /** A retry with the same key attaches to the same turn (after a gateway restart, say). */
+  idempotencyKey?: string | undefined;
+  /** Aborts when the caller hangs up: the turn is abandoned. */
+  signal?: AbortSignal | undefined;
+}
+
+export interface AskOutcome {
+  askId: string;
+  turnId: string;
+  traceId: string;
+  to: Address;
+  answer: Envelope;
+  /** Confirm once the caller has the answer (see Handover). */
+  handover: Handover;
+}
+
+export interface AnswerOutcome {
+  msgId: string;
+  askId: string;
+  turnId: string;
+  traceId: string;
+  /** delivered: the waiting call has it; sent: on its way to another host; too_late: the turn is over. */
+  status: 'delivered' | 'sent' | 'too_late';
+  duplicate: boolean;
+  why?: string;
+}
+
+export interface SpawnOptions {
+  host: string;
+  profile: string;
+  brief: string;
+  name?: string | undefined;
+  groups?: string[] | undefined;
+  waitMs?: number | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+export interface ControlOutcome {
+  requestId: string;
+  traceId: string;
+  host: string;
+  /** done: the result came back (see `result`); pending: not within the wait, it arrives by drain. */
+  status: 'done' | 'pending';
+  result?: ControlResult;
 }
 
 export interface RegisterRequest {
@@ -54,6 +129,17 @@ export interface Registration {
   name: string;
   host: string;
   kind: EntityKind;
+}
+
+function newToken(): string {
+  return `brt_${randomBytes(24).toString('base64url')}`;
+}
+
+function askEnded(state: string, turnId: string): BridgeError {
+  return new BridgeError(
+    state === 'expired' ? ErrorCode.askExpired : ErrorCode.askAbandoned,
+    `that ask (turn ${turnId}) is already ${state}: ask again with a new idempotency_key`,
+  );
 }
 
 export interface RosterEntry extends Address {
@@ -92,7 +178,14 @@ export class Gateway {
   private deps!: RuntimeDeps;
   private entityDeps!: EntityActorDeps;
   private federation: Federation | undefined;
+  private turns!: Turns;
+  private spawner!: Spawner;
   private stopping = false;
+  private readonly nudgeListeners = new Set<(nudge: Nudge) => void>();
+  private mcpUrlKnown!: (url: string) => void;
+  private readonly mcpUrlReady = new Promise<string>((resolve) => {
+    this.mcpUrlKnown = resolve;
+  });
 
   constructor(private readonly options: GatewayOptions) {
     this.config = options.config;
@@ -140,14 +233,21 @@ export class Gateway {
           logger.fatal({ err }, err.message);
           this.options.onFatal?.(err);
         },
+        onControl: (envelope, inbound) => this.onControl(envelope, inbound),
       });
     }
+    this.turns = new Turns(deps);
     this.entityDeps = {
       ...deps,
       config,
       metrics: this.metrics,
       createInjector: this.options.createInjector,
       deadLetters: this.federation,
+      answers: this.turns,
+      onTooLate: (answer, why) => void this.sendTooLate(answer, why),
+      onNudge: (nudge) => {
+        for (const listener of this.nudgeListeners) listener(nudge);
+      },
     };
     this.router = new Router({
       ...deps,
@@ -156,6 +256,31 @@ export class Gateway {
       directory: this.directory,
       federation: this.federation,
     });
+
+    this.spawner = new Spawner({
+      ...deps,
+      config,
+      metrics: this.metrics,
+      launchers: this.options.launchers ?? {
+        tmux: createTmuxLauncher({ socket: config.spawn.tmuxSocket, session: config.spawn.tmuxSession }),
+        herdr: createHerdrLauncher({
+          socketPath: config.herdr.socketPath,
+          workspace: config.spawn.herdrWorkspace,
+        }),
+      },
+      mcpUrl: () => this.mcpUrlReady,
+      hasName: (name) => this.directory.hasName(name),
+      hasEntity: (gid) => this.directory.byGidOrUndefined(gid) !== undefined,
+      register: (entity) => this.registerSpawned(entity),
+      deregister: async (gid) => {
+        await this.deregister(gid);
+      },
+      deliverLocal: (envelope) => this.directory.byGidOrUndefined(envelope.to)?.accept(envelope),
+      route: (envelope) => this.router.routeEnvelope(envelope),
+      compose: (from, kind, to, text, extra) => this.router.compose(from, kind, to, text, extra),
+      newToken,
+    });
+    const turns = this.turns.rehydrate();
 
     for (const record of readEntities(this.store)) {
       const entity = EntityActor.rehydrate(record, this.entityDeps);
@@ -170,16 +295,36 @@ export class Gateway {
       else this.deadLetterOrphan(head.actorId, msgId, head.traceId, head.owner);
       resumed++;
     }
+    const spawns = this.spawner.rehydrate();
     logger.info(
-      { entities: this.directory.size, resumedDeliveries: resumed, store: this.store.file },
+      {
+        entities: this.directory.size,
+        resumedDeliveries: resumed,
+        waitingTurns: turns,
+        liveSpawns: spawns,
+        store: this.store.file,
+      },
       'gateway started',
     );
     await this.federation?.start();
   }
 
+  /** Where MCP clients (and spawned agents) reach this gateway; set once the server listens. */
+  setMcpUrl(url: string): void {
+    this.mcpUrlKnown(url);
+  }
+
+  /** Calls `listener` with every nudge (U3); returns the way to stop. */
+  onNudge(listener: (nudge: Nudge) => void): () => void {
+    this.nudgeListeners.add(listener);
+    return () => this.nudgeListeners.delete(listener);
+  }
+
   async stop(): Promise<void> {
     if (this.stopping || !this.store) return;
     this.stopping = true;
+    this.turns?.stop();
+    this.spawner?.stop();
     await this.federation?.stop();
     await Promise.all([...this.directory.all()].map((entity) => entity.stop()));
     try {
@@ -205,14 +350,32 @@ export class Gateway {
       );
     }
     if (request.pane && this.options.checkPane) await this.options.checkPane(request.pane);
-    const token = `brt_${randomBytes(24).toString('base64url')}`;
+    const token = newToken();
+    const gid = randomUUID();
+    await this.addEntity({ ...request, gid, token });
+    return { gid, token, name: request.name, host: this.host, kind: request.kind };
+  }
+
+  /** A spawned agent, registered under the gid and token it was launched with. */
+  private async registerSpawned(entity: RegisterRequest & { gid: string; token: string }): Promise<void> {
+    this.assertRunning();
+    if (this.directory.hasName(entity.name)) {
+      throw new BridgeError(
+        ErrorCode.nameTaken,
+        `an entity named "${entity.name}" is already registered on ${this.host}`,
+      );
+    }
+    await this.addEntity(entity);
+  }
+
+  private async addEntity(request: RegisterRequest & { gid: string; token: string }): Promise<void> {
     const record: EntityRecord = {
-      gid: randomUUID(),
+      gid: request.gid,
       name: request.name,
       kind: request.kind,
       groups: request.groups ?? [],
       pane: request.pane ?? null,
-      tokenHash: hashToken(token),
+      tokenHash: hashToken(request.token),
       created: this.hlc.tick(),
     };
     insertEntity(this.store, record);
@@ -222,7 +385,6 @@ export class Gateway {
     await this.store.batch.flush();
     await this.federation?.addEntity(entity);
     this.logger.info({ gid: record.gid, name: record.name, kind: record.kind }, 'entity registered');
-    return { gid: record.gid, token, name: record.name, host: this.host, kind: record.kind };
   }
 
   /** Deregisters an entity; its undelivered messages are dead-lettered, never dropped. */
@@ -263,6 +425,261 @@ export class Gateway {
     const handover = await waiter.promise;
     if (!handover) return { ...result, reply: null };
     return { ...result, reply: handover.envelopes[0] ?? null, handover };
+  }
+
+  /**
+   * Asks and parks the caller until the answer comes or the turn's deadline passes (U2).
+   * Rejects with ASK_EXPIRED at the deadline, ASK_ABANDONED if the turn ends otherwise.
+   */
+  async ask(asker: EntityActor, options: AskOptions): Promise<AskOutcome> {
+    this.assertRunning();
+    const { config, clock } = this;
+    const timeoutMs = Math.max(
+      1,
+      Math.min(options.timeoutMs ?? config.ask.defaultTimeoutMs, config.limits.maxWaitMs),
+    );
+    const to = this.router.resolve(options.to);
+    const key = options.idempotencyKey;
+    const now = clock.now();
+    const turnId = key === undefined ? uuidv7(now) : namedUuid(asker.gid, `turn\u0000${key}`);
+    const earlier = key === undefined ? undefined : this.turns.stateOf(turnId);
+    if (earlier) {
+      // A retry of the same ask: attach to the turn if it still waits, else say how it ended.
+      const context = earlier.context;
+      if (earlier.state !== 'waiting' || !context) throw askEnded(earlier.state, turnId);
+      this.logger.info(
+        { traceId: context.traceId, turnId },
+        'bridge_ask retried: attached to the waiting turn',
+      );
+      const outcome = await this.turns.attach(turnId, options.signal);
+      return this.askOutcome(outcome, context.askMsgId, turnId, context.traceId, to);
+    }
+    const askMsgId = key === undefined ? uuidv7(now) : namedUuid(asker.gid, key);
+    const traceId = newTraceId();
+    const deadline = now + timeoutMs;
+    this.turns.open({
+      turnId,
+      askMsgId,
+      traceId,
+      asker: asker.gid,
+      recipient: to.gid,
+      startedAt: now,
+      deadline,
+    });
+    const parked = this.turns.attach(turnId, options.signal);
+    try {
+      await this.router.send(asker, {
+        kind: WireKind.ask,
+        to: options.to,
+        text: options.question,
+        turnId,
+        msgId: askMsgId,
+        traceId,
+        expiresAt: deadline,
+        idempotencyKey: key,
+      });
+    } catch (err) {
+      this.turns.abandon(turnId, `the ask could not be sent: ${(err as Error).message}`);
+      await parked;
+      throw err;
+    }
+    return this.askOutcome(await parked, askMsgId, turnId, traceId, to);
+  }
+
+  private askOutcome(
+    outcome: TurnOutcome,
+    askId: string,
+    turnId: string,
+    traceId: string,
+    to: Address,
+  ): AskOutcome {
+    this.metrics.asks.inc({ outcome: outcome.state });
+    if (outcome.state !== 'answered') {
+      throw new BridgeError(
+        outcome.state === 'expired' ? ErrorCode.askExpired : ErrorCode.askAbandoned,
+        outcome.state === 'expired'
+          ? `${to.name}@${to.host} did not answer in time (${outcome.why}; ask ${askId}): carry on without the answer or ask again; ` +
+              'an answer that still comes is not injected anywhere, and its sender is told it came too late'
+          : `the ask ended without an answer: ${outcome.why} (ask ${askId})`,
+        { details: { askId, turnId, traceId } },
+      );
+    }
+    const answer = outcome.handover.envelopes[0] as Envelope;
+    return { askId, turnId, traceId, to, answer, handover: outcome.handover };
+  }
+
+  /**
+   * Answers an ASK this entity received. Only the first answer counts (a repeat returns the
+   * first one's msgId). When this gateway can tell the turn is over (the ask's deadline has
+   * passed, or the asker is here and no longer waiting), it says `too_late`.
+   */
+  async answer(main: EntityActor, askId: string, text: string): Promise<AnswerOutcome> {
+    this.assertRunning();
+    await this.store.batch.flush();
+    const rows = readActorEvents(this.store, deliveryKind, deliveryActorId(askId, main.gid));
+    const input = rows[0]?.data as
+      | { kind?: string; turnId?: string; sender?: string; deadline?: number }
+      | undefined;
+    if (!input) {
+      throw new BridgeError(
+        ErrorCode.unknownAsk,
+        `no ask ${askId} was delivered to ${main.record.name}: ask_id is the msgId of an ASK you received (bridge_drain shows it)`,
+      );
+    }
+    if (input.kind !== WireKind.ask || input.turnId === undefined || input.sender === undefined) {
+      throw new BridgeError(
+        ErrorCode.unknownAsk,
+        `message ${askId} is a ${input.kind ?? 'message'}, not an ASK: answer it with bridge_reply`,
+      );
+    }
+    const turnId = input.turnId;
+    const traceId = rows[0]?.traceId ?? newTraceId();
+    const msgId = namedUuid(main.gid, `answer\u0000${askId}`);
+    if (input.deadline !== undefined && this.clock.now() > input.deadline) {
+      const why = `the ask expired at ${new Date(input.deadline).toISOString()}`;
+      this.logger.warn({ traceId, askId, turnId }, `answer not sent: ${why}`);
+      this.router.recordRefusal(main, {
+        msgId,
+        traceId,
+        kind: WireKind.answer,
+        to: input.sender,
+        text,
+        code: ErrorCode.askExpired,
+        detail: why,
+      });
+      await this.store.batch.flush();
+      return { msgId, askId, turnId, traceId, status: 'too_late', duplicate: false, why };
+    }
+    const sent = await this.router.send(main, {
+      kind: WireKind.answer,
+      to: input.sender,
+      text,
+      inReplyTo: askId,
+      turnId,
+      traceId,
+      idempotencyKey: `answer\u0000${askId}`,
+    });
+    const asker = this.directory.byGidOrUndefined(input.sender);
+    if (!asker)
+      return { msgId: sent.msgId, askId, turnId, traceId, status: 'sent', duplicate: sent.duplicate };
+    await this.store.batch.flush();
+    const state = readActorHead(this.store, deliveryKind, deliveryActorId(sent.msgId, asker.gid))?.state;
+    const tooLate = state === 'too-late';
+    return {
+      msgId: sent.msgId,
+      askId,
+      turnId,
+      traceId,
+      status: tooLate ? 'too_late' : 'delivered',
+      duplicate: sent.duplicate,
+      ...(tooLate ? { why: 'the asking turn was no longer waiting' } : {}),
+    };
+  }
+
+  /** Tells an answer's sender that it came too late for its turn (TOO_LATE, U2). */
+  private async sendTooLate(answer: Envelope, why: string): Promise<void> {
+    const notice = this.router.compose(
+      gatewayAddress(this.host),
+      WireKind.tooLate,
+      answer.from.gid,
+      `your answer ${answer.msgId} came too late and was not given to anyone: ${why}`,
+      {
+        msgId: namedUuid(answer.msgId, 'too-late'),
+        traceId: answer.traceId,
+        inReplyTo: answer.msgId,
+        turnId: answer.turnId ?? answer.msgId,
+      },
+    );
+    await this.router
+      .routeEnvelope(notice)
+      .catch((err: unknown) =>
+        this.logger.warn({ err, traceId: answer.traceId }, 'could not send a TOO_LATE notice'),
+      );
+  }
+
+  /**
+   * Asks `host` to start an agent from one of its profiles (U4) and waits (up to `waitMs`) for
+   * the SPAWN_RESULT. On this host it runs without the broker.
+   */
+  async spawn(requester: EntityActor, options: SpawnOptions): Promise<ControlOutcome> {
+    this.assertRunning();
+    const now = this.clock.now();
+    const key = options.idempotencyKey;
+    const requestId = key === undefined ? uuidv7(now) : namedUuid(requester.gid, `spawn\u0000${key}`);
+    const envelope = this.router.compose(
+      addressOf(requester, this.host),
+      WireKind.spawn,
+      options.host,
+      options.brief,
+      {
+        msgId: requestId,
+        expiresAt: now + this.config.spawn.requestTtlMs,
+        spawn: {
+          requestId,
+          profile: options.profile,
+          ...(options.name === undefined ? {} : { name: options.name }),
+          ...(options.groups === undefined ? {} : { groups: options.groups }),
+        },
+      },
+    );
+    return this.control(requester, envelope, options.host, options.waitMs);
+  }
+
+  /** Asks the host of a spawned agent to stop it and deregister it (U4). */
+  async stopSpawned(requester: EntityActor, gid: string, waitMs?: number): Promise<ControlOutcome> {
+    this.assertRunning();
+    const local = this.directory.byGidOrUndefined(gid);
+    const host = local ? this.host : this.federation?.roster.find(gid)[0]?.host;
+    if (host === undefined) {
+      throw new BridgeError(
+        ErrorCode.unknownRecipient,
+        `no entity ${gid} on ${this.host} or in the roster: call bridge_roster to see who runs where`,
+      );
+    }
+    const requestId = uuidv7(this.clock.now());
+    const envelope = this.router.compose(addressOf(requester, this.host), WireKind.stop, host, '', {
+      msgId: requestId,
+      stop: { requestId, gid },
+    });
+    return this.control(requester, envelope, host, waitMs);
+  }
+
+  private async control(
+    requester: EntityActor,
+    envelope: Envelope,
+    host: string,
+    waitMs: number | undefined,
+  ): Promise<ControlOutcome> {
+    const wait = Math.min(waitMs ?? this.config.spawn.waitMs, this.config.limits.maxWaitMs);
+    const waiter = requester.waitForReply(undefined, wait);
+    waiter.answering(envelope.msgId);
+    try {
+      if (host === this.host) this.onControl(envelope, undefined);
+      else {
+        if (!this.federation) {
+          throw new BridgeError(
+            ErrorCode.notAvailable,
+            `${host} is another host and this gateway runs single-host (set broker.uri / BRIDGE_BROKER_URI)`,
+          );
+        }
+        await this.router.sendControl(envelope, host);
+      }
+    } catch (err) {
+      waiter.cancel();
+      throw err;
+    }
+    const base = { requestId: envelope.msgId, traceId: envelope.traceId, host };
+    const handover = await waiter.promise;
+    const result = handover?.envelopes[0]?.result;
+    if (!handover || !result) return { ...base, status: 'pending' };
+    handover.confirm();
+    return { ...base, status: 'done', result };
+  }
+
+  private onControl(envelope: Envelope, inbound: InboundHandle | undefined): void {
+    if (envelope.kind === WireKind.spawn) this.spawner.receiveSpawn(envelope, inbound);
+    else if (envelope.kind === WireKind.stop) void this.spawner.receiveStop(envelope, inbound);
+    else inbound?.ack();
   }
 
   /** Resolves once everything this gateway has written so far is durable. */

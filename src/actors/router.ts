@@ -17,11 +17,18 @@ import type { EntityActor } from './entityActor.js';
 import type { Federation } from './federation.js';
 
 export interface SendRequest {
-  kind: typeof WireKind.send | typeof WireKind.reply;
+  kind: typeof WireKind.send | typeof WireKind.reply | typeof WireKind.ask | typeof WireKind.answer;
   to: string;
   text: string;
   inReplyTo?: string | undefined;
   idempotencyKey?: string | undefined;
+  /** ASK/ANSWER: the asking turn. */
+  turnId?: string | undefined;
+  /** Set by the gateway when it must know them before the send (an ask's turn). */
+  msgId?: string | undefined;
+  traceId?: string | undefined;
+  /** Shorter than the default TTL (an ask lives as long as its turn). */
+  expiresAt?: number | undefined;
 }
 
 export interface BroadcastRequest {
@@ -65,6 +72,18 @@ export function addressOf(entity: EntityActor, host: string): Address {
 }
 
 type SendCell = ActorCell<SendContext, SendEvent>;
+
+interface EnvelopeExtras {
+  inReplyTo?: string | undefined;
+  idempotencyKey?: string | undefined;
+  turnId?: string | undefined;
+  spawn?: Envelope['spawn'];
+  stop?: Envelope['stop'];
+  result?: Envelope['result'];
+  msgId?: string | undefined;
+  traceId?: string | undefined;
+  expiresAt?: number | undefined;
+}
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
@@ -96,31 +115,103 @@ export class Router {
       return { msgId: earlier.msgId, traceId: earlier.traceId, to, duplicate: true };
     }
 
-    const envelope = this.envelope(
-      sender,
-      request.kind,
-      to.gid,
-      request.text,
-      request.inReplyTo,
-      request.idempotencyKey,
-    );
-    const cell = this.createSend(sender, envelope, to.gid, size, request.idempotencyKey);
-    if (local) {
-      try {
-        local.accept(envelope);
-      } catch (err) {
-        cell.send({ type: 'send.failed', code: codeOf(err), detail: (err as Error).message });
-        await this.deps.store.batch.flush();
-        throw err;
-      }
-      cell.send({ type: 'send.routedLocal' });
-      this.deps.metrics.accepted.inc({ route: 'local' });
-      await this.deps.store.batch.flush();
-    } else {
-      putMessage(this.deps.store, outbox, envelope);
-      await this.published(cell, envelope, to.gid);
-    }
+    const envelope = this.envelope(addressOf(sender, this.deps.host), request.kind, to.gid, request.text, {
+      inReplyTo: request.inReplyTo,
+      idempotencyKey: request.idempotencyKey,
+      turnId: request.turnId,
+      msgId: request.msgId,
+      traceId: request.traceId,
+      expiresAt: request.expiresAt,
+    });
+    await this.dispatch(envelope, local, size, request.idempotencyKey);
     return { msgId: envelope.msgId, traceId: envelope.traceId, to, duplicate: false };
+  }
+
+  /**
+   * Routes a message the gateway itself writes (a TOO_LATE notice, a SPAWN_RESULT) to its
+   * recipient gid, here or through the broker, with its send actor in the log like any other.
+   * A msgId this gateway already sent is not sent again.
+   */
+  async routeEnvelope(envelope: Envelope): Promise<void> {
+    if (readActorEvents(this.deps.store, sendKind, envelope.msgId).length > 0) return;
+    const local = this.deps.directory.byGidOrUndefined(envelope.to);
+    await this.dispatch(envelope, local, byteLength(envelope.text), undefined);
+  }
+
+  /** Publishes a SPAWN or STOP to `control.<host>` (U4); returns once the broker has it. */
+  async sendControl(envelope: Envelope, host: string): Promise<void> {
+    const cell = this.createSend(envelope, host, byteLength(envelope.text), undefined);
+    putMessage(this.deps.store, outbox, envelope);
+    await this.published(cell, envelope, host, 'control');
+  }
+
+  /** A new envelope from `from` (a local entity, or this gateway), stamped now. */
+  compose(
+    from: Address,
+    kind: Envelope['kind'],
+    to: string,
+    text: string,
+    extra: Partial<
+      Pick<Envelope, 'inReplyTo' | 'turnId' | 'spawn' | 'stop' | 'result' | 'traceId' | 'msgId' | 'expiresAt'>
+    > = {},
+  ): Envelope {
+    return this.envelope(from, kind, to, text, extra);
+  }
+
+  /**
+   * Records a message this gateway refused to send (an answer past its ask's deadline): its
+   * send actor goes straight to `failed`, so the flow's log shows what was tried and why not.
+   */
+  recordRefusal(
+    sender: EntityActor,
+    refusal: {
+      msgId: string;
+      traceId: string;
+      kind: Envelope['kind'];
+      to: string;
+      text: string;
+      code: string;
+      detail: string;
+    },
+  ): void {
+    const envelope = this.envelope(
+      addressOf(sender, this.deps.host),
+      refusal.kind,
+      refusal.to,
+      refusal.text,
+      {
+        msgId: refusal.msgId,
+        traceId: refusal.traceId,
+      },
+    );
+    if (readActorEvents(this.deps.store, sendKind, envelope.msgId).length > 0) return;
+    const cell = this.createSend(envelope, refusal.to, byteLength(refusal.text), undefined);
+    cell.send({ type: 'send.failed', code: refusal.code, detail: refusal.detail });
+  }
+
+  /** The send actor, then the local hand-over or the publish; throws what the recipient refused. */
+  private async dispatch(
+    envelope: Envelope,
+    local: EntityActor | undefined,
+    size: number,
+    idempotencyKey: string | undefined,
+  ): Promise<void> {
+    const cell = this.createSend(envelope, envelope.to, size, idempotencyKey);
+    if (!local) {
+      putMessage(this.deps.store, outbox, envelope);
+      await this.published(cell, envelope, envelope.to);
+      return;
+    }
+    try {
+      local.accept(envelope);
+    } catch (err) {
+      cell.send({ type: 'send.failed', code: codeOf(err), detail: (err as Error).message });
+      await this.deps.store.batch.flush();
+      throw err;
+    }
+    cell.send({ type: 'send.routedLocal' });
+    this.deps.metrics.accepted.inc({ route: 'local' });
+    await this.deps.store.batch.flush();
   }
 
   /**
@@ -134,15 +225,10 @@ export class Router {
     if (earlier)
       return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
 
-    const envelope = this.envelope(
-      sender,
-      WireKind.broadcast,
-      key,
-      request.text,
-      undefined,
-      request.idempotencyKey,
-    );
-    const cell = this.createSend(sender, envelope, key, size, request.idempotencyKey);
+    const envelope = this.envelope(addressOf(sender, this.deps.host), WireKind.broadcast, key, request.text, {
+      idempotencyKey: request.idempotencyKey,
+    });
+    const cell = this.createSend(envelope, key, size, request.idempotencyKey);
     const federation = this.deps.federation;
     if (!federation) {
       let localCopies = 0;
@@ -229,38 +315,46 @@ export class Router {
   }
 
   private envelope(
-    sender: EntityActor,
+    from: Address,
     kind: Envelope['kind'],
     to: string,
     text: string,
-    inReplyTo: string | undefined,
-    idempotencyKey: string | undefined,
+    extra: EnvelopeExtras,
   ): Envelope {
     const { store, clock, config } = this.deps;
     const now = clock.now();
+    const { inReplyTo, idempotencyKey, turnId, spawn, stop, result } = extra;
     const traceId =
-      (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ?? newTraceId();
+      extra.traceId ??
+      (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ??
+      newTraceId();
+    const msgId =
+      extra.msgId ?? (idempotencyKey === undefined ? uuidv7(now) : namedUuid(from.gid, idempotencyKey));
     return {
       v: schemaVersionString,
       kind,
-      msgId: idempotencyKey === undefined ? uuidv7(now) : namedUuid(sender.gid, idempotencyKey),
+      msgId,
       traceId,
       hlc: this.deps.hlc.tick(),
-      from: addressOf(sender, this.deps.host),
+      from,
       to,
       text,
       ...(inReplyTo === undefined ? {} : { inReplyTo }),
-      expiresAt: now + config.delivery.ttlMs,
+      expiresAt: extra.expiresAt ?? now + config.delivery.ttlMs,
+      ...(turnId === undefined ? {} : { turnId }),
+      ...(spawn === undefined ? {} : { spawn }),
+      ...(stop === undefined ? {} : { stop }),
+      ...(result === undefined ? {} : { result }),
     };
   }
 
   private createSend(
-    sender: EntityActor,
     envelope: Envelope,
     recipient: string,
     size: number,
     idempotencyKey: string | undefined,
   ): SendCell {
+    const sender = envelope.from;
     const { store } = this.deps;
     const cell = ActorCell.create<SendContext, SendEvent>(
       sendMachine,
@@ -297,9 +391,14 @@ export class Router {
    * send's msgId comes from its key: a retry after a crash carries the same msgId, which the
    * receiver drops as a duplicate.
    */
-  private async published(cell: SendCell, envelope: Envelope, routingKey: string): Promise<boolean> {
+  private async published(
+    cell: SendCell,
+    envelope: Envelope,
+    routingKey: string,
+    exchange: 'msg' | 'control' = 'msg',
+  ): Promise<boolean> {
     const [partial] = await Promise.all([
-      this.publish(cell, envelope, routingKey),
+      this.publish(cell, envelope, routingKey, exchange),
       this.deps.store.batch.flush(),
     ]);
     return partial;
@@ -316,7 +415,12 @@ export class Router {
    * Publishes and waits for the broker's confirm. Returns whether a broadcast was only
    * partly taken; throws for a send the broker did not take.
    */
-  private async publish(cell: SendCell, envelope: Envelope, routingKey: string): Promise<boolean> {
+  private async publish(
+    cell: SendCell,
+    envelope: Envelope,
+    routingKey: string,
+    exchange: 'msg' | 'control' = 'msg',
+  ): Promise<boolean> {
     const federation = this.deps.federation;
     const { store, metrics } = this.deps;
     if (!federation) throw new BridgeError(ErrorCode.internal, 'publish without a broker');
@@ -324,15 +428,17 @@ export class Router {
     let failure: BridgeError | undefined;
     let partial = false;
     try {
-      const outcome = await federation.publishMessage(envelope, routingKey);
+      const outcome = await federation.publishMessage(envelope, routingKey, exchange);
       if (outcome.ok) {
         cell.send({ type: 'send.confirmed' });
       } else if (outcome.reason === 'unroutable') {
         failure = new BridgeError(
           ErrorCode.unknownRecipient,
-          envelope.kind === WireKind.broadcast
-            ? `nobody receives ${routingKey}: no inbox is bound to it; check the group name with bridge_roster`
-            : `unknown recipient ${routingKey}: no inbox exists for it on the broker; call bridge_roster to see who is reachable`,
+          exchange === 'control'
+            ? `no gateway ${routingKey} on the broker (no control.${routingKey} queue): check the host id with bridge_roster`
+            : envelope.kind === WireKind.broadcast
+              ? `nobody receives ${routingKey}: no inbox is bound to it; check the group name with bridge_roster`
+              : `unknown recipient ${routingKey}: no inbox exists for it on the broker; call bridge_roster to see who is reachable`,
         );
       } else if (envelope.kind === WireKind.broadcast) {
         // A broadcast nacked by one full inbox still reached the others (SPEC §12).

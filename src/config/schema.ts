@@ -38,6 +38,25 @@ export const brokerTlsSchema = z
   });
 export type BrokerTlsConfig = z.output<typeof brokerTlsSchema>;
 
+export const profileNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** One spawn profile: how this host starts an agent of that kind. */
+export const profileSchema = z.strictObject({
+  /** Shell command run in the new window or pane (the agent). */
+  command: z.string().min(1),
+  /** Working directory; with `repo`, the clone goes here (one subdirectory per agent). */
+  cwd: z.string().min(1).optional(),
+  /** A git repository to clone for each spawned agent (and `ref` to check out). */
+  repo: z.strictObject({ url: z.string().min(1), ref: z.string().min(1).optional() }).optional(),
+  /** Where the agent runs: a tmux window, or a herdr tab. */
+  injector: z.enum(['tmux', 'herdr']).default('tmux'),
+  kind: z.enum(['worker', 'main', 'orchestrator']).default('worker'),
+  groups: z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/)).default([]),
+  /** Extra environment for the agent (besides BRIDGE_MCP_URL, BRIDGE_TOKEN, …). */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
+});
+export type Profile = z.output<typeof profileSchema>;
+
 export const configSchema = z.strictObject({
   /** This gateway's host id; defaults to the machine's hostname. */
   hostId: hostIdSchema.optional(),
@@ -114,6 +133,58 @@ export const configSchema = z.strictObject({
       captureLines: z.number().int().min(10).default(500),
     })
     .prefault({}),
+  ask: z
+    .strictObject({
+      /** How long a bridge_ask waits for its answer when the call names no timeout_ms. */
+      defaultTimeoutMs: z.number().int().min(1).default(300_000),
+    })
+    .prefault({}),
+  remind: z
+    .strictObject({
+      /** Nudge entities that pull their messages (mains, orchestrators) while messages wait (U3). */
+      enabled: z.boolean().default(true),
+      /** First nudge this long after a message starts waiting; then doubling… */
+      firstMs: z.number().int().min(1).default(60_000),
+      /** …up to this interval. */
+      maxMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(30 * 60_000),
+    })
+    .prefault({}),
+  spawn: z
+    .strictObject({
+      /** tmux server socket (`tmux -S`) and session that spawned agents' windows go in. */
+      tmuxSocket: z.string().min(1).optional(),
+      tmuxSession: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]{1,64}$/)
+        .default('bridge'),
+      /** herdr workspace for spawned agents' tabs; default: herdr's active workspace. */
+      herdrWorkspace: z.string().min(1).optional(),
+      /** Where repositories named by profiles are cloned, one directory per spawned agent. */
+      workspaces: z.string().min(1).optional(),
+      /** How long bridge_spawn / bridge_stop wait for the result when the call names no wait_ms. */
+      waitMs: z.number().int().min(0).default(60_000),
+      /** A SPAWN not taken by its host within this long is dead-lettered as expired. */
+      requestTtlMs: z
+        .number()
+        .int()
+        .min(1_000)
+        .default(10 * 60_000),
+    })
+    .prefault({}),
+  /**
+   * What this host can run when asked to spawn (U4): the host owns its profiles; a requester
+   * names one, never a command.
+   */
+  profiles: z
+    .record(
+      z.string().regex(profileNamePattern, 'a profile name is 1-64 letters, digits, ".", "_" or "-"'),
+      profileSchema,
+    )
+    .default({}),
   store: z
     .strictObject({
       /** SQLite `synchronous` pragma; FULL syncs the WAL on every commit (power-loss safe). */

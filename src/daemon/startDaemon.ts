@@ -54,6 +54,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     await gateway.stop();
     throw err;
   }
+  gateway.setMcpUrl(`${http.url}/mcp`);
   return {
     gateway,
     mcpUrl: `${http.url}/mcp`,

@@ -6,7 +6,7 @@
  * request opens its own short connection; the status subscription is the one long-lived
  * connection, reopened with backoff whenever it drops.
  */
-import { createConnection, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { ChannelError, ErrorCode } from '../errors.js';
@@ -23,6 +23,7 @@ import {
   type HerdrParams,
   type HerdrResults,
 } from './herdrProtocol.js';
+import { herdrRequest, openSocket } from './herdrRequest.js';
 import { type PaneInjector, PaneStatus } from './paneInjector.js';
 
 /** The slice of a pino logger the injector uses. */
@@ -76,69 +77,6 @@ export function resolveHerdrSocketPath(
     );
   }
   return join(configHome, 'herdr', 'sessions', session, 'herdr.sock');
-}
-
-/** Opens a connection, turning socket errors into messages that say what to do. */
-function openSocket(socketPath: string, timeoutMs: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = createConnection(socketPath);
-    let settled = false;
-    const timer = setTimeout(() => {
-      settled = true;
-      socket.destroy();
-      reject(
-        new ChannelError(
-          ErrorCode.paneUnavailable,
-          `timed out after ${timeoutMs} ms connecting to herdr socket ${socketPath}: is herdr responsive?`,
-          { retryable: true },
-        ),
-      );
-    }, timeoutMs);
-    socket.once('connect', () => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(socket);
-    });
-    // Stays attached after connect so an error between here and the caller's own listener
-    // cannot crash the process; the caller's 'error'/'close' listeners handle it.
-    socket.on('error', (err: NodeJS.ErrnoException) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      reject(connectError(socketPath, err));
-    });
-  });
-}
-
-function connectError(socketPath: string, err: NodeJS.ErrnoException): ChannelError {
-  const options = { cause: err, retryable: true, details: { socketPath, errno: err.code } };
-  switch (err.code) {
-    case 'ENOENT':
-      return new ChannelError(
-        ErrorCode.paneUnavailable,
-        `herdr socket ${socketPath} not found: is herdr running? set HERDR_SOCKET_PATH to its socket`,
-        options,
-      );
-    case 'ECONNREFUSED':
-      return new ChannelError(
-        ErrorCode.paneUnavailable,
-        `herdr socket ${socketPath} refused the connection: herdr is not running (stale socket); start herdr or set HERDR_SOCKET_PATH`,
-        options,
-      );
-    case 'EACCES':
-      return new ChannelError(
-        ErrorCode.paneUnavailable,
-        `no permission to open herdr socket ${socketPath}: run the gateway as the user that runs herdr`,
-        options,
-      );
-    default:
-      return new ChannelError(
-        ErrorCode.paneUnavailable,
-        `cannot connect to herdr socket ${socketPath}: ${err.message}`,
-        options,
-      );
-  }
 }
 
 interface Watcher {
@@ -231,65 +169,28 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
   /** One request on its own connection, as herdr serves them. */
   async function request<M extends HerdrMethod>(method: M, params: HerdrParams[M]): Promise<HerdrResults[M]> {
     if (closed) throw closedError();
-    const socket = await openSocket(socketPath, connectTimeoutMs);
-    if (closed) {
-      socket.destroy();
-      throw closedError();
-    }
-    inflight.add(socket);
-    const id = nextId(method);
-    return new Promise<HerdrResults[M]>((resolve, reject) => {
-      const splitter = createLineSplitter();
-      let settled = false;
-      const finish = (outcome: { value: HerdrResults[M] } | { error: ChannelError }): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        inflight.delete(socket);
-        socket.destroy();
-        if ('error' in outcome) reject(outcome.error);
-        else resolve(outcome.value);
-      };
-      const timer = setTimeout(
-        () => finish({ error: lostAnswer(method, `herdr did not answer within ${requestTimeoutMs} ms`) }),
-        requestTimeoutMs,
-      );
-      const onLine = (line: string): void => {
-        const message = decodeLine(line);
-        switch (message.kind) {
-          case 'invalid':
-            logger?.warn({ paneId, method, reason: message.reason }, 'ignoring malformed line from herdr');
-            return;
-          case 'error':
-            // herdr answers with an empty id when it could not parse the request at all.
-            if (message.id === id || message.id === '') finish({ error: herdrError(method, message.error) });
-            return;
-          case 'result': {
-            if (message.id !== id) return;
-            const decoded = decodeResult(method, message.result);
-            finish(
-              decoded.ok ? { value: decoded.value } : { error: unexpectedReply(method, decoded.reason) },
-            );
-            return;
-          }
-          default:
-            return;
+    return herdrRequest(method, params, {
+      socketPath,
+      connectTimeoutMs,
+      requestTimeoutMs,
+      id: nextId(method),
+      logger,
+      logContext: { paneId },
+      onConnected(socket) {
+        if (closed) throw closedError();
+        inflight.add(socket);
+        socket.once('close', () => inflight.delete(socket));
+      },
+      toError(failure) {
+        switch (failure.kind) {
+          case 'refused':
+            return herdrError(method, failure.body);
+          case 'unexpected':
+            return unexpectedReply(method, failure.reason);
+          case 'lost':
+            return closed ? closedError() : lostAnswer(method, failure.what, failure.cause);
         }
-      };
-      socket.setEncoding('utf8');
-      socket.on('data', (chunk: string) => {
-        for (const line of splitter.push(chunk)) onLine(line);
-        if (splitter.takeOverflow()) logger?.warn({ paneId, method }, 'dropped an over-long line from herdr');
-      });
-      socket.on('error', (err) =>
-        finish({ error: closed ? closedError() : lostAnswer(method, err.message, err) }),
-      );
-      socket.on('close', () =>
-        finish({
-          error: closed ? closedError() : lostAnswer(method, 'herdr closed the connection before answering'),
-        }),
-      );
-      socket.write(encodeRequest(id, method, params));
+      },
     });
   }
 

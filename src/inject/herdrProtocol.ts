@@ -1,6 +1,7 @@
 /**
- * The herdr socket protocol as the pane injector uses it: pure encode/decode helpers and the zod
- * schemas every inbound line goes through. No sockets here (those live in `herdrInjector.ts`).
+ * The herdr socket protocol as the pane injector and the herdr launcher use it: pure
+ * encode/decode helpers and the zod schemas every inbound line goes through. No sockets here
+ * (those live in `herdrRequest.ts` and `herdrInjector.ts`).
  *
  * Shapes follow herdr's SOCKET_API.md and its `src/api/schema` types (ogulcancelik/herdr):
  * one JSON object per line; a request is `{id, method, params}`; a reply is `{id, result:{type,…}}`
@@ -11,18 +12,28 @@
 import { z } from 'zod';
 import { PaneStatus } from './paneInjector.js';
 
-/** The socket methods the injector calls. */
+/** The socket methods the injector and the launcher call. */
 export const HerdrMethod = {
   paneGet: 'pane.get',
   paneRead: 'pane.read',
   paneSendInput: 'pane.send_input',
   eventsSubscribe: 'events.subscribe',
+  paneList: 'pane.list',
+  paneClose: 'pane.close',
+  tabCreate: 'tab.create',
+  tabRename: 'tab.rename',
+  tabList: 'tab.list',
+  tabClose: 'tab.close',
 } as const;
 export type HerdrMethod = (typeof HerdrMethod)[keyof typeof HerdrMethod];
 
-/** Error codes herdr puts in `error.code` that the injector treats specially. */
+/** Error codes herdr puts in `error.code` that the injector and the launcher treat specially. */
 export const HerdrErrorCode = {
   paneNotFound: 'pane_not_found',
+  tabNotFound: 'tab_not_found',
+  workspaceNotFound: 'workspace_not_found',
+  /** `tab.close` of a workspace's last tab, which herdr refuses. */
+  tabCloseFailed: 'tab_close_failed',
   invalidRequest: 'invalid_request',
   timeout: 'timeout',
 } as const;
@@ -63,12 +74,40 @@ export interface EventsSubscribeParams {
   readonly subscriptions: readonly AgentStatusSubscription[];
 }
 
+/** `pane.list` and `tab.list`: everything, or one workspace's. */
+export interface WorkspaceFilterParams {
+  readonly workspace_id?: string;
+}
+
+export interface TabCreateParams {
+  /** Default: herdr's active workspace. */
+  readonly workspace_id?: string;
+  readonly cwd?: string;
+  /** Default false: the new tab does not take the user's focus. */
+  readonly focus?: boolean;
+}
+
+export interface TabTargetParams {
+  readonly tab_id: string;
+}
+
+export interface TabRenameParams {
+  readonly tab_id: string;
+  readonly label: string;
+}
+
 /** Request params by method, so `encodeRequest` cannot pair a method with the wrong params. */
 export interface HerdrParams {
   [HerdrMethod.paneGet]: PaneGetParams;
   [HerdrMethod.paneRead]: PaneReadParams;
   [HerdrMethod.paneSendInput]: PaneSendInputParams;
   [HerdrMethod.eventsSubscribe]: EventsSubscribeParams;
+  [HerdrMethod.paneList]: WorkspaceFilterParams;
+  [HerdrMethod.paneClose]: PaneGetParams;
+  [HerdrMethod.tabCreate]: TabCreateParams;
+  [HerdrMethod.tabRename]: TabRenameParams;
+  [HerdrMethod.tabList]: WorkspaceFilterParams;
+  [HerdrMethod.tabClose]: TabTargetParams;
 }
 
 /** One request line, newline included. */
@@ -166,6 +205,11 @@ const paneInfoSchema = z.object({
   agent_status: herdrAgentStatusSchema,
 });
 
+/** A pane as `pane.list` reports it: which tab it is in matters there. */
+const listedPaneSchema = paneInfoSchema.extend({ tab_id: z.string() });
+
+const tabInfoSchema = z.object({ tab_id: z.string(), workspace_id: z.string(), label: z.string() });
+
 const resultSchemas = {
   [HerdrMethod.paneGet]: z.object({ type: z.literal('pane_info'), pane: paneInfoSchema }),
   [HerdrMethod.paneRead]: z.object({
@@ -174,6 +218,17 @@ const resultSchemas = {
   }),
   [HerdrMethod.paneSendInput]: z.object({ type: z.literal('ok') }),
   [HerdrMethod.eventsSubscribe]: z.object({ type: z.literal('subscription_started') }),
+  [HerdrMethod.paneList]: z.object({ type: z.literal('pane_list'), panes: z.array(listedPaneSchema) }),
+  [HerdrMethod.paneClose]: z.object({ type: z.literal('ok') }),
+  // SOCKET_API.md documents `tab_info`; newer herdr answers `tab_created` with the root pane too.
+  [HerdrMethod.tabCreate]: z.object({
+    type: z.enum(['tab_info', 'tab_created']),
+    tab: tabInfoSchema,
+    root_pane: listedPaneSchema.optional(),
+  }),
+  [HerdrMethod.tabRename]: z.object({ type: z.literal('tab_info'), tab: tabInfoSchema }),
+  [HerdrMethod.tabList]: z.object({ type: z.literal('tab_list'), tabs: z.array(tabInfoSchema) }),
+  [HerdrMethod.tabClose]: z.object({ type: z.literal('ok') }),
 } as const;
 
 /** The parsed success result of each method. */

@@ -20,7 +20,7 @@ export interface TmuxInjectorOptions {
   readonly timeoutMs?: number | undefined;
 }
 
-const defaultTimeoutMs = 10_000;
+export const defaultTimeoutMs = 10_000;
 const defaultContainsLines = 500;
 
 /**
@@ -152,15 +152,15 @@ export async function tmuxPaneExists(target: string, socket?: string): Promise<b
   }
 }
 
-interface TmuxRunOptions {
+export interface TmuxRunOptions {
   readonly socket: string | undefined;
   readonly tmuxPath: string;
   readonly timeoutMs: number;
 }
 
-type TmuxFailureKind = 'notInstalled' | 'serverDown' | 'notFound' | 'timeout' | 'failed';
+export type TmuxFailureKind = 'notInstalled' | 'serverDown' | 'notFound' | 'timeout' | 'failed';
 
-interface TmuxFailure {
+export interface TmuxFailure {
   readonly kind: TmuxFailureKind;
   readonly stderr: string;
   readonly exitCode: number | string | undefined;
@@ -177,7 +177,7 @@ class TmuxRunError extends Error {
   }
 }
 
-function runTmux(
+export function runTmux(
   tmux: TmuxRunOptions,
   args: readonly string[],
   input?: string,
@@ -218,7 +218,7 @@ function classify(error: ExecFileException, stderr: string): TmuxFailure {
   return { kind: 'failed', ...base };
 }
 
-function toTmuxFailure(err: unknown): TmuxFailure {
+export function toTmuxFailure(err: unknown): TmuxFailure {
   if (err instanceof TmuxRunError) return err.failure;
   return { kind: 'failed', stderr: '', exitCode: undefined, cause: err };
 }

@@ -115,7 +115,18 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
         sessions.set(id, { transport, server: mcp, entity });
       },
     });
+    // Nudges (U3) reach the entity's open sessions as MCP log notifications.
+    const stopNudges = gateway.onNudge((nudge) => {
+      if (nudge.entity !== entity.gid || !transport.sessionId) return;
+      void mcp.server
+        .sendLoggingMessage(
+          { level: 'notice', logger: 'bridge', data: { type: 'nudge', ...nudge } },
+          transport.sessionId,
+        )
+        .catch(() => {});
+    });
     transport.onclose = () => {
+      stopNudges();
       if (transport.sessionId) sessions.delete(transport.sessionId);
     };
     await mcp.connect(transport);

@@ -6,7 +6,7 @@ import type { Gateway, SendOutcome } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { withTrace } from '../log/logger.js';
 import type { Envelope } from '../wire/envelope.js';
-import { settleOnResponse } from './responseOutcome.js';
+import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
 
 export const serverInfo = { name: 'bridge', version: '0.1.0' } as const;
 
@@ -26,7 +26,23 @@ const messageShape = z.object({
   from: z.object(addressShape),
   text: z.string(),
   inReplyTo: z.string().optional(),
+  turnId: z.string().optional(),
+  result: z.record(z.string(), z.unknown()).optional(),
 });
+
+/** Keys a spawn request must not carry: the target host owns how its agents are run. */
+const smuggledSpawnKeys = [
+  'command',
+  'cmd',
+  'args',
+  'argv',
+  'cwd',
+  'env',
+  'repo',
+  'shell',
+  'script',
+  'injector',
+];
 
 const sentShape = {
   msgId: z.string(),
@@ -45,6 +61,8 @@ function messageView(envelope: Envelope): z.infer<typeof messageShape> {
     from: envelope.from,
     text: envelope.text,
     ...(envelope.inReplyTo === undefined ? {} : { inReplyTo: envelope.inReplyTo }),
+    ...(envelope.turnId === undefined ? {} : { turnId: envelope.turnId }),
+    ...(envelope.result === undefined ? {} : { result: envelope.result }),
   };
 }
 
@@ -77,27 +95,19 @@ function sentView(outcome: SendOutcome): Record<string, unknown> {
   };
 }
 
-function notYet(tool: string, arrivesWith: string): () => CallToolResult {
-  return () =>
-    toolError(
-      new BridgeError(
-        ErrorCode.notAvailable,
-        `${tool} is not available in this version of bridge (it arrives with ${arrivesWith}); ` +
-          'use bridge_send and bridge_reply meanwhile',
-      ),
-    );
-}
-
 /**
  * One MCP server per session, bound to the entity whose token opened it: identity comes from
  * the connection, never from an argument (R-ID2).
  */
 export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServer {
   const server = new McpServer(serverInfo, {
+    capabilities: { logging: {} },
     instructions:
       `You are ${entity.record.name}@${gateway.host} (${entity.record.kind}) on bridge. ` +
       'Send with bridge_send (wait_ms keeps the call open for the reply), answer with bridge_reply, ' +
-      'collect waiting messages with bridge_drain, see who is reachable with bridge_roster.',
+      'collect waiting messages with bridge_drain, see who is reachable with bridge_roster. ' +
+      'Ask with bridge_ask when you need an answer to go on; answer an ASK with bridge_answer. ' +
+      'Start an agent on a host with bridge_spawn (a profile that host defines), end it with bridge_stop.',
   });
 
   const run = async (tool: string, fn: () => Promise<CallToolResult>): Promise<CallToolResult> => {
@@ -254,21 +264,177 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
       }),
   );
 
-  const pending = {
-    bridge_ask: ['the ask flow', { to: z.string(), question: z.string(), timeout_ms: z.number().optional() }],
-    bridge_answer: ['the ask flow', { ask_id: z.string(), text: z.string() }],
-    bridge_spawn: [
-      'cross-host spawn',
-      { host: z.string(), profile: z.string(), brief: z.string(), name: z.string().optional() },
-    ],
-    bridge_stop: ['cross-host spawn', { gid: z.string() }],
-  } as const;
-  for (const [tool, [arrivesWith, inputSchema]] of Object.entries(pending)) {
-    server.registerTool(
-      tool,
-      { description: `Not available yet (arrives with ${arrivesWith}).`, inputSchema },
-      notYet(tool, arrivesWith),
-    );
-  }
+  server.registerTool(
+    'bridge_ask',
+    {
+      description:
+        'Ask a question and wait for the answer: the call stays open until the recipient answers with bridge_answer ' +
+        'or timeout_ms passes (then it fails with ASK_EXPIRED). Retrying with the same idempotency_key attaches to ' +
+        'the same ask.',
+      inputSchema: {
+        to: z.string().min(1).describe('Whom to ask: gid, name@host, or a unique name'),
+        question: z.string().min(1).describe('The question'),
+        timeout_ms: z.number().int().min(1).optional().describe('How long to wait for the answer (ms)'),
+        idempotency_key: idempotencyKey,
+      },
+      outputSchema: {
+        askId: z.string(),
+        turnId: z.string(),
+        traceId: z.string(),
+        to: z.object(addressShape),
+        answer: messageShape,
+      },
+    },
+    (args, extra) =>
+      run('bridge_ask', async () => {
+        const gone = responseGoneSignal();
+        const signal = gone ? AbortSignal.any([extra.signal, gone]) : extra.signal;
+        const outcome = await gateway.ask(entity, {
+          to: args.to,
+          question: args.question,
+          timeoutMs: args.timeout_ms,
+          idempotencyKey: args.idempotency_key,
+          signal,
+        });
+        settleOnResponse(outcome.handover);
+        const { answer } = outcome;
+        return withTrace(outcome.traceId, () =>
+          ok(
+            {
+              askId: outcome.askId,
+              turnId: outcome.turnId,
+              traceId: outcome.traceId,
+              to: outcome.to,
+              answer: messageView(answer),
+            },
+            `answer from ${answer.from.name}@${answer.from.host}: ${answer.text}`,
+          ),
+        );
+      }),
+  );
+
+  server.registerTool(
+    'bridge_answer',
+    {
+      description:
+        "Answer an ASK you received (ask_id = its msgId). The asker's waiting call resumes with your text; if it " +
+        'is no longer waiting the answer goes nowhere and you get too_late (now, or later as a TOO_LATE message).',
+      inputSchema: {
+        ask_id: z.string().uuid().describe('msgId of the ASK'),
+        text: z.string().min(1).describe('The answer'),
+      },
+      outputSchema: {
+        msgId: z.string(),
+        askId: z.string(),
+        turnId: z.string(),
+        traceId: z.string(),
+        status: z.enum(['delivered', 'sent', 'too_late']),
+        duplicate: z.boolean(),
+        why: z.string().optional(),
+      },
+    },
+    (args) =>
+      run('bridge_answer', async () => {
+        const outcome = await gateway.answer(entity, args.ask_id, args.text);
+        const summary =
+          outcome.status === 'too_late'
+            ? `too_late: ${outcome.why ?? 'the ask is over'}; the answer was not given to anyone`
+            : `answer ${outcome.msgId} ${outcome.status}${outcome.duplicate ? ' (you had already answered; the first answer counts)' : ''}`;
+        return ok({ ...outcome }, summary);
+      }),
+  );
+
+  server.registerTool(
+    'bridge_spawn',
+    {
+      description:
+        "Start an agent on a host from one of that host's profiles (its config defines the command; you name the " +
+        'profile only). The brief becomes its first message. Waits up to wait_ms for the new gid.',
+      inputSchema: z.looseObject({
+        host: z.string().min(1).describe('Host id to run the agent on'),
+        profile: z.string().min(1).describe('A profile that host defines'),
+        brief: z.string().describe("The task: delivered as the agent's first message"),
+        name: z.string().optional().describe('Entity name for the agent (default: profile-xxxxxx)'),
+        groups: z.array(z.string()).optional().describe('Extra broadcast groups'),
+        wait_ms: z.number().int().min(0).optional().describe('How long to wait for the result (ms)'),
+        idempotency_key: idempotencyKey,
+      }),
+      outputSchema: {
+        requestId: z.string(),
+        traceId: z.string(),
+        host: z.string(),
+        status: z.enum(['running', 'pending']),
+        gid: z.string().optional(),
+        name: z.string().optional(),
+      },
+    },
+    (args) =>
+      run('bridge_spawn', async () => {
+        const smuggled = Object.keys(args).filter((key) => smuggledSpawnKeys.includes(key));
+        if (smuggled.length > 0) {
+          throw new BridgeError(
+            ErrorCode.spawnRefused,
+            `bridge_spawn takes a profile name, not ${smuggled.join(', ')}: the target host owns its profiles ` +
+              '(its config `profiles` says what each runs); remove those arguments',
+          );
+        }
+        const outcome = await gateway.spawn(entity, {
+          host: args.host,
+          profile: args.profile,
+          brief: args.brief,
+          name: args.name,
+          groups: args.groups,
+          waitMs: args.wait_ms,
+          idempotencyKey: args.idempotency_key,
+        });
+        const base = { requestId: outcome.requestId, traceId: outcome.traceId, host: outcome.host };
+        const result = outcome.result;
+        if (!result) {
+          return ok(
+            { ...base, status: 'pending' },
+            `spawn ${outcome.requestId} sent; the result will arrive by bridge_drain`,
+          );
+        }
+        if (!result.ok) throw controlError(result.code, result.message);
+        return ok(
+          { ...base, status: 'running', gid: result.gid, name: result.name },
+          `spawned ${result.name}@${outcome.host} (${result.gid})`,
+        );
+      }),
+  );
+
+  server.registerTool(
+    'bridge_stop',
+    {
+      description: 'Stop an agent started with bridge_spawn: its pane is closed and it is deregistered.',
+      inputSchema: {
+        gid: z.string().uuid().describe('gid of the spawned agent'),
+        wait_ms: z.number().int().min(0).optional().describe('How long to wait for the result (ms)'),
+      },
+      outputSchema: {
+        requestId: z.string(),
+        traceId: z.string(),
+        host: z.string(),
+        status: z.enum(['stopped', 'pending']),
+      },
+    },
+    (args) =>
+      run('bridge_stop', async () => {
+        const outcome = await gateway.stopSpawned(entity, args.gid, args.wait_ms);
+        const base = { requestId: outcome.requestId, traceId: outcome.traceId, host: outcome.host };
+        if (!outcome.result) return ok({ ...base, status: 'pending' }, `stop ${outcome.requestId} sent`);
+        if (!outcome.result.ok) throw controlError(outcome.result.code, outcome.result.message);
+        return ok({ ...base, status: 'stopped' }, `stopped ${args.gid} on ${outcome.host}`);
+      }),
+  );
   return server;
+}
+
+/** A refused spawn or stop, as the target host reported it. */
+function controlError(code: string | undefined, message: string | undefined): BridgeError {
+  const known = (Object.values(ErrorCode) as string[]).includes(code ?? '');
+  return new BridgeError(
+    known ? (code as ErrorCode) : ErrorCode.spawnRefused,
+    message ?? 'refused by the target host',
+  );
 }

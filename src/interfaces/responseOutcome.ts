@@ -41,3 +41,17 @@ export function settleOnResponse(handover: Handover | undefined): void {
   else if (state.delivered !== undefined) settle(state.delivered);
   else state.listeners.push(settle);
 }
+
+/**
+ * An AbortSignal that fires when the current response closes before it was written (the
+ * client hung up mid-call); undefined outside a tracked request.
+ */
+export function responseGoneSignal(): AbortSignal | undefined {
+  const state = storage.getStore();
+  if (!state) return undefined;
+  const controller = new AbortController();
+  if (state.delivered === false) controller.abort();
+  else if (state.delivered === undefined)
+    state.listeners.push((delivered) => delivered || controller.abort());
+  return controller.signal;
+}

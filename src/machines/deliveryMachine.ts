@@ -12,7 +12,8 @@ import { z } from 'zod';
  *      └──hold──▶ held ──handedOver──▶ handed-over ────acked─────────┘
  *                   ▲                       │ returned (the response never got there)
  *                   └───────────────────────┘
- *   side exits: dead-lettered {reason}; a restart in `injecting` goes through `verifying`.
+ *   side exits: dead-lettered {reason}; a restart in `injecting` goes through `verifying`;
+ *   an ANSWER whose turn is over goes from pending or held to too-late (U2).
  */
 export const DeadLetterReason = {
   rejected: 'rejected',
@@ -44,6 +45,9 @@ export const deliveryInputSchema = z.object({
   /** Digest and size of the body: the log never holds the text (R-H2). */
   digest: z.string(),
   size: z.number().int(),
+  /** The wire kind (SEND, ASK, …) and, for ASK/ANSWER, the asking turn. */
+  kind: z.string().optional(),
+  turnId: z.string().optional(),
 });
 export type DeliveryInput = z.infer<typeof deliveryInputSchema>;
 
@@ -54,9 +58,14 @@ export const deliveryEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('delivery.injectFailed'), error: z.string() }),
   z.object({ type: z.literal('delivery.found') }),
   z.object({ type: z.literal('delivery.absent') }),
-  z.object({ type: z.literal('delivery.handedOver'), via: z.enum(['drain', 'open-send']) }),
+  z.object({ type: z.literal('delivery.handedOver'), via: z.enum(['drain', 'open-send', 'ask']) }),
   z.object({ type: z.literal('delivery.returned') }),
-  z.object({ type: z.literal('delivery.acked'), via: z.enum(['pane', 'drain', 'open-send', 'broker']) }),
+  z.object({
+    type: z.literal('delivery.acked'),
+    via: z.enum(['pane', 'drain', 'open-send', 'ask', 'broker']),
+  }),
+  /** An answer whose turn is over (expired, answered, its caller gone): injected nowhere. */
+  z.object({ type: z.literal('delivery.tooLate'), turnId: z.string(), why: z.string() }),
   z.object({
     type: z.literal('delivery.deadLettered'),
     reason: z.enum(deadLetterReasons),
@@ -102,6 +111,8 @@ export const deliveryMachine = setup({
     verifyInjection: () => {},
     /** Record the dead letter where an operator can see it; keeps the body. */
     deadLetter: () => {},
+    /** Tell the answerer its answer came too late (a TOO_LATE notice). */
+    noticeTooLate: () => {},
   },
   guards: {
     canRetry: ({ context }) => context.attempts + 1 < context.maxAttempts,
@@ -126,6 +137,7 @@ export const deliveryMachine = setup({
         'delivery.deadLettered': deadLetterOnRequest,
         'delivery.inject': { guard: 'isInjectMode', target: 'injecting' },
         'delivery.hold': { target: 'held' },
+        'delivery.tooLate': { target: 'too-late', actions: assign({ lastError: ({ event }) => event.why }) },
         'actor.rehydrated': { target: 'pending', reenter: true },
       },
     },
@@ -190,6 +202,7 @@ export const deliveryMachine = setup({
       on: {
         'delivery.deadLettered': deadLetterOnRequest,
         'delivery.handedOver': { target: 'handed-over' },
+        'delivery.tooLate': { target: 'too-late', actions: assign({ lastError: ({ event }) => event.why }) },
         'actor.rehydrated': { target: 'held', reenter: true },
       },
     },
@@ -205,5 +218,6 @@ export const deliveryMachine = setup({
     },
     acked: { type: 'final' },
     'dead-lettered': { type: 'final', entry: 'deadLetter' },
+    'too-late': { type: 'final', entry: 'noticeTooLate' },
   },
 });

@@ -3,7 +3,10 @@ import type { z } from 'zod';
 import { brokerEventSchema, brokerInputSchema, brokerMachine } from './brokerMachine.js';
 import { deliveryEventSchema, deliveryInputSchema, deliveryMachine } from './deliveryMachine.js';
 import { entityEventSchema, entityInputSchema, entityMachine } from './entityMachine.js';
+import { remindEventSchema, remindInputSchema, remindMachine } from './remindMachine.js';
 import { sendEventSchema, sendInputSchema, sendMachine } from './sendMachine.js';
+import { spawnEventSchema, spawnInputSchema, spawnMachine } from './spawnMachine.js';
+import { turnEventSchema, turnInputSchema, turnMachine } from './turnMachine.js';
 
 /** Every machine by actor kind, with the schemas of its input and events (for replay and viz). */
 export interface MachineEntry {
@@ -17,6 +20,9 @@ export const machines = {
   delivery: { machine: deliveryMachine, input: deliveryInputSchema, events: deliveryEventSchema },
   send: { machine: sendMachine, input: sendInputSchema, events: sendEventSchema },
   broker: { machine: brokerMachine, input: brokerInputSchema, events: brokerEventSchema },
+  turn: { machine: turnMachine, input: turnInputSchema, events: turnEventSchema },
+  remind: { machine: remindMachine, input: remindInputSchema, events: remindEventSchema },
+  spawn: { machine: spawnMachine, input: spawnInputSchema, events: spawnEventSchema },
 } as const satisfies Record<string, MachineEntry>;
 
 export type ActorKind = keyof typeof machines;

@@ -11,6 +11,9 @@ export interface Metrics {
   readonly brokerConnected: Gauge;
   readonly rejectedRequests: Counter<'code'>;
   readonly presenceIgnored: Counter<'reason'>;
+  readonly nudges: Counter;
+  readonly asks: Counter<'outcome'>;
+  readonly spawns: Counter<'outcome'>;
 }
 
 export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Metrics {
@@ -28,6 +31,23 @@ export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Me
   return {
     registry,
     inboxDepth,
+    nudges: new Counter({
+      name: 'bridge_nudges_total',
+      help: 'Reminders sent to entities with undrained messages (U3)',
+      registers: [registry],
+    }),
+    asks: new Counter({
+      name: 'bridge_asks_total',
+      help: 'Finished asking turns by outcome (answered, expired, abandoned) (U2)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    spawns: new Counter({
+      name: 'bridge_spawns_total',
+      help: 'Spawn requests run on this host by outcome (running, refused) (U4)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     accepted: new Counter({
       name: 'bridge_messages_accepted_total',
       help: 'Messages accepted from local senders, by route',

@@ -6,7 +6,7 @@ import { isHlc } from '../clock/hlc.js';
  * `v` is the schema version (R-H3): within a major, unknown fields are ignored; a newer major
  * is refused, never half-parsed.
  */
-export const schemaVersion = { major: 1, minor: 0 } as const;
+export const schemaVersion = { major: 1, minor: 1 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
 export const WireKind = {
@@ -45,18 +45,66 @@ export const hlcSchema = z.string().refine(isHlc, 'not a hybrid-logical-clock ti
 /** The latest time a JavaScript Date can hold. */
 const maxEpochMs = 8_640_000_000_000_000;
 
-export const envelopeSchema = z.object({
-  v: z.string().regex(/^\d+\.\d+$/),
-  kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
-  msgId: z.string().uuid(),
-  traceId: z.string().min(1).max(128),
-  hlc: hlcSchema,
-  from: addressSchema,
-  /** Recipient gid (or a broadcast routing key). */
-  to: z.string().min(1),
-  text: z.string(),
-  inReplyTo: z.string().uuid().optional(),
-  /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
-  expiresAt: z.number().int().min(0).max(maxEpochMs).optional(),
+/** What a SPAWN asks for: a profile the target host owns, never a command (U4). */
+export const spawnRequestSchema = z.looseObject({
+  requestId: z.string().uuid(),
+  profile: z.string().min(1).max(64),
+  name: z.string().regex(entityNamePattern, 'not an entity name').optional(),
+  groups: z.array(z.string().regex(entityNamePattern, 'not a group name')).max(32).optional(),
 });
+export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
+
+/** A control request's outcome, answered to the requester's inbox as SPAWN_RESULT. */
+export const controlResultSchema = z.object({
+  requestId: z.string().uuid(),
+  /** What was asked: a spawn, or a stop. */
+  op: z.enum(['spawn', 'stop']),
+  ok: z.boolean(),
+  gid: z.string().uuid().optional(),
+  name: z.string().optional(),
+  host: z.string().optional(),
+  code: z.string().max(64).optional(),
+  message: z.string().max(2000).optional(),
+});
+export type ControlResult = z.infer<typeof controlResultSchema>;
+
+/** Which optional part each kind must carry (schema 1.1). */
+const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'result'>> = {
+  ASK: 'turnId',
+  ANSWER: 'turnId',
+  TOO_LATE: 'turnId',
+  SPAWN: 'spawn',
+  STOP: 'stop',
+  SPAWN_RESULT: 'result',
+};
+
+export const envelopeSchema = z
+  .object({
+    v: z.string().regex(/^\d+\.\d+$/),
+    kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
+    msgId: z.string().uuid(),
+    traceId: z.string().min(1).max(128),
+    hlc: hlcSchema,
+    from: addressSchema,
+    /** Recipient gid (or a broadcast routing key). */
+    to: z.string().min(1),
+    text: z.string(),
+    inReplyTo: z.string().uuid().optional(),
+    /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
+    expiresAt: z.number().int().min(0).max(maxEpochMs).optional(),
+    /** ASK, ANSWER, TOO_LATE: the asking turn (U2). */
+    turnId: z.string().uuid().optional(),
+    /** SPAWN: the profile and name asked for (U4). */
+    spawn: spawnRequestSchema.optional(),
+    /** STOP: the spawned entity to end (U4). */
+    stop: z.object({ requestId: z.string().uuid(), gid: z.string().uuid() }).optional(),
+    /** SPAWN_RESULT: how a spawn or stop went. */
+    result: controlResultSchema.optional(),
+  })
+  .superRefine((envelope, ctx) => {
+    const part = requiredPart[envelope.kind];
+    if (part !== undefined && envelope[part] === undefined) {
+      ctx.addIssue({ code: 'custom', path: [part], message: `a ${envelope.kind} carries "${part}"` });
+    }
+  });
 export type Envelope = z.infer<typeof envelopeSchema>;

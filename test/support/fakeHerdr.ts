@@ -2,7 +2,9 @@
  * A fake herdr server for tests: speaks herdr's socket protocol (SOCKET_API.md in
  * ogulcancelik/herdr) on a unix socket in a temp dir. It keeps panes with an input log, a
  * settable agent status that is pushed to `pane.agent_status_changed` subscribers, and a
- * screen that echoes typed input for `pane.read`.
+ * screen that echoes typed input for `pane.read`; and workspaces of labelled tabs, one pane
+ * each, for `tab.create` / `tab.rename` / `tab.list` / `tab.close` / `pane.list` / `pane.close`.
+ * Nothing typed is ever run.
  *
  * Like herdr it answers one request per connection and then closes it; only `events.subscribe`
  * keeps its connection open. Its wire shapes are written out here on purpose rather than taken
@@ -34,6 +36,24 @@ export interface FakeHerdrInput {
 export interface FakeHerdrOptions {
   /** Where to listen; default `herdr.sock` in a fresh temp dir (removed by `close`). */
   readonly socketPath?: string;
+  /** The active workspace, where `tab.create` without `workspace_id` goes. Default `w0fake0000001`. */
+  readonly activeWorkspace?: string;
+  /**
+   * How `tab.create` answers: `tab_info` as SOCKET_API.md documents (default), or newer herdr's
+   * `tab_created`, which also carries the tab's `root_pane`.
+   */
+  readonly tabCreateResult?: 'tab_info' | 'tab_created';
+}
+
+/** A tab as the fake keeps it. */
+export interface FakeHerdrTab {
+  readonly tabId: string;
+  readonly workspaceId: string;
+  readonly label: string;
+  /** Its panes' ids. */
+  readonly panes: readonly string[];
+  /** The `cwd` it was created with, if any. */
+  readonly cwd: string | undefined;
 }
 
 export interface FakeHerdr {
@@ -48,6 +68,8 @@ export interface FakeHerdr {
   ): void;
   /** Removes a pane: later requests for it get `pane_not_found`. */
   removePane(id: string): void;
+  /** Every tab, in creation order (a pane added with `addPane` is in tab `<workspace>:1`). */
+  tabs(): FakeHerdrTab[];
   /** Sets the agent status; on a change, pushes `pane.agent_status_changed` to subscribers. */
   setStatus(id: string, status: FakeAgentStatus): void;
   status(id: string): FakeAgentStatus;
@@ -80,11 +102,21 @@ export interface FakeHerdr {
 interface FakePane {
   readonly id: string;
   readonly workspaceId: string;
+  readonly tabId: string;
+  readonly cwd: string;
   readonly agent: string | undefined;
   status: FakeAgentStatus;
   screen: string;
   revision: number;
   readonly inputs: FakeHerdrInput[];
+}
+
+interface FakeTab {
+  readonly id: string;
+  readonly workspaceId: string;
+  readonly number: number;
+  label: string;
+  readonly cwd: string | undefined;
 }
 
 interface Subscriber {
@@ -100,6 +132,14 @@ const requestSchema = z.object({
   params: z.record(z.string(), z.unknown()).default({}),
 });
 const paneTargetSchema = z.object({ pane_id: z.string() });
+const tabTargetSchema = z.object({ tab_id: z.string() });
+const workspaceFilterSchema = z.object({ workspace_id: z.string().optional() });
+const tabCreateSchema = z.object({
+  workspace_id: z.string().optional(),
+  cwd: z.string().optional(),
+  focus: z.boolean().optional(),
+});
+const tabRenameSchema = z.object({ tab_id: z.string(), label: z.string() });
 const readSchema = z.object({
   pane_id: z.string(),
   source: z.enum(['visible', 'recent', 'recent_unwrapped']),
@@ -159,6 +199,10 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
   const socketPath = options.socketPath ?? join(dir as string, 'herdr.sock');
   const panes = new Map<string, FakePane>();
   const aliases = new Map<string, string>();
+  const tabs = new Map<string, FakeTab>();
+  const workspaces = new Set<string>();
+  const activeWorkspace = options.activeWorkspace ?? 'w0fake0000001';
+  workspaces.add(activeWorkspace);
   const subscribers = new Set<Subscriber>();
   const connections = new Set<Socket>();
   const methodLog: string[] = [];
@@ -172,13 +216,85 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
     return found;
   }
 
+  function tab(id: string): FakeTab {
+    const found = tabs.get(id);
+    if (found === undefined) throw new RequestError('tab_not_found', `tab ${id} not found`);
+    return found;
+  }
+
+  function workspace(id: string): string {
+    if (!workspaces.has(id)) throw new RequestError('workspace_not_found', `workspace ${id} not found`);
+    return id;
+  }
+
+  function panesOf(t: FakeTab): FakePane[] {
+    return [...panes.values()].filter((p) => p.tabId === t.id);
+  }
+
+  /** Tab `<workspace>:<n>`, with n one more than the workspace's highest. */
+  function addTab(workspaceId: string, cwd: string | undefined, number?: number): FakeTab {
+    workspaces.add(workspaceId);
+    const numbers = [...tabs.values()].filter((t) => t.workspaceId === workspaceId).map((t) => t.number);
+    const n = number ?? Math.max(0, ...numbers) + 1;
+    const created: FakeTab = { id: `${workspaceId}:${n}`, workspaceId, number: n, label: String(n), cwd };
+    tabs.set(created.id, created);
+    return created;
+  }
+
+  /** Pane `<workspace>-<n>`, with n one more than the workspace's highest. */
+  function nextPaneId(workspaceId: string): string {
+    const numbers = [...panes.values()]
+      .filter((p) => p.workspaceId === workspaceId)
+      .map((p) => Number(p.id.slice(p.id.lastIndexOf('-') + 1)))
+      .filter(Number.isInteger);
+    return `${workspaceId}-${Math.max(0, ...numbers) + 1}`;
+  }
+
+  function newPane(id: string, workspaceId: string, tabId: string, cwd: string, agent: string | undefined) {
+    const created: FakePane = {
+      id,
+      workspaceId,
+      tabId,
+      cwd,
+      agent,
+      status: FakeAgentStatus.idle,
+      screen: '',
+      revision: 0,
+      inputs: [],
+    };
+    panes.set(id, created);
+    return created;
+  }
+
+  function tabInfo(t: FakeTab): Record<string, unknown> {
+    return {
+      tab_id: t.id,
+      workspace_id: t.workspaceId,
+      number: t.number,
+      label: t.label,
+      focused: false,
+      pane_count: panesOf(t).length,
+      agent_status: 'unknown',
+    };
+  }
+
+  function removeTab(t: FakeTab): void {
+    for (const p of panesOf(t)) removePane(p.id);
+    tabs.delete(t.id);
+  }
+
+  function removePane(id: string): void {
+    panes.delete(id);
+    for (const [alias, target] of aliases) if (target === id) aliases.delete(alias);
+  }
+
   function paneInfo(p: FakePane): Record<string, unknown> {
     return {
       pane_id: p.id,
       workspace_id: p.workspaceId,
-      tab_id: `${p.workspaceId}:1`,
+      tab_id: p.tabId,
       focused: false,
-      cwd: '/tmp',
+      cwd: p.cwd,
       ...(p.agent === undefined ? {} : { agent: p.agent }),
       agent_status: p.status,
       revision: p.revision,
@@ -223,8 +339,50 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
         return {
           result: { type: 'pane_info', pane: paneInfo(pane(parse(paneTargetSchema, params).pane_id)) },
         };
-      case 'pane.list':
-        return { result: { type: 'pane_list', panes: [...panes.values()].map(paneInfo) } };
+      case 'pane.list': {
+        const filter = parse(workspaceFilterSchema, params).workspace_id;
+        if (filter !== undefined) workspace(filter);
+        const listed = [...panes.values()].filter((p) => filter === undefined || p.workspaceId === filter);
+        return { result: { type: 'pane_list', panes: listed.map(paneInfo) } };
+      }
+      case 'pane.close': {
+        const p = pane(parse(paneTargetSchema, params).pane_id);
+        removePane(p.id);
+        // herdr closes a tab with its last pane.
+        const t = tabs.get(p.tabId);
+        if (t !== undefined && panesOf(t).length === 0) tabs.delete(t.id);
+        return { result: { type: 'ok' } };
+      }
+      case 'tab.list': {
+        const filter = parse(workspaceFilterSchema, params).workspace_id;
+        if (filter !== undefined) workspace(filter);
+        const listed = [...tabs.values()].filter((t) => filter === undefined || t.workspaceId === filter);
+        return { result: { type: 'tab_list', tabs: listed.map(tabInfo) } };
+      }
+      case 'tab.create': {
+        const create = parse(tabCreateSchema, params);
+        const workspaceId = workspace(create.workspace_id ?? activeWorkspace);
+        const created = addTab(workspaceId, create.cwd);
+        const root = newPane(nextPaneId(workspaceId), workspaceId, created.id, create.cwd ?? '/', undefined);
+        if (options.tabCreateResult === 'tab_created') {
+          return { result: { type: 'tab_created', tab: tabInfo(created), root_pane: paneInfo(root) } };
+        }
+        return { result: { type: 'tab_info', tab: tabInfo(created) } };
+      }
+      case 'tab.rename': {
+        const rename = parse(tabRenameSchema, params);
+        const t = tab(rename.tab_id);
+        t.label = rename.label;
+        return { result: { type: 'tab_info', tab: tabInfo(t) } };
+      }
+      case 'tab.close': {
+        const t = tab(parse(tabTargetSchema, params).tab_id);
+        if ([...tabs.values()].filter((other) => other.workspaceId === t.workspaceId).length <= 1) {
+          throw new RequestError('tab_close_failed', 'cannot close the last tab in a workspace');
+        }
+        removeTab(t);
+        return { result: { type: 'ok' } };
+      }
       case 'pane.read': {
         const read = parse(readSchema, params);
         const p = pane(read.pane_id);
@@ -237,7 +395,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
             read: {
               pane_id: p.id,
               workspace_id: p.workspaceId,
-              tab_id: `${p.workspaceId}:1`,
+              tab_id: p.tabId,
               source: read.source,
               format: read.format ?? 'text',
               text,
@@ -365,21 +523,22 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
     socketPath,
     addPane(id, paneOptions = {}) {
       const dash = id.lastIndexOf('-');
-      panes.set(id, {
-        id,
-        workspaceId: dash > 0 ? id.slice(0, dash) : id,
-        agent: paneOptions.agent ?? 'claude',
-        status: paneOptions.status ?? FakeAgentStatus.idle,
-        screen: '',
-        revision: 0,
-        inputs: [],
-      });
+      const workspaceId = dash > 0 ? id.slice(0, dash) : id;
+      const tabId = `${workspaceId}:1`;
+      if (!tabs.has(tabId)) addTab(workspaceId, undefined, 1);
+      const added = newPane(id, workspaceId, tabId, '/tmp', paneOptions.agent ?? 'claude');
+      added.status = paneOptions.status ?? FakeAgentStatus.idle;
       for (const alias of paneOptions.aliases ?? []) aliases.set(alias, id);
     },
-    removePane(id) {
-      panes.delete(id);
-      for (const [alias, target] of aliases) if (target === id) aliases.delete(alias);
-    },
+    removePane,
+    tabs: () =>
+      [...tabs.values()].map((t) => ({
+        tabId: t.id,
+        workspaceId: t.workspaceId,
+        label: t.label,
+        panes: panesOf(t).map((p) => p.id),
+        cwd: t.cwd,
+      })),
     setStatus(id, status) {
       const p = pane(id);
       if (p.status === status) return;

@@ -63,9 +63,35 @@ describe('codec: round trip', () => {
     expect(accepted(decodeEnvelope(encodeEnvelope(odd), maxBytes)).text).toBe(odd.text);
   });
 
+  const requestId = '01890a5d-ac96-774b-bcce-b302099a805a';
+  /** The part each kind must carry (schema 1.1), for kinds that need one. */
+  const partOf: Partial<Record<WireKind, Partial<Envelope>>> = {
+    ASK: { turnId: requestId },
+    ANSWER: { turnId: requestId },
+    TOO_LATE: { turnId: requestId },
+    SPAWN: { spawn: { requestId, profile: 'reviewer', name: 'rev-1', groups: ['qa'] } },
+    STOP: { stop: { requestId, gid: envelope.from.gid } },
+    SPAWN_RESULT: {
+      result: { requestId, op: 'spawn', ok: true, gid: envelope.from.gid, name: 'rev-1', host: 'host-b' },
+    },
+  };
+
   it.each(Object.values(WireKind))('kind %s', (kind) => {
-    const message: Envelope = { ...envelope, kind };
+    const message: Envelope = { ...envelope, kind, ...partOf[kind] };
     expect(accepted(decodeEnvelope(encodeEnvelope(message), maxBytes))).toEqual(message);
+  });
+
+  it.each(Object.keys(partOf) as WireKind[])('a %s without its part is invalid, and says which', (kind) => {
+    const { reason, detail } = refusal(decodeEnvelope(encodeEnvelope({ ...envelope, kind }), maxBytes));
+    expect(reason).toBe(DecodeFailure.invalid);
+    expect(detail).toContain(`a ${kind} carries`);
+  });
+
+  it('unknown fields of a spawn request survive decoding, so the target can refuse a smuggled command', () => {
+    const smuggled = { ...envelope, kind: 'SPAWN', spawn: { requestId, profile: 'p', command: 'rm -rf /' } };
+    expect(accepted(decodeEnvelope(bytesOf(smuggled), maxBytes)).spawn).toMatchObject({
+      command: 'rm -rf /',
+    });
   });
 
   const envelopes: fc.Arbitrary<Envelope> = fc.record(
@@ -93,7 +119,8 @@ describe('codec: round trip', () => {
 
   it('property: every valid envelope survives the trip unchanged', () => {
     fc.assert(
-      fc.property(envelopes, (message) => {
+      fc.property(envelopes, (generated) => {
+        const message: Envelope = { ...generated, ...partOf[generated.kind] };
         expect(accepted(decodeEnvelope(encodeEnvelope(message), Number.MAX_SAFE_INTEGER))).toEqual(message);
       }),
     );

@@ -98,6 +98,7 @@ const acked: DeliveryEvent = { type: 'delivery.acked', via: 'pane' };
 const rehydrated: DeliveryEvent = { type: 'actor.rehydrated' };
 const handedOver: DeliveryEvent = { type: 'delivery.handedOver', via: 'drain' };
 const returned: DeliveryEvent = { type: 'delivery.returned' };
+const tooLate = (why = 'expired'): DeliveryEvent => ({ type: 'delivery.tooLate', turnId: 'turn-1', why });
 
 /** How to get a fresh delivery into each non-final state. */
 const reach = {
@@ -156,6 +157,28 @@ describe('deliveryMachine: pending', () => {
     const [snapshot, actions] = step(reach.pending(), hold);
     expect(snapshot.value).toBe('held');
     expect(effects(actions)).toEqual([`cancel ${pendingTimer}`, `raise ${heldTimer} after ${ttl}`]);
+  });
+
+  it('delivery.tooLate → too-late (final): cancels the deadline timer and notices the answerer, typing nothing', () => {
+    const [snapshot, actions] = step(reach.pending(), tooLate('answered'));
+    expect(snapshot.value).toBe('too-late');
+    expect(snapshot.status).toBe('done');
+    // Not a dead letter: no reason, no attempt; why it came too late is kept as lastError.
+    expect(snapshot.context).toEqual({ ...baseInput, attempts: 0, lastError: 'answered', reason: null });
+    expect(effects(actions)).toEqual([`cancel ${pendingTimer}`, 'noticeTooLate']);
+  });
+
+  it('delivery.tooLate is taken in hold mode too (no guard)', () => {
+    const [snapshot, actions] = step(start({ mode: 'hold' })[0], tooLate('caller gone'));
+    expect(snapshot.value).toBe('too-late');
+    expect(effects(actions)).toEqual([`cancel ${pendingTimer}`, 'noticeTooLate']);
+  });
+
+  it('noticeTooLate sees the tooLate event (turn id and why)', () => {
+    const event = tooLate('expired');
+    const [, actions] = step(reach.pending(), event);
+    const notice = actions.find((action) => action.type === 'noticeTooLate');
+    expect(notice?.info.event).toEqual(event);
   });
 
   it('the deadline timer → dead-lettered with reason expired and the deadLetter effect', () => {
@@ -272,7 +295,7 @@ describe('deliveryMachine: injecting', () => {
     expect(effects(actions)).toEqual(['verifyInjection']);
   });
 
-  it.each([inject, hold, found, absent, acked])('ignores $type', (event) => {
+  it.each([inject, hold, found, absent, acked, tooLate()])('ignores $type', (event) => {
     const before = reach.injecting();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -309,7 +332,7 @@ describe('deliveryMachine: verifying', () => {
     expect(effects(actions)).toEqual(['verifyInjection']);
   });
 
-  it.each([inject, hold, injected, acked])('ignores $type', (event) => {
+  it.each([inject, hold, injected, acked, tooLate()])('ignores $type', (event) => {
     const before = reach.verifying();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -337,7 +360,7 @@ describe('deliveryMachine: backoff', () => {
     ]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent, acked])('ignores $type', (event) => {
+  it.each([inject, hold, injected, failed(), found, absent, acked, tooLate()])('ignores $type', (event) => {
     const before = reach.backoff();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -361,7 +384,7 @@ describe('deliveryMachine: injected', () => {
     expect(actions).toEqual([]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent])('ignores $type', (event) => {
+  it.each([inject, hold, injected, failed(), found, absent, tooLate()])('ignores $type', (event) => {
     const before = reach.injected();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -370,7 +393,7 @@ describe('deliveryMachine: injected', () => {
 });
 
 describe('deliveryMachine: held', () => {
-  it.each(['drain', 'open-send'] as const)(
+  it.each(['drain', 'open-send', 'ask'] as const)(
     'delivery.handedOver via %s → handed-over: timer cancelled, not final',
     (via) => {
       const [snapshot, actions] = step(reach.held(), { type: 'delivery.handedOver', via });
@@ -379,6 +402,23 @@ describe('deliveryMachine: held', () => {
       expect(effects(actions)).toEqual([`cancel ${heldTimer}`]);
     },
   );
+
+  it('delivery.tooLate → too-late (final): cancels the deadline timer and notices the answerer', () => {
+    const [snapshot, actions] = step(reach.held(), tooLate('expired'));
+    expect(snapshot.value).toBe('too-late');
+    expect(snapshot.status).toBe('done');
+    expect(snapshot.context.reason).toBeNull();
+    expect(snapshot.context.lastError).toBe('expired');
+    expect(effects(actions)).toEqual([`cancel ${heldTimer}`, 'noticeTooLate']);
+  });
+
+  it('an answer handed over to its asker and returned can still turn out too late', () => {
+    const returnedToHeld = run(reach.held(), { type: 'delivery.handedOver', via: 'ask' }, returned);
+    expect(returnedToHeld.value).toBe('held');
+    const [snapshot, actions] = step(returnedToHeld, tooLate('caller gone'));
+    expect(snapshot.value).toBe('too-late');
+    expect(effects(actions)).toEqual([`cancel ${heldTimer}`, 'noticeTooLate']);
+  });
 
   it('the deadline timer → dead-lettered with reason expired', () => {
     const [held, armed] = step(reach.pending(), hold);
@@ -403,7 +443,7 @@ describe('deliveryMachine: held', () => {
 });
 
 describe('deliveryMachine: handed-over (in a response on its way to the main)', () => {
-  it.each(['drain', 'open-send'] as const)('delivery.acked via %s → acked: final', (via) => {
+  it.each(['drain', 'open-send', 'ask'] as const)('delivery.acked via %s → acked: final', (via) => {
     const [snapshot, actions] = step(reach['handed-over'](), { type: 'delivery.acked', via });
     expect(snapshot.value).toBe('acked');
     expect(snapshot.status).toBe('done');
@@ -422,12 +462,15 @@ describe('deliveryMachine: handed-over (in a response on its way to the main)', 
     expect(effects(actions)).toEqual([`raise ${heldTimer} after ${ttl}`]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent, handedOver])('ignores $type', (event) => {
-    const before = reach['handed-over']();
-    const [after, actions] = transition(deliveryMachine, before, event);
-    expect(after).toBe(before);
-    expect(actions).toEqual([]);
-  });
+  it.each([inject, hold, injected, failed(), found, absent, handedOver, tooLate()])(
+    'ignores $type',
+    (event) => {
+      const before = reach['handed-over']();
+      const [after, actions] = transition(deliveryMachine, before, event);
+      expect(after).toBe(before);
+      expect(actions).toEqual([]);
+    },
+  );
 });
 
 describe('deliveryMachine: delivery.deadLettered from every non-final state', () => {
@@ -467,6 +510,7 @@ const sampleEvents: DeliveryEvent[] = [
   acked,
   handedOver,
   returned,
+  tooLate(),
   { type: 'delivery.deadLettered', reason: 'rejected' },
   rehydrated,
   ...[pendingTimer, heldTimer, backoffTimer].map((type) => ({ type }) as DeliveryEvent),
@@ -476,6 +520,7 @@ describe('deliveryMachine: final states', () => {
   const finals = {
     acked: () => run(reach.injected(), acked),
     'dead-lettered': () => run(reach.pending(), { type: 'delivery.deadLettered', reason: 'maxlen' }),
+    'too-late': () => run(reach.held(), tooLate()),
   };
   const finalStates = Object.keys(finals) as Array<keyof typeof finals>;
 
@@ -513,7 +558,7 @@ describe('deliveryMachine: graph', () => {
   });
 
   it('every state node is reachable from the initial state', () => {
-    expect(allStateIds(deliveryMachine).length).toBe(9);
+    expect(allStateIds(deliveryMachine).length).toBe(10);
     expect(unreachedStateIds(deliveryMachine, { input: baseInput, events: sampleEvents })).toEqual([]);
   });
 
@@ -523,7 +568,14 @@ describe('deliveryMachine: graph', () => {
       events: sampleEvents,
     });
     const reached = new Set(paths.map((path) => stateName(path.state.value)));
-    expect([...reached].sort()).toEqual(['acked', 'dead-lettered', 'handed-over', 'held', 'pending']);
+    expect([...reached].sort()).toEqual([
+      'acked',
+      'dead-lettered',
+      'handed-over',
+      'held',
+      'pending',
+      'too-late',
+    ]);
   });
 
   // Must stay last: it checks what the tests above exercised.

@@ -1,0 +1,177 @@
+import { BridgeError, ErrorCode } from '../errors.js';
+import type { ActorKind } from '../machines/index.js';
+import { type TurnEvent, type TurnInput, turnMachine } from '../machines/turnMachine.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { readActorHead, readLiveActors } from '../store/actorHeads.js';
+import { readActorEvents } from '../store/readEvents.js';
+import type { Envelope } from '../wire/envelope.js';
+import type { Handover } from './entityActor.js';
+
+export const turnKind: ActorKind = 'turn';
+
+/** How an ask ended, for the caller parked on it. */
+export type TurnOutcome =
+  | { state: 'answered'; handover: Handover }
+  | { state: 'expired' | 'abandoned'; why: string };
+
+/** What an entity actor asks when an ANSWER arrives for it. */
+export type AnswerClaim = { ok: true; resume(handover: Handover): void } | { ok: false; why: string };
+
+export interface AnswerClaims {
+  claim(recipient: string, answer: Envelope): AnswerClaim;
+}
+
+type TurnCell = ActorCell<TurnInput, TurnEvent>;
+
+interface LiveTurn {
+  readonly cell: TurnCell;
+  /** The parked tool call, while there is one. */
+  caller: ((outcome: TurnOutcome) => void) | undefined;
+  /** The answer that ended the turn, handed to the caller when `answered` is on disk. */
+  answer: Handover | undefined;
+  why: string;
+}
+
+/**
+ * The asking turns of this gateway's entities (U2): one turn actor per `bridge_ask`, waiting
+ * for its answer until its deadline. The caller's tool call is attached while it is open; a
+ * restart leaves the turn waiting with its deadline re-armed and no caller, until the caller
+ * asks again with the same idempotency key. An answer for a turn that is over, or whose caller
+ * is gone, is claimed by nobody: its delivery goes `too-late` and the answerer is told.
+ */
+export class Turns implements AnswerClaims {
+  private readonly live = new Map<string, LiveTurn>();
+  private readonly machine;
+
+  constructor(private readonly deps: RuntimeDeps) {
+    this.machine = turnMachine.provide({
+      actions: { settleCaller: ({ context }) => this.settle(context.turnId) },
+      delays: { untilDeadline: ({ context }) => Math.max(0, context.deadline - deps.clock.now()) },
+    });
+  }
+
+  /** Rebuilds the waiting turns after a restart: deadlines re-armed, nobody attached yet. */
+  rehydrate(): number {
+    for (const head of readLiveActors(this.deps.store, turnKind)) {
+      const rows = readActorEvents(this.deps.store, turnKind, head.actorId);
+      const first = rows[0];
+      const cell = ActorCell.rehydrate<TurnInput, TurnEvent>(
+        this.machine,
+        rows,
+        {
+          kind: turnKind,
+          id: head.actorId,
+          traceId: head.traceId,
+          msgId: first?.msgId ?? null,
+          owner: head.owner,
+        },
+        this.deps,
+      );
+      this.live.set(head.actorId, { cell, caller: undefined, answer: undefined, why: '' });
+      cell.send({ type: 'actor.rehydrated' });
+    }
+    return this.live.size;
+  }
+
+  /** Opens a turn; attach the caller before the ASK goes out. */
+  open(input: TurnInput): void {
+    const cell = ActorCell.create<TurnInput, TurnEvent>(
+      this.machine,
+      input,
+      { kind: turnKind, id: input.turnId, traceId: input.traceId, msgId: input.askMsgId, owner: input.asker },
+      this.deps,
+    );
+    this.live.set(input.turnId, { cell, caller: undefined, answer: undefined, why: '' });
+  }
+
+  /** A turn's state: waiting (live), a final state from the log, or undefined if none. */
+  stateOf(turnId: string): { state: string; context: TurnInput | undefined } | undefined {
+    const live = this.live.get(turnId);
+    if (live) return { state: live.cell.state, context: live.cell.context };
+    const head = readActorHead(this.deps.store, turnKind, turnId);
+    if (!head) return undefined;
+    const input = readActorEvents(this.deps.store, turnKind, turnId)[0]?.data as TurnInput | undefined;
+    return { state: head.state, context: input };
+  }
+
+  /**
+   * Parks the caller on a waiting turn until it ends. `signal` aborts when the caller hangs
+   * up: the turn is then abandoned (an answer after that is too late).
+   */
+  attach(turnId: string, signal?: AbortSignal): Promise<TurnOutcome> {
+    const live = this.live.get(turnId);
+    if (!live || live.cell.done) {
+      return Promise.reject(new BridgeError(ErrorCode.internal, `turn ${turnId} is not waiting`));
+    }
+    if (live.caller) live.caller({ state: 'abandoned', why: 'the same ask was attached again by a retry' });
+    return new Promise<TurnOutcome>((resolve) => {
+      const onAbort = (): void => this.abandon(turnId, 'the caller hung up before the answer came');
+      const caller = (outcome: TurnOutcome): void => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(outcome);
+      };
+      live.caller = caller;
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Ends a waiting turn without an answer (the ASK could not be sent, the caller left). */
+  abandon(turnId: string, why: string): void {
+    const live = this.live.get(turnId);
+    if (live?.cell.state !== 'waiting') return;
+    live.why = why;
+    live.cell.send({ type: 'turn.abandoned', why });
+  }
+
+  claim(recipient: string, answer: Envelope): AnswerClaim {
+    const turnId = answer.turnId;
+    if (turnId === undefined) return { ok: false, why: 'the answer names no turn' };
+    const live = this.live.get(turnId);
+    if (!live) {
+      const known = this.stateOf(turnId);
+      return {
+        ok: false,
+        why: known ? `the ask was already ${known.state}` : `no ask of this gateway has turn ${turnId}`,
+      };
+    }
+    const { cell } = live;
+    if (cell.context.asker !== recipient || cell.context.recipient !== answer.from.gid) {
+      return { ok: false, why: 'the answer does not come from the entity that was asked' };
+    }
+    if (cell.state !== 'waiting') return { ok: false, why: `the ask was already ${cell.state}` };
+    if (!live.caller) {
+      this.abandon(turnId, 'the caller was gone (its gateway restarted) when the answer came');
+      return { ok: false, why: 'the asking call was gone when the answer came' };
+    }
+    return {
+      ok: true,
+      resume: (handover) => {
+        live.answer = handover;
+        cell.send({ type: 'turn.answered', answerMsgId: answer.msgId });
+      },
+    };
+  }
+
+  /** The turn ended and that is on disk: tell the caller, if there is still one. */
+  private settle(turnId: string): void {
+    const live = this.live.get(turnId);
+    if (!live) return;
+    this.live.delete(turnId);
+    const { cell, caller, answer } = live;
+    if (cell.state === 'answered' && answer) {
+      if (caller) caller({ state: 'answered', handover: answer });
+      else answer.giveBack();
+      return;
+    }
+    const why =
+      cell.state === 'expired'
+        ? `no answer within ${Math.round((cell.context.deadline - cell.context.startedAt) / 1000)} s`
+        : live.why;
+    caller?.({ state: cell.state === 'expired' ? 'expired' : 'abandoned', why });
+  }
+
+  stop(): void {
+    for (const live of this.live.values()) live.cell.stop();
+  }
+}

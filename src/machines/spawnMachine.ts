@@ -1,0 +1,121 @@
+import { assign, setup } from 'xstate';
+import { z } from 'zod';
+
+/**
+ * One spawn request on the host that runs it (U4). The request id is the actor id, so a SPAWN
+ * that comes again (redelivery, a retried call, a restart) finds this actor and launches
+ * nothing twice. The gid is chosen and recorded before the launch: a gateway that dies while
+ * launching finds out on restart whether that entity got registered, and launches only if not.
+ *
+ *   requested ──launching──▶ launching ──launched──▶ running ──stopped──▶ stopped
+ *       │                        │ launchFailed
+ *       └──refused───────────────┴──────────────▶ refused ──answered──▶ closed
+ *   `running` and `refused` answer the requester (SPAWN_RESULT) until `answered` is recorded.
+ */
+export const spawnInputSchema = z.object({
+  requestId: z.string(),
+  traceId: z.string(),
+  /** The SPAWN message, and who sent it (the result goes back to that inbox). */
+  msgId: z.string(),
+  requester: z.object({ gid: z.string(), name: z.string(), host: z.string(), kind: z.string() }),
+  profile: z.string(),
+  name: z.string().optional(),
+  groups: z.array(z.string()),
+  /** Digest and size of the brief: the log never holds its text (R-H2). */
+  digest: z.string(),
+  size: z.number().int(),
+});
+export type SpawnInput = z.infer<typeof spawnInputSchema>;
+
+export const spawnEventSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('spawn.launching'), gid: z.string(), name: z.string() }),
+  z.object({ type: z.literal('spawn.launched'), pane: z.string() }),
+  z.object({ type: z.literal('spawn.launchFailed'), code: z.string(), message: z.string() }),
+  z.object({ type: z.literal('spawn.refused'), code: z.string(), message: z.string() }),
+  z.object({ type: z.literal('spawn.answered') }),
+  z.object({ type: z.literal('spawn.stopped'), by: z.string() }),
+  z.object({ type: z.literal('actor.rehydrated') }),
+]);
+export type SpawnEvent = z.infer<typeof spawnEventSchema>;
+
+export interface SpawnContext extends SpawnInput {
+  gid: string | null;
+  entityName: string | null;
+  pane: string | null;
+  error: { code: string; message: string } | null;
+  answered: boolean;
+}
+
+const recordError = assign<
+  SpawnContext,
+  Extract<SpawnEvent, { type: 'spawn.refused' | 'spawn.launchFailed' }>,
+  undefined,
+  SpawnEvent,
+  never
+>({ error: ({ event }) => ({ code: event.code, message: event.message }) });
+
+export const spawnMachine = setup({
+  types: {
+    context: {} as SpawnContext,
+    events: {} as SpawnEvent,
+    input: {} as SpawnInput,
+  },
+  actions: {
+    /** Check the profile and pick the gid and name; answers launching or refused. */
+    begin: () => {},
+    /** Provision and start the agent, register it; answers launched or launchFailed. */
+    launch: () => {},
+    /** Send SPAWN_RESULT to the requester; answers `answered` once the broker took it. */
+    answer: () => {},
+  },
+}).createMachine({
+  id: 'spawn',
+  context: ({ input }) => ({
+    ...input,
+    gid: null,
+    entityName: null,
+    pane: null,
+    error: null,
+    answered: false,
+  }),
+  initial: 'requested',
+  states: {
+    requested: {
+      entry: 'begin',
+      on: {
+        'spawn.launching': {
+          target: 'launching',
+          actions: assign({ gid: ({ event }) => event.gid, entityName: ({ event }) => event.name }),
+        },
+        'spawn.refused': { target: 'refused', actions: recordError },
+        'actor.rehydrated': { target: 'requested', reenter: true },
+      },
+    },
+    launching: {
+      entry: 'launch',
+      on: {
+        'spawn.launched': { target: 'running', actions: assign({ pane: ({ event }) => event.pane }) },
+        'spawn.launchFailed': { target: 'refused', actions: recordError },
+        // Died mid-launch: `launch` looks for what the first attempt left before starting again.
+        'actor.rehydrated': { target: 'launching', reenter: true },
+      },
+    },
+    running: {
+      entry: 'answer',
+      on: {
+        'spawn.answered': { actions: assign({ answered: true }) },
+        'spawn.stopped': { target: 'stopped' },
+        'actor.rehydrated': { target: 'running', reenter: true },
+      },
+    },
+    refused: {
+      entry: 'answer',
+      on: {
+        'spawn.answered': { target: 'closed', actions: assign({ answered: true }) },
+        'actor.rehydrated': { target: 'refused', reenter: true },
+      },
+    },
+    stopped: { type: 'final' },
+    closed: { type: 'final' },
+  },
+});

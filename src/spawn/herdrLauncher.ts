@@ -1,0 +1,228 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
+import { resolveHerdrSocketPath } from '../inject/herdrInjector.js';
+import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../inject/herdrProtocol.js';
+import { type HerdrRequestFailure, herdrRequest } from '../inject/herdrRequest.js';
+import type { PaneTarget } from '../inject/paneInjector.js';
+import type { Launcher, LaunchRequest } from './launcher.js';
+
+export interface HerdrLauncherOptions {
+  /** herdr's socket; unset: resolved from `env` as herdr does (HERDR_SOCKET_PATH, HERDR_SESSION, …). */
+  readonly socketPath?: string | undefined;
+  /** herdr workspace id the tabs go in; unset: herdr's active workspace. */
+  readonly workspace?: string | undefined;
+  /** Default process.env. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined;
+  /** Default 7000 (herdr gives its UI thread 5 s to answer). */
+  readonly requestTimeoutMs?: number | undefined;
+  /** Default 2000. */
+  readonly connectTimeoutMs?: number | undefined;
+}
+
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** `value` as one single-quoted POSIX shell word: `'` becomes `'\''`. */
+export function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The env file's text: one `export KEY='value'` line per variable. Throws on a name no shell takes. */
+export function envFileText(env: Readonly<Record<string, string>>): string {
+  return Object.entries(env)
+    .map(([key, value]) => {
+      if (!SHELL_NAME.test(key)) throw new Error(`${JSON.stringify(key)} is not a shell variable name`);
+      if (value.includes('\0')) throw new Error(`the value of ${key} contains a NUL byte`);
+      return `export ${key}=${shellQuote(value)}\n`;
+    })
+    .join('');
+}
+
+/**
+ * Launches agents as tabs of herdr over its socket API: `tab.create` (never taking focus),
+ * `tab.rename` to the entity's name (so `find` sees it after a crash), then the command typed
+ * into the tab's pane. herdr has no way to give a new pane an environment, and the
+ * environment carries BRIDGE_TOKEN, so the variables go in a 0600 file in a fresh 0700
+ * directory, and the line typed only sources and removes it before `exec`ing the command:
+ * no secret on the screen or in the shell's history. Launches run one at a time.
+ */
+export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
+  const requestTimeoutMs = options.requestTimeoutMs ?? 7000;
+  const connectTimeoutMs = options.connectTimeoutMs ?? 2000;
+  const workspaceFilter = options.workspace === undefined ? {} : { workspace_id: options.workspace };
+  let tail: Promise<unknown> = Promise.resolve();
+
+  /** Resolved per call: a bad HERDR_SESSION fails herdr launches, not the gateway's start. */
+  const socketPathFor = (pane?: PaneTarget): string =>
+    (pane?.type === 'herdr' ? pane.socketPath : undefined) ??
+    options.socketPath ??
+    resolveHerdrSocketPath(options.env ?? process.env);
+
+  const paneOf = (paneId: string): PaneTarget => ({
+    type: 'herdr',
+    paneId,
+    ...(options.socketPath === undefined ? {} : { socketPath: options.socketPath }),
+  });
+
+  function call<M extends HerdrMethod>(
+    socketPath: string,
+    method: M,
+    params: HerdrParams[M],
+  ): Promise<HerdrResults[M]> {
+    const toError = (failure: HerdrRequestFailure): ChannelError => {
+      const details = { socketPath, herdrMethod: method };
+      switch (failure.kind) {
+        case 'refused':
+          return new ChannelError(
+            ErrorCode.launchFailed,
+            `herdr at ${socketPath} refused ${method}: ${failure.body.code}: ${failure.body.message}`,
+            { details: { ...details, herdrCode: failure.body.code } },
+          );
+        case 'unexpected':
+          return new ChannelError(
+            ErrorCode.launchFailed,
+            `herdr at ${socketPath} gave an unexpected reply to ${method} (${failure.reason}): is this herdr version supported?`,
+            { details },
+          );
+        case 'lost':
+          return new ChannelError(
+            ErrorCode.launchFailed,
+            `${failure.what} during ${method} on herdr socket ${socketPath}`,
+            { cause: failure.cause, details },
+          );
+      }
+    };
+    return herdrRequest(method, params, { socketPath, connectTimeoutMs, requestTimeoutMs, toError });
+  }
+
+  /** The pane in `tabId`, from `pane.list`. */
+  async function paneInTab(
+    socketPath: string,
+    workspaceId: string,
+    tabId: string,
+  ): Promise<string | undefined> {
+    const { panes } = await call(socketPath, HerdrMethod.paneList, { workspace_id: workspaceId });
+    return panes.find((pane) => pane.tab_id === tabId)?.pane_id;
+  }
+
+  async function launchNow(request: LaunchRequest): Promise<PaneTarget> {
+    let socketPath = options.socketPath ?? '(unresolved)';
+    const failed = (what: string, cause?: unknown): ChannelError =>
+      new ChannelError(
+        ErrorCode.launchFailed,
+        `could not start ${request.name} in a new herdr tab via ${socketPath}: ${what}`,
+        {
+          cause,
+          details: {
+            socketPath,
+            ...(cause instanceof BridgeError ? cause.details : {}),
+          },
+        },
+      );
+    let envText: string;
+    try {
+      socketPath = socketPathFor();
+      envText = envFileText(request.env);
+    } catch (err) {
+      throw failed((err as Error).message, err);
+    }
+
+    let tab: HerdrResults[typeof HerdrMethod.tabCreate];
+    try {
+      tab = await call(socketPath, HerdrMethod.tabCreate, {
+        ...workspaceFilter,
+        cwd: request.cwd,
+        focus: false,
+      });
+    } catch (err) {
+      throw failed((err as Error).message, err);
+    }
+
+    const tabId = tab.tab.tab_id;
+    let envDir: string | undefined;
+    try {
+      await call(socketPath, HerdrMethod.tabRename, { tab_id: tabId, label: request.name });
+      const rootPane = tab.root_pane?.tab_id === tabId ? tab.root_pane.pane_id : undefined;
+      const paneId = rootPane ?? (await paneInTab(socketPath, tab.tab.workspace_id, tabId));
+      if (paneId === undefined) throw new Error(`herdr listed no pane in the new tab ${tabId}`);
+
+      // mkdtemp makes the directory 0700; the file is 0600 from its creation on.
+      envDir = mkdtempSync(join(tmpdir(), 'bridge-herdr-'));
+      const envFile = join(envDir, 'env');
+      writeFileSync(envFile, envText, { mode: 0o600, flag: 'wx' });
+      // The leading space keeps the line out of history where the shell ignores such lines;
+      // there is nothing secret in it anyway. `sh -c` takes the whole shell command (`a && b`,
+      // `VAR=x cmd`), as tmux does, where a bare `exec <command>` would not.
+      const line =
+        ` . ${shellQuote(envFile)} && rm -f ${shellQuote(envFile)} && rmdir ${shellQuote(envDir)}` +
+        ` && exec sh -c ${shellQuote(request.command)}`;
+      await call(socketPath, HerdrMethod.paneSendInput, { pane_id: paneId, text: line, keys: ['Enter'] });
+      return paneOf(paneId);
+    } catch (err) {
+      if (envDir !== undefined) rmSync(envDir, { recursive: true, force: true });
+      // Half a launch is no launch: a tab left behind would hold a shell nobody uses.
+      await call(socketPath, HerdrMethod.tabClose, { tab_id: tabId }).catch(() => undefined);
+      throw failed((err as Error).message, err);
+    }
+  }
+
+  return {
+    launch(request) {
+      const run = tail.then(() => launchNow(request));
+      tail = run.catch(() => undefined);
+      return run;
+    },
+
+    async find(name) {
+      try {
+        const socketPath = socketPathFor();
+        const { tabs } = await call(socketPath, HerdrMethod.tabList, workspaceFilter);
+        const tab = tabs.find((candidate) => candidate.label === name);
+        if (tab === undefined) return undefined;
+        const paneId = await paneInTab(socketPath, tab.workspace_id, tab.tab_id);
+        return paneId === undefined ? undefined : paneOf(paneId);
+      } catch {
+        // herdr not running, or no such workspace: nothing was left behind.
+        return undefined;
+      }
+    },
+
+    async close(pane) {
+      if (pane.type !== 'herdr') return;
+      let socketPath = pane.socketPath ?? options.socketPath ?? '(unresolved)';
+      try {
+        socketPath = socketPathFor(pane);
+        const { panes } = await call(socketPath, HerdrMethod.paneList, {});
+        const tabId = panes.find((candidate) => candidate.pane_id === pane.paneId)?.tab_id;
+        if (tabId === undefined) return;
+        try {
+          await call(socketPath, HerdrMethod.tabClose, { tab_id: tabId });
+        } catch (err) {
+          // herdr keeps a workspace's last tab: close the pane in it instead.
+          if (herdrCode(err) !== HerdrErrorCode.tabCloseFailed) throw err;
+          await call(socketPath, HerdrMethod.paneClose, { pane_id: pane.paneId });
+        }
+      } catch (err) {
+        if (isGone(err)) return;
+        throw new ChannelError(
+          ErrorCode.paneUnavailable,
+          `could not close herdr pane ${pane.paneId} via ${socketPath}: ${(err as Error).message}`,
+          { cause: err, details: { socketPath, paneId: pane.paneId } },
+        );
+      }
+    },
+  };
+}
+
+function herdrCode(err: unknown): unknown {
+  return err instanceof BridgeError ? err.details?.herdrCode : undefined;
+}
+
+/** The pane, its tab or herdr itself is gone: closing it has nothing left to do. */
+function isGone(err: unknown): boolean {
+  const code = herdrCode(err);
+  if (code === HerdrErrorCode.paneNotFound || code === HerdrErrorCode.tabNotFound) return true;
+  const errno = err instanceof BridgeError ? err.details?.errno : undefined;
+  return errno === 'ENOENT' || errno === 'ECONNREFUSED';
+}

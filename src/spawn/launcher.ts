@@ -1,0 +1,25 @@
+import type { PaneTarget } from '../inject/paneInjector.js';
+
+/** What a launcher starts: one agent, in its own window or tab. */
+export interface LaunchRequest {
+  /** The entity's name; also the window's, so a relaunch after a crash can find it. */
+  readonly name: string;
+  readonly command: string;
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** Starts agents in panes (U4): tmux windows or herdr tabs. */
+export interface Launcher {
+  /** Starts the command in a new pane; resolves with the pane to deliver to. Rejects with a BridgeError. */
+  launch(request: LaunchRequest): Promise<PaneTarget>;
+  /** The pane a launch of `name` left behind, if any (crash recovery). */
+  find(name: string): Promise<PaneTarget | undefined>;
+  /** Ends the agent: closes its pane. A pane already gone is fine. */
+  close(pane: PaneTarget): Promise<void>;
+}
+
+/** How a pane target reads in the log and in results. */
+export function describePane(pane: PaneTarget): string {
+  return pane.type === 'tmux' ? `tmux:${pane.target}` : `herdr:${pane.paneId}`;
+}
