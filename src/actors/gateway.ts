@@ -606,6 +606,9 @@ export class Gateway {
     const now = this.clock.now();
     const key = options.idempotencyKey;
     const requestId = key === undefined ? uuidv7(now) : namedUuid(requester.gid, `spawn\u0000${key}`);
+    // A retry keeps the first request's trace.
+    if (key !== undefined) await this.store.batch.flush();
+    const traceId = key === undefined ? undefined : this.router.traceOfSent(requestId);
     const envelope = this.router.compose(
       addressOf(requester, this.host),
       WireKind.spawn,
@@ -613,6 +616,7 @@ export class Gateway {
       options.brief,
       {
         msgId: requestId,
+        ...(traceId === undefined ? {} : { traceId }),
         expiresAt: now + this.config.spawn.requestTtlMs,
         spawn: {
           requestId,

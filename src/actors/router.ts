@@ -140,9 +140,32 @@ export class Router {
 
   /** Publishes a SPAWN or STOP to `control.<host>` (U4); returns once the broker has it. */
   async sendControl(envelope: Envelope, host: string): Promise<void> {
-    const cell = this.createSend(envelope, host, byteLength(envelope.text), undefined);
-    putMessage(this.deps.store, outbox, envelope);
+    // A keyed retry has the msgId of the first request: publish again under its send actor.
+    const { store } = this.deps;
+    await store.batch.flush();
+    const earlier = readActorEvents(store, sendKind, envelope.msgId);
+    const cell =
+      earlier.length > 0
+        ? ActorCell.rehydrate<SendContext, SendEvent>(
+            sendMachine,
+            earlier,
+            {
+              kind: sendKind,
+              id: envelope.msgId,
+              traceId: envelope.traceId,
+              msgId: envelope.msgId,
+              owner: envelope.from.gid,
+            },
+            this.deps,
+          )
+        : this.createSend(envelope, host, byteLength(envelope.text), undefined);
+    putMessage(store, outbox, envelope);
     await this.published(cell, envelope, host, 'control');
+  }
+
+  /** The trace of a message this gateway sent, if it has one on record. */
+  traceOfSent(msgId: string): string | undefined {
+    return readActorEvents(this.deps.store, sendKind, msgId)[0]?.traceId;
   }
 
   /** A new envelope from `from` (a local entity, or this gateway), stamped now. */

@@ -1,5 +1,5 @@
 import type { DeadLetterView } from '../actors/federation.js';
-import type { Registration, RosterEntry, SendOutcome } from '../actors/gateway.js';
+import type { ControlOutcome, Registration, RosterEntry, SendOutcome } from '../actors/gateway.js';
 import type { BroadcastResult } from '../actors/router.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { adminSocketPath } from '../daemon/startDaemon.js';
@@ -100,6 +100,58 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
       return `${head}\nreply from ${result.reply.from.name}@${result.reply.from.host}: ${result.reply.text}`;
     return result.reply === null ? `${head}\nno reply within ${waitMs} ms` : head;
   });
+}
+
+/** `bridge spawn HOST PROFILE`: as the entity whose token is given, start an agent on HOST (U4). */
+export async function runSpawn(values: CliValues, rest: string[]): Promise<number> {
+  const [host, profile, ...extra] = rest;
+  if (!host || !profile || extra.length > 0) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      'spawn needs HOST and PROFILE: bridge spawn host-b reviewer --brief "review PR 7" [--name rev-1]',
+    );
+  }
+  const waitMs = integerOption('wait', values.wait);
+  const outcome = (await callAdmin(socketOf(values), adminRoutes.spawn, {
+    token: tokenOf(values),
+    host,
+    profile,
+    brief: values.brief ?? '',
+    ...(values.name === undefined ? {} : { name: values.name }),
+    ...(values.group === undefined ? {} : { groups: values.group }),
+    ...(waitMs === undefined ? {} : { waitMs }),
+    ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
+  })) as ControlOutcome;
+  return controlOutcome(values, outcome, 'spawned');
+}
+
+/** `bridge stop GID`: end an agent started with spawn. */
+export async function runStop(values: CliValues, rest: string[]): Promise<number> {
+  const [gid, ...extra] = rest;
+  if (!gid || extra.length > 0)
+    throw new BridgeError(ErrorCode.badRequest, 'stop needs the GID of a spawned agent');
+  const waitMs = integerOption('wait', values.wait);
+  const outcome = (await callAdmin(socketOf(values), adminRoutes.stop, {
+    token: tokenOf(values),
+    gid,
+    ...(waitMs === undefined ? {} : { waitMs }),
+  })) as ControlOutcome;
+  return controlOutcome(values, outcome, 'stopped');
+}
+
+function controlOutcome(values: CliValues, outcome: ControlOutcome, done: string): number {
+  const result = outcome.result;
+  if (result && !result.ok) {
+    throw new BridgeError(
+      ErrorCode.spawnRefused,
+      `${outcome.host} refused: ${result.code ?? 'refused'}: ${result.message ?? ''}`,
+    );
+  }
+  return print(values, outcome, () =>
+    result
+      ? `${done} ${result.name ?? result.gid}@${outcome.host} (${result.gid}); trace ${outcome.traceId}`
+      : `request ${outcome.requestId} sent to ${outcome.host}; no result yet (it arrives by drain)`,
+  );
 }
 
 export async function runDrain(values: CliValues): Promise<number> {

@@ -9,7 +9,9 @@ import {
   runRegister,
   runRoster,
   runSend,
+  runSpawn,
   runStatus,
+  runStop,
 } from './commands.js';
 import { runBroker } from './provision.js';
 import { runKeys, runTrust } from './security.js';
@@ -27,6 +29,10 @@ Usage:
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
   bridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
   bridge drain [--max N]                              collect messages held for that entity
+  bridge spawn HOST PROFILE [--brief TEXT] [--name NAME] [--group G]... [--wait MS]
+                                                      start an agent on HOST from one of HOST's profiles,
+                                                      as that entity (the result comes back to it)
+  bridge stop GID [--wait MS]                         stop an agent started with spawn
   bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all)
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
@@ -64,6 +70,7 @@ const options = {
   'password-file': { type: 'string' },
   node: { type: 'string' },
   'read-dlq': { type: 'boolean' },
+  brief: { type: 'string' },
 } as const;
 
 export type CliValues = ReturnType<typeof parseCli>['values'];
@@ -96,6 +103,10 @@ async function main(argv: string[]): Promise<number> {
       return runSend(values, rest);
     case 'drain':
       return runDrain(values);
+    case 'spawn':
+      return runSpawn(values, rest);
+    case 'stop':
+      return runStop(values, rest);
     case 'broadcast':
       return runBroadcast(values, rest);
     case 'dlq':

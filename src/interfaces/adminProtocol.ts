@@ -34,6 +34,23 @@ export const broadcastBody = z.strictObject({
   idempotencyKey: z.string().min(1).max(200).optional(),
 });
 
+export const spawnBody = z.strictObject({
+  token: z.string().min(1),
+  host: z.string().min(1),
+  profile: z.string().min(1),
+  brief: z.string(),
+  name: z.string().min(1).optional(),
+  groups: z.array(z.string().min(1)).optional(),
+  waitMs: z.number().int().min(0).optional(),
+  idempotencyKey: z.string().min(1).max(200).optional(),
+});
+
+export const stopBody = z.strictObject({
+  token: z.string().min(1),
+  gid: z.string().uuid(),
+  waitMs: z.number().int().min(0).optional(),
+});
+
 export const dlqListBody = z.strictObject({ max: z.number().int().min(1).max(10_000).optional() });
 export const dlqRequeueBody = z.strictObject({ msgId: z.string().min(1).optional() });
 
@@ -54,6 +71,8 @@ export const adminRoutes = {
   send: '/v1/send',
   drain: '/v1/drain',
   broadcast: '/v1/broadcast',
+  spawn: '/v1/spawn',
+  stop: '/v1/stop',
   dlqList: '/v1/dlq/list',
   dlqRequeue: '/v1/dlq/requeue',
 } as const;

@@ -13,6 +13,8 @@ import {
   drainBody,
   registerBody,
   sendBody,
+  spawnBody,
+  stopBody,
 } from './adminProtocol.js';
 import { settleOnResponse, trackResponse } from './responseOutcome.js';
 
@@ -44,6 +46,14 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
     [adminRoutes.broadcast]: async (body) => {
       const { token, ...request } = parse(broadcastBody, body);
       return gateway.broadcast(entityOf(token), request);
+    },
+    [adminRoutes.spawn]: async (body) => {
+      const { token, ...request } = parse(spawnBody, body);
+      return gateway.spawn(entityOf(token), request);
+    },
+    [adminRoutes.stop]: async (body) => {
+      const { token, gid, waitMs } = parse(stopBody, body);
+      return gateway.stopSpawned(entityOf(token), gid, waitMs);
     },
     [adminRoutes.dlqList]: async (body) => gateway.listDeadLetters(parse(dlqListBody, body ?? {}).max),
     [adminRoutes.dlqRequeue]: async (body) => ({

@@ -81,10 +81,21 @@ describe('bad input gets a clear error and loses nothing', () => {
     expect(errorText(badReply)).toMatch(/Input validation error.*in_reply_to/s);
   });
 
-  it('answers not-yet-available tools with a stable code', async () => {
-    const result = await callTool(main, 'bridge_spawn', { host: 'h', profile: 'p', brief: 'b' });
-    expect(result.isError).toBe(true);
-    expect(errorText(result)).toMatch(/^NOT_AVAILABLE: bridge_spawn is not available/);
+  it('refuses a spawn on another host without a broker, a spawn naming a command, and an unknown profile', async () => {
+    const remote = await callTool(main, 'bridge_spawn', { host: 'h', profile: 'p', brief: 'b' });
+    expect(remote.isError).toBe(true);
+    expect(errorText(remote)).toMatch(/^NOT_AVAILABLE: h is another host and this gateway runs single-host/);
+    const smuggled = await callTool(main, 'bridge_spawn', {
+      host: 'h',
+      profile: 'p',
+      brief: 'b',
+      command: 'sh',
+    });
+    expect(errorText(smuggled)).toMatch(/^SPAWN_REFUSED: bridge_spawn takes a profile name, not command/);
+    const status = await gateway.cli(['status', '--json']);
+    const host = (JSON.parse(status.stdout) as { host: string }).host;
+    const unknown = await callTool(main, 'bridge_spawn', { host, profile: 'nope', brief: 'b' });
+    expect(errorText(unknown)).toMatch(/^UNKNOWN_PROFILE: .* has no profile "nope"/);
   });
 
   it('refuses a request body that is not JSON', async () => {
