@@ -32,6 +32,7 @@ export const ErrorCode = {
   spawnRefused: 'SPAWN_REFUSED',
   launchFailed: 'LAUNCH_FAILED',
   notSpawned: 'NOT_SPAWNED',
+  forbidden: 'FORBIDDEN',
   internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -370,7 +370,7 @@ export class EntityActor {
     // A drain answers the reminder: quiet now, and a new round if messages are still held.
     const at = this.deps.clock.now();
     this.remind?.send({ type: 'remind.drained', at });
-    if (this.held > 0) this.remind?.send({ type: 'remind.held', at, count: this.held });
+    if (this.held > 0) this.remind?.send(this.heldEvent(at));
     await this.deps.store.batch.flush();
     return this.handover(taken, envelopes, 'drain');
   }
@@ -469,10 +469,16 @@ export class EntityActor {
     if (!remind) return;
     const at = this.deps.clock.now();
     if (before === 0 && this.held > 0 && remind.state === 'quiet') {
-      remind.send({ type: 'remind.held', at, count: this.held });
+      remind.send(this.heldEvent(at));
     } else if (before > 0 && this.held === 0 && remind.state !== 'quiet') {
       remind.send({ type: 'remind.drained', at });
     }
+  }
+
+  /** A new round of reminders, with the intervals configured now. */
+  private heldEvent(at: number): RemindEvent {
+    const { firstMs, maxMs } = this.deps.config.remind;
+    return { type: 'remind.held', at, count: this.held, firstMs, maxMs };
   }
 
   /** Reminds the entity that messages wait: its pane (when it can take input), and listeners. */

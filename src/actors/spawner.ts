@@ -157,7 +157,18 @@ export class Spawner {
     if (!stop) return this.settle(inbound);
     const cell = this.byGid.get(stop.gid);
     let result: ControlResult;
-    if (cell && cell.state === 'running') {
+    if (cell && cell.state === 'running' && !mayStop(envelope.from, cell.context.requester.gid)) {
+      result = {
+        requestId: stop.requestId,
+        op: 'stop',
+        ok: false,
+        gid: stop.gid,
+        code: ErrorCode.forbidden,
+        message:
+          `${envelope.from.name}@${envelope.from.host} may not stop ${cell.context.entityName ?? stop.gid}: ` +
+          'a spawned agent is stopped by whoever spawned it, or by a main or orchestrator',
+      };
+    } else if (cell && cell.state === 'running') {
       const pane = this.paneOf(cell);
       try {
         if (pane) await this.launcherFor(cell).close(pane);
@@ -493,4 +504,9 @@ export class Spawner {
     const profile = this.deps.config.profiles[cell.context.profile];
     return profile?.injector === 'herdr' ? this.deps.launchers.herdr : this.deps.launchers.tmux;
   }
+}
+
+/** Who may stop a spawned agent: its requester, or any main or orchestrator (not another worker). */
+function mayStop(stopper: Address, requester: string): boolean {
+  return stopper.gid === requester || stopper.kind !== 'worker';
 }

@@ -1,6 +1,6 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
-import { type TurnEvent, type TurnInput, turnMachine } from '../machines/turnMachine.js';
+import { type TurnContext, type TurnEvent, type TurnInput, turnMachine } from '../machines/turnMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
 import { readActorEvents } from '../store/readEvents.js';
@@ -21,7 +21,7 @@ export interface AnswerClaims {
   claim(recipient: string, answer: Envelope): AnswerClaim;
 }
 
-type TurnCell = ActorCell<TurnInput, TurnEvent>;
+type TurnCell = ActorCell<TurnContext, TurnEvent>;
 
 interface LiveTurn {
   readonly cell: TurnCell;
@@ -29,7 +29,6 @@ interface LiveTurn {
   caller: ((outcome: TurnOutcome) => void) | undefined;
   /** The answer that ended the turn, handed to the caller when `answered` is on disk. */
   answer: Handover | undefined;
-  why: string;
 }
 
 /**
@@ -55,7 +54,7 @@ export class Turns implements AnswerClaims {
     for (const head of readLiveActors(this.deps.store, turnKind)) {
       const rows = readActorEvents(this.deps.store, turnKind, head.actorId);
       const first = rows[0];
-      const cell = ActorCell.rehydrate<TurnInput, TurnEvent>(
+      const cell = ActorCell.rehydrate<TurnContext, TurnEvent>(
         this.machine,
         rows,
         {
@@ -67,7 +66,7 @@ export class Turns implements AnswerClaims {
         },
         this.deps,
       );
-      this.live.set(head.actorId, { cell, caller: undefined, answer: undefined, why: '' });
+      this.live.set(head.actorId, { cell, caller: undefined, answer: undefined });
       cell.send({ type: 'actor.rehydrated' });
     }
     return this.live.size;
@@ -75,13 +74,13 @@ export class Turns implements AnswerClaims {
 
   /** Opens a turn; attach the caller before the ASK goes out. */
   open(input: TurnInput): void {
-    const cell = ActorCell.create<TurnInput, TurnEvent>(
+    const cell = ActorCell.create<TurnContext, TurnEvent>(
       this.machine,
       input,
       { kind: turnKind, id: input.turnId, traceId: input.traceId, msgId: input.askMsgId, owner: input.asker },
       this.deps,
     );
-    this.live.set(input.turnId, { cell, caller: undefined, answer: undefined, why: '' });
+    this.live.set(input.turnId, { cell, caller: undefined, answer: undefined });
   }
 
   /** A turn's state: waiting (live), a final state from the log, or undefined if none. */
@@ -120,7 +119,6 @@ export class Turns implements AnswerClaims {
   abandon(turnId: string, why: string): void {
     const live = this.live.get(turnId);
     if (live?.cell.state !== 'waiting') return;
-    live.why = why;
     live.cell.send({ type: 'turn.abandoned', why });
   }
 
@@ -167,7 +165,7 @@ export class Turns implements AnswerClaims {
     const why =
       cell.state === 'expired'
         ? `no answer within ${Math.round((cell.context.deadline - cell.context.startedAt) / 1000)} s`
-        : live.why;
+        : (cell.context.why ?? 'the ask ended');
     caller?.({ state: cell.state === 'expired' ? 'expired' : 'abandoned', why });
   }
 

@@ -19,7 +19,14 @@ export const remindInputSchema = z.object({
 export type RemindInput = z.infer<typeof remindInputSchema>;
 
 export const remindEventSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('remind.held'), at: z.number(), count: z.number().int() }),
+  z.object({
+    type: z.literal('remind.held'),
+    at: z.number(),
+    count: z.number().int(),
+    /** The intervals configured now: each round uses the current config. */
+    firstMs: z.number().int().min(1).optional(),
+    maxMs: z.number().int().min(1).optional(),
+  }),
   z.object({ type: z.literal('remind.nudged'), at: z.number() }),
   z.object({ type: z.literal('remind.drained'), at: z.number() }),
   z.object({ type: z.literal('remind.ended') }),
@@ -66,8 +73,15 @@ export const remindMachine = setup({
           target: 'waiting',
           actions: assign({
             nudges: 0,
+            firstMs: ({ context, event }) => event.firstMs ?? context.firstMs,
+            maxMs: ({ context, event }) => event.maxMs ?? context.maxMs,
             lastAt: ({ event }) => event.at,
-            dueAt: ({ context, event }) => event.at + remindInterval(context, 0),
+            dueAt: ({ context, event }) =>
+              event.at +
+              remindInterval(
+                { firstMs: event.firstMs ?? context.firstMs, maxMs: event.maxMs ?? context.maxMs },
+                0,
+              ),
           }),
         },
       },

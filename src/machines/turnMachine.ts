@@ -1,4 +1,4 @@
-import { setup } from 'xstate';
+import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
 /**
@@ -32,9 +32,15 @@ export const turnEventSchema = z.discriminatedUnion('type', [
 ]);
 export type TurnEvent = z.infer<typeof turnEventSchema>;
 
+export interface TurnContext extends TurnInput {
+  /** The answer that ended the turn, or why it ended without one. */
+  answerMsgId: string | null;
+  why: string | null;
+}
+
 export const turnMachine = setup({
   types: {
-    context: {} as TurnInput,
+    context: {} as TurnContext,
     events: {} as TurnEvent,
     input: {} as TurnInput,
   },
@@ -48,14 +54,17 @@ export const turnMachine = setup({
   },
 }).createMachine({
   id: 'turn',
-  context: ({ input }) => input,
+  context: ({ input }) => ({ ...input, answerMsgId: null, why: null }),
   initial: 'waiting',
   states: {
     waiting: {
       after: { untilDeadline: { target: 'expired' } },
       on: {
-        'turn.answered': { target: 'answered' },
-        'turn.abandoned': { target: 'abandoned' },
+        'turn.answered': {
+          target: 'answered',
+          actions: assign({ answerMsgId: ({ event }) => event.answerMsgId }),
+        },
+        'turn.abandoned': { target: 'abandoned', actions: assign({ why: ({ event }) => event.why }) },
         // Re-entered so the deadline timer is armed again from the recorded deadline.
         'actor.rehydrated': { target: 'waiting', reenter: true },
       },

@@ -157,9 +157,14 @@ describe('ask turns across two gateway processes', () => {
     expect(again.structuredContent).toMatchObject({ duplicate: true });
 
     const traceId = outcome.traceId;
-    await waitFor('the turn answered in beta’s log', () =>
-      trail(traceEvents(beta, traceId), 'turn').includes('turn.answered waiting→answered') ? true : undefined,
-    );
+    // The answer's delivery is acked once the tool result is out: wait for both rows.
+    await waitFor('the turn answered and its answer acked in beta’s log', () => {
+      const rows = traceEvents(beta, traceId);
+      return trail(rows, 'turn').includes('turn.answered waiting→answered') &&
+        trail(rows, 'delivery').includes('delivery.acked handed-over→acked')
+        ? true
+        : undefined;
+    });
     expect(trail(traceEvents(beta, traceId), 'turn')).toEqual([
       'xstate.init ∅→waiting',
       'turn.answered waiting→answered',

@@ -441,6 +441,16 @@ describe('spawn / stop (U4)', () => {
 
   it('stops the agent: window closed, gone from both rosters, later messages refused', async () => {
     const gid = spawned.gid as string;
+    // A worker may not stop an agent someone else spawned.
+    const bystander = await register(a, ['--kind', 'worker', '--name', 'bystander']);
+    queues.push(inboxName(bystander.gid));
+    const worker = await connectMcp(a.mcpUrl, bystander.token);
+    const forbidden = await callTool(worker, 'bridge_stop', { gid, wait_ms: 20_000 });
+    await worker.close();
+    expect(forbidden.isError).toBe(true);
+    expect(errorText(forbidden)).toMatch(/^FORBIDDEN: bystander@.* may not stop rev7/);
+    expect((await windows(sessionB)).some((w) => w.name === 'rev7')).toBe(true);
+
     const result = await callTool(mcp, 'bridge_stop', { gid, wait_ms: 20_000 });
     expect(result.isError, errorText(result)).toBeFalsy();
     expect(result.structuredContent).toMatchObject({ status: 'stopped', host: b.hostId });

@@ -141,6 +141,25 @@ describe('remindMachine: quiet', () => {
     expect(effects(actions)).toEqual([`raise ${dueTimer} after 1000`]);
   });
 
+  it('remind.held with intervals: the round uses them (config changed since the actor was made)', () => {
+    const [snapshot, actions] = step(quiet(), {
+      type: 'remind.held',
+      at: 10_000,
+      count: 1,
+      firstMs: 250,
+      maxMs: 4_000,
+    });
+    expect(snapshot.context).toEqual({
+      ...input,
+      firstMs: 250,
+      maxMs: 4_000,
+      nudges: 0,
+      lastAt: 10_000,
+      dueAt: 10_250,
+    });
+    expect(effects(actions)).toEqual([`raise ${dueTimer} after 250`]);
+  });
+
   it.each([nudged(1), drained(1), rehydrated, due])('ignores $type', (event) => {
     const before = quiet();
     const [after, actions] = transition(remindMachine, before, event);

@@ -65,13 +65,15 @@ const abandoned = (why = 'caller hung up'): TurnEvent => ({ type: 'turn.abandone
 const rehydrated: TurnEvent = { type: 'actor.rehydrated' };
 
 const waiting = (): Snapshot => start()[0];
+/** The context a turn starts with: its input, no outcome yet. */
+const initial = { ...input, answerMsgId: null, why: null };
 
 describe('turnMachine: initial state', () => {
   it('starts waiting with the input as context and arms the deadline timer (deadline - startedAt)', () => {
     const [snapshot, actions] = start();
     expect(snapshot.value).toBe('waiting');
     expect(snapshot.status).toBe('active');
-    expect(snapshot.context).toEqual(input);
+    expect(snapshot.context).toEqual(initial);
     expect(effects(actions)).toEqual([`raise ${deadlineTimer} after ${ttl}`]);
   });
 
@@ -86,7 +88,7 @@ describe('turnMachine: waiting', () => {
     const [snapshot, actions] = step(waiting(), answered());
     expect(snapshot.value).toBe('answered');
     expect(snapshot.status).toBe('done');
-    expect(snapshot.context).toEqual(input);
+    expect(snapshot.context).toEqual({ ...initial, answerMsgId: 'msg-answer-1' });
     expect(effects(actions)).toEqual([`cancel ${deadlineTimer}`, 'settleCaller']);
   });
 
@@ -94,7 +96,7 @@ describe('turnMachine: waiting', () => {
     const [snapshot, actions] = step(waiting(), abandoned());
     expect(snapshot.value).toBe('abandoned');
     expect(snapshot.status).toBe('done');
-    expect(snapshot.context).toEqual(input);
+    expect(snapshot.context).toEqual({ ...initial, why: 'caller hung up' });
     expect(effects(actions)).toEqual([`cancel ${deadlineTimer}`, 'settleCaller']);
   });
 
@@ -103,12 +105,12 @@ describe('turnMachine: waiting', () => {
     const [snapshot, actions] = fire(before, armed, deadlineTimer);
     expect(snapshot.value).toBe('expired');
     expect(snapshot.status).toBe('done');
-    expect(snapshot.context).toEqual(input);
+    expect(snapshot.context).toEqual(initial);
     // Leaving waiting cancels its (already fired) timer; harmless, the runtime forgets it.
     expect(effects(actions)).toEqual([`cancel ${deadlineTimer}`, 'settleCaller']);
   });
 
-  it('settleCaller sees the event that ended the turn (answer id, why): the context does not keep it', () => {
+  it('settleCaller sees the event that ended the turn (answer id, why), and the context keeps it', () => {
     const answer = answered('msg-answer-9');
     const [, answerActions] = step(waiting(), answer);
     expect(answerActions.find((action) => action.type === 'settleCaller')?.info.event).toEqual(answer);
@@ -121,7 +123,7 @@ describe('turnMachine: waiting', () => {
     const [snapshot, actions] = step(waiting(), rehydrated);
     expect(snapshot.value).toBe('waiting');
     expect(snapshot.status).toBe('active');
-    expect(snapshot.context).toEqual(input);
+    expect(snapshot.context).toEqual(initial);
     expect(effects(actions)).toEqual([`cancel ${deadlineTimer}`, `raise ${deadlineTimer} after ${ttl}`]);
   });
 
