@@ -399,6 +399,9 @@ export class Router {
       },
       this.deps,
     );
+    // The message's clock stamp comes after its send actor's creation, so on every host the
+    // receive (which merges this stamp) sorts after the send in a replayed timeline.
+    envelope.hlc = this.deps.hlc.tick();
     if (idempotencyKey !== undefined) {
       const keyId = `${sender.gid}\u0000${idempotencyKey}`;
       recordIdempotencyKey(store, sender.gid, idempotencyKey, envelope.msgId);

@@ -14,8 +14,10 @@ import {
   runStop,
 } from './commands.js';
 import { runBroker } from './provision.js';
+import { runExport, runReplay } from './replay.js';
 import { runKeys, runTrust } from './security.js';
 import { runStart } from './start.js';
+import { runViz } from './viz.js';
 
 const usage = `bridge — cross-host messaging for AI coding agents
 
@@ -37,6 +39,11 @@ Usage:
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
   bridge status                                       the gateway's state
+  bridge export --trace ID [--db FILE] [--out FILE]   this host's slice of a flow as a portable file
+  bridge replay --trace ID LOG... [--mermaid] [--no-check] [--progress]
+                                                      merge hosts' logs (events.db or exports) into one
+                                                      causal timeline; re-run every actor through the
+                                                      current machines and report divergences (exit 1)
   bridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
   bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
                                                       the peers' public keys this gateway trusts
@@ -71,6 +78,13 @@ const options = {
   node: { type: 'string' },
   'read-dlq': { type: 'boolean' },
   brief: { type: 'string' },
+  trace: { type: 'string' },
+  db: { type: 'string' },
+  out: { type: 'string' },
+  mermaid: { type: 'boolean' },
+  'no-check': { type: 'boolean' },
+  progress: { type: 'boolean' },
+  quiet: { type: 'boolean' },
 } as const;
 
 export type CliValues = ReturnType<typeof parseCli>['values'];
@@ -115,6 +129,12 @@ async function main(argv: string[]): Promise<number> {
       return runRoster(values);
     case 'status':
       return runStatus(values);
+    case 'export':
+      return runExport(values, rest);
+    case 'replay':
+      return runReplay(values, rest);
+    case 'viz':
+      return runViz(values, rest);
     case 'keys':
       return runKeys(values, rest);
     case 'trust':

@@ -1,0 +1,86 @@
+import { join } from 'node:path';
+import { loadConfig } from '../config/loadConfig.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import { exportTrace } from '../replay/exportTrace.js';
+import { formatEventLine, formatSummary, MermaidSequence, shortId } from '../replay/formatTimeline.js';
+import type { ReplayEvent } from '../replay/replayEvent.js';
+import { replayTrace } from '../replay/replayTrace.js';
+import type { CliValues } from './main.js';
+import { createProgressBar } from './progressBar.js';
+
+/** `bridge export --trace ID [--db FILE] [--out FILE]`: one host's slice of a flow, portable. */
+export function runExport(values: CliValues, rest: string[]): number {
+  if (rest.length > 0)
+    throw new BridgeError(ErrorCode.badRequest, `export takes no arguments, got "${rest.join(' ')}"`);
+  const traceId = values.trace;
+  if (!traceId && !values.all) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      'export needs --trace ID (the traceId a tool result or log line shows), or --all for the whole log',
+    );
+  }
+  const db = values.db ?? join(loadConfig({ file: values.config }).config.home, 'events.db');
+  const out = values.out ?? `${traceId === undefined ? 'all' : shortId(traceId)}.bridge-export.ndjson`;
+  const result = exportTrace({ db, traceId, out });
+  const summary = { ...result, out, traceId: traceId ?? null };
+  process.stdout.write(
+    values.json
+      ? `${JSON.stringify(summary)}\n`
+      : `exported ${result.events} events of ${result.host} to ${out}\n`,
+  );
+  return 0;
+}
+
+/**
+ * `bridge replay --trace ID SOURCE...`: the flow across hosts in causal order, each actor
+ * re-run through the current machines. Exits 1 when an actor diverges.
+ */
+export function runReplay(values: CliValues, sources: string[]): number {
+  if (sources.length === 0) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      "replay needs one or more event logs: gateways' events.db files or `bridge export` files, e.g. " +
+        'bridge replay --trace ID alpha.ndjson beta/events.db',
+    );
+  }
+  if (!values.trace && !values.all) {
+    throw new BridgeError(ErrorCode.badRequest, 'replay needs --trace ID (or --all to replay whole logs)');
+  }
+  const check = values['no-check'] !== true;
+  const mermaid = values.mermaid ? new MermaidSequence() : undefined;
+  const json = values.json === true;
+  const timeline = !mermaid && !json && values.quiet !== true;
+  const events: ReplayEvent[] = [];
+  const out: string[] = [];
+  const flush = (): void => {
+    if (out.length > 0) process.stdout.write(`${out.join('\n')}\n`);
+    out.length = 0;
+  };
+  const progress = createProgressBar('replay', process.stderr, values.progress === true);
+  const summary = replayTrace({
+    sources,
+    traceId: values.trace,
+    check,
+    onEvent: (event) => {
+      if (mermaid) mermaid.add(event);
+      else if (json) events.push(event);
+      else if (timeline) {
+        out.push(formatEventLine(event));
+        if (out.length >= 1000) flush();
+      }
+    },
+    onProgress: (done, total) => progress.update(done, total),
+  });
+  progress.done();
+  flush();
+  if (json) process.stdout.write(`${JSON.stringify({ ...summary, timeline: events })}\n`);
+  else if (mermaid) process.stdout.write(`${mermaid.render()}\n`);
+  else process.stdout.write(`${formatSummary(summary, check)}\n`);
+  if (summary.events === 0) {
+    process.stderr.write(
+      `bridge: no events${values.trace ? ` of trace ${values.trace}` : ''} in ${sources.join(', ')}: check the trace id\n`,
+    );
+    return 1;
+  }
+  return summary.divergences.length > 0 ? 1 : 0;
+}

@@ -1,0 +1,146 @@
+import { closeSync, openSync, readSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
+import Database from 'better-sqlite3';
+import { BridgeError, ErrorCode } from '../errors.js';
+import { parseEventRow } from '../store/eventRow.js';
+import { exportEventSchema, exportHeaderSchema, type ReplayEvent } from './replayEvent.js';
+
+/** One host's side of a flow: an event log file, or a `bridge export` of one. */
+export interface ReplaySource {
+  readonly path: string;
+  readonly format: 'sqlite' | 'export';
+  /** The host whose log it is (from the rows, or the export's header). */
+  readonly host: string;
+  /** How many events it will yield (for progress). */
+  readonly total: number;
+  /** The events, in the host's log order. */
+  events(): Iterable<ReplayEvent>;
+  close(): void;
+}
+
+const sqliteMagic = Buffer.from('SQLite format 3\u0000', 'latin1');
+
+/**
+ * Opens a log for replay: a gateway's `events.db` (read-only; a running gateway may keep
+ * writing) or an export file. `traceId` limits it to one flow; undefined takes everything.
+ */
+export function openSource(path: string, traceId: string | undefined): ReplaySource {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (err) {
+    throw new BridgeError(ErrorCode.badRequest, `cannot read ${path}: ${(err as Error).message}`);
+  }
+  const head = Buffer.alloc(sqliteMagic.length);
+  readSync(fd, head, 0, head.length, 0);
+  closeSync(fd);
+  return head.equals(sqliteMagic) ? openDatabase(path, traceId) : openExport(path, traceId);
+}
+
+function openDatabase(path: string, traceId: string | undefined): ReplaySource {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    const where = traceId === undefined ? '' : ' WHERE trace_id = ?';
+    const args = traceId === undefined ? [] : [traceId];
+    const count = db.prepare(`SELECT count(*) AS n FROM events${where}`).get(...args) as { n: number };
+    const first = db.prepare('SELECT host FROM events LIMIT 1').get() as { host: string } | undefined;
+    const select = db.prepare(`SELECT * FROM events${where} ORDER BY seq`);
+    return {
+      path,
+      format: 'sqlite',
+      host: first?.host ?? '?',
+      total: count.n,
+      *events() {
+        for (const raw of select.iterate(...args)) yield parseEventRow(raw) as ReplayEvent;
+      },
+      close: () => db.close(),
+    };
+  } catch (err) {
+    db.close();
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `${path} is an SQLite file but not a bridge event log (${(err as Error).message}): give a gateway's events.db or a \`bridge export\` file`,
+    );
+  }
+}
+
+function openExport(path: string, traceId: string | undefined): ReplaySource {
+  const lines = readLines(path);
+  const first = lines.next();
+  const where = (line: number) => `${path}:${line}`;
+  if (first.done) throw new BridgeError(ErrorCode.badRequest, `${path} is empty: not a bridge export`);
+  const header = parseLine(first.value.text, where(1), (json) => exportHeaderSchema.safeParse(json));
+  return {
+    path,
+    format: 'export',
+    host: header.host,
+    total: header.events,
+    *events() {
+      for (const { text, number } of lines) {
+        if (text.trim() === '') continue;
+        const event = parseLine(text, where(number), (json) =>
+          exportEventSchema.safeParse(json),
+        ) as ReplayEvent;
+        if (traceId === undefined || event.traceId === traceId) yield event;
+      }
+    },
+    close: () => lines.return(undefined),
+  };
+}
+
+function parseLine<T>(
+  text: string,
+  where: string,
+  parse: (
+    json: unknown,
+  ) =>
+    | { success: true; data: T }
+    | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } },
+): T {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `${where}: not JSON (${(err as Error).message}): not a bridge export line`,
+    );
+  }
+  const parsed = parse(json);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(line)'}: ${i.message}`).join('; ');
+  throw new BridgeError(
+    ErrorCode.badRequest,
+    `${where}: not a bridge export line (${problems}); make exports with \`bridge export --trace ID\``,
+  );
+}
+
+/** The file's lines, read in 1 MiB chunks: memory stays bounded however large the file. */
+function* readLines(path: string): Generator<{ text: string; number: number }, void, undefined> {
+  const fd = openSync(path, 'r');
+  const chunk = Buffer.alloc(1 << 20);
+  // A character split across two chunks is held back by the decoder, not mangled.
+  const decoder = new StringDecoder('utf8');
+  let carry = '';
+  let number = 0;
+  try {
+    for (;;) {
+      const read = readSync(fd, chunk, 0, chunk.length, null);
+      if (read === 0) break;
+      const text = carry + decoder.write(chunk.subarray(0, read));
+      let start = 0;
+      for (;;) {
+        const end = text.indexOf('\n', start);
+        if (end === -1) break;
+        number++;
+        yield { text: text.slice(start, end), number };
+        start = end + 1;
+      }
+      carry = text.slice(start);
+    }
+    carry += decoder.end();
+    if (carry !== '') yield { text: carry, number: number + 1 };
+  } finally {
+    closeSync(fd);
+  }
+}

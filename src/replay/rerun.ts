@@ -1,0 +1,114 @@
+import type { AnyMachineSnapshot } from 'xstate';
+import { type ActorKind, machines } from '../machines/index.js';
+import { eventOfRow, initEvent } from '../runtime/foldEvents.js';
+import { pureInitialTransition, pureTransition } from '../runtime/pureTransition.js';
+import { stateName } from '../runtime/stateName.js';
+import type { ReplayEvent } from './replayEvent.js';
+
+/** Why a recorded actor and the current machine definition part ways. */
+export const DivergenceKind = {
+  /** The machine computes another state than the one recorded. */
+  stateMismatch: 'state-mismatch',
+  /** An event before the actor's creation (`xstate.init`), or a second creation. */
+  missingInit: 'missing-init',
+  /** Events of an actor kind no machine defines. */
+  unknownKind: 'unknown-kind',
+  /** The machine refuses the recorded input or event (it throws). */
+  rejected: 'rejected',
+} as const;
+export type DivergenceKind = (typeof DivergenceKind)[keyof typeof DivergenceKind];
+
+export interface Divergence {
+  kind: DivergenceKind;
+  actorKind: string;
+  actorId: string;
+  host: string;
+  /** The event where they part: its position in its host's log, name and clock time. */
+  seq: number;
+  event: string;
+  hlc: string;
+  recorded: { from: string | null; to: string };
+  /** What the current definition computes (null when it cannot say). */
+  computed: string | null;
+  detail: string;
+}
+
+/**
+ * Re-runs each actor's recorded events through the current machine definitions with XState's
+ * pure transition (no effect runs, no timer starts) and reports where a recorded transition and
+ * the recomputed one differ: the first such event per actor (after it the actor's recorded
+ * states no longer mean what the machine says). Memory: one snapshot per live actor; an actor
+ * that reaches a final state is forgotten.
+ */
+export class Rerun {
+  private readonly snapshots = new Map<string, AnyMachineSnapshot>();
+  /** Actors already reported: checked no further. */
+  private readonly parted = new Set<string>();
+  checked = 0;
+
+  /** Checks one event (in timeline order); returns the divergence it shows, if any. */
+  check(row: ReplayEvent): Divergence | undefined {
+    const key = `${row.host}\u0000${row.actorKind}\u0000${row.actorId}`;
+    if (this.parted.has(key)) return undefined;
+    this.checked++;
+    const entry = (machines as Record<string, (typeof machines)[ActorKind] | undefined>)[row.actorKind];
+    if (!entry)
+      return this.part(key, row, DivergenceKind.unknownKind, null, `no machine is named ${row.actorKind}`);
+    const previous = this.snapshots.get(key);
+    let next: AnyMachineSnapshot;
+    try {
+      if (row.event === initEvent) {
+        if (previous) return this.part(key, row, DivergenceKind.missingInit, null, 'created twice');
+        [next] = pureInitialTransition(entry.machine, row.data ?? {});
+      } else {
+        if (!previous) {
+          return this.part(key, row, DivergenceKind.missingInit, null, `no ${initEvent} before this event`);
+        }
+        [next] = pureTransition(entry.machine, previous, eventOfRow(row));
+      }
+    } catch (err) {
+      return this.part(key, row, DivergenceKind.rejected, null, (err as Error).message);
+    }
+    const computed = stateName(next.value);
+    if (computed !== row.toState) {
+      return this.part(
+        key,
+        row,
+        DivergenceKind.stateMismatch,
+        computed,
+        `recorded ${row.fromState ?? '∅'} → ${row.toState}, the ${row.actorKind} machine computes ${computed}`,
+      );
+    }
+    if (next.status === 'done') this.snapshots.delete(key);
+    else this.snapshots.set(key, next);
+    return undefined;
+  }
+
+  /** Actors with a snapshot held (those not yet in a final state). */
+  get liveActors(): number {
+    return this.snapshots.size;
+  }
+
+  private part(
+    key: string,
+    row: ReplayEvent,
+    kind: DivergenceKind,
+    computed: string | null,
+    detail: string,
+  ): Divergence {
+    this.parted.add(key);
+    this.snapshots.delete(key);
+    return {
+      kind,
+      actorKind: row.actorKind,
+      actorId: row.actorId,
+      host: row.host,
+      seq: row.seq,
+      event: row.event,
+      hlc: row.hlc,
+      recorded: { from: row.fromState, to: row.toState },
+      computed,
+      detail,
+    };
+  }
+}
