@@ -16,7 +16,6 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import amqp from 'amqplib';
-import Database from 'better-sqlite3';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'cli', 'main.js');
@@ -74,27 +73,6 @@ async function mcpClient(url, token) {
     }),
   );
   return client;
-}
-
-/** One flow from several hosts' event logs, merged in hybrid-logical-clock order. */
-function printTrail(gateways, traceId) {
-  const rows = gateways.flatMap((gateway) => {
-    const db = new Database(join(gateway.env.BRIDGE_HOME, 'events.db'), { readonly: true });
-    const found = db
-      .prepare(
-        'SELECT hlc, actor_kind, event, from_state, to_state FROM events WHERE trace_id = ? ORDER BY seq',
-      )
-      .all(traceId)
-      .map((row) => ({ ...row, host: gateway.host }));
-    db.close();
-    return found;
-  });
-  rows.sort((a, b) => (a.hlc < b.hlc ? -1 : a.hlc > b.hlc ? 1 : a.host.localeCompare(b.host)));
-  for (const row of rows) {
-    console.log(
-      `  ${row.host.padEnd(5)} ${row.hlc}  ${row.actor_kind.padEnd(8)} ${row.event.padEnd(20)} ${row.from_state ?? '∅'} → ${row.to_state}`,
-    );
-  }
 }
 
 const gateways = [];
@@ -195,10 +173,18 @@ try {
       .join('\n'),
   );
 
-  say(`the task's flow in both event logs (trace ${sent.traceId}), in hybrid-logical-clock order`);
-  printTrail([alpha, beta], sent.traceId);
-  console.log(`\n  event logs: ${join(alpha.env.BRIDGE_HOME, 'events.db')}`);
-  console.log(`              ${join(beta.env.BRIDGE_HOME, 'events.db')}`);
+  say(`post-mortem of the task's flow (trace ${sent.traceId}): bridge export on each host, bridge replay`);
+  const exports = [alpha, beta].map((g) => {
+    const out = join(dir, `${g.host}.ndjson`);
+    g.bridge('export', '--trace', sent.traceId, '--out', out);
+    console.log(`  bridge export --trace ${sent.traceId} --out ${out}   (on ${g.host})`);
+    return out;
+  });
+  console.log(`  bridge replay --trace ${sent.traceId} ${exports.join(' ')}`);
+  const replay = execFileSync(process.execPath, [cli, 'replay', '--trace', sent.traceId, ...exports], {
+    env: alpha.env,
+  }).toString();
+  console.log(replay.replace(/^/gm, '  ').trimEnd());
 
   say('cleaning up: deregistering (which deletes the inboxes), stopping the gateways');
   beta.bridge('deregister', 'coder');
