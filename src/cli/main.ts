@@ -44,6 +44,10 @@ Usage:
                                                       merge hosts' logs (events.db or exports) into one
                                                       causal timeline; re-run every actor through the
                                                       current machines and report divergences (exit 1)
+  bridge viz [--out DIR] [--trace ID LOG...]          every state machine as Mermaid (DIR/<machine>.mmd) and
+                                                      one offline HTML page (DIR/index.html), default DIR
+                                                      ./bridge-viz; with --trace, the flow's transitions
+                                                      marked with counts, from its hosts' logs
   bridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
   bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
                                                       the peers' public keys this gateway trusts
