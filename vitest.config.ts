@@ -22,6 +22,8 @@ export default defineConfig({
           testTimeout: 300_000,
           hookTimeout: 120_000,
           sequence: { groupOrder: 1 },
+          // One file at a time: one stops the broker, another cuts a link, another kills gateways.
+          poolOptions: { forks: { singleFork: true } },
         },
       },
       {

@@ -100,6 +100,8 @@ export class Federation implements DeadLetterSink {
       hostId: config.hostId,
       retryBaseMs: config.broker.retryBaseMs,
       retryMaxMs: config.broker.retryMaxMs,
+      heartbeatSeconds: config.broker.heartbeatSeconds,
+      connectTimeoutMs: config.broker.connectTimeoutMs,
       onFatal: deps.onFatal,
       onState: (state) => {
         const connected = state === 'connected';

@@ -79,6 +79,10 @@ export const configSchema = z.strictObject({
       heartbeatMs: z.number().int().min(100).default(5_000),
       /** A host's roster entries expire after this many missed heartbeats. */
       presenceTtlBeats: z.number().int().min(1).default(3),
+      /** AMQP heartbeat asked of the broker (unless the URI has `heartbeat=`): a silent link is noticed in ~2 beats. */
+      heartbeatSeconds: z.number().int().min(0).max(600).default(5),
+      /** Upper bound on opening the connection to the broker. */
+      connectTimeoutMs: z.number().int().min(100).default(10_000),
       /** Reconnect backoff: first delay and cap. */
       retryBaseMs: z.number().int().min(1).default(500),
       retryMaxMs: z.number().int().min(1).default(15_000),

@@ -57,6 +57,13 @@ export interface GatewayProcessOptions {
   /** Extra config written to $BRIDGE_HOME/config.json. */
   config?: Record<string, unknown>;
   env?: NodeJS.ProcessEnv;
+  /**
+   * A command the daemon is started under, e.g. `['ip', 'netns', 'exec', ns]` to run it in a
+   * network namespace (it must exec the daemon, so `pid`, `stop` and `kill9` reach it).
+   */
+  wrap?: string[];
+  /** Where MCP listens (`mcp.host`, set through BRIDGE_MCP_HOST) and the test reaches it; default 127.0.0.1. */
+  mcpHost?: string;
 }
 
 /**
@@ -70,6 +77,8 @@ export class GatewayProcess {
   private child: ChildProcess | undefined;
   private output = '';
   private readonly env: NodeJS.ProcessEnv;
+  private readonly wrap: string[];
+  readonly mcpHost: string;
 
   private readonly inCircle: boolean;
 
@@ -77,17 +86,20 @@ export class GatewayProcess {
     this.home = mkdtempSync(join(tmpdir(), 'bridge-gw-'));
     this.inCircle = (options.trustCircle ?? true) && Boolean(options.env?.BRIDGE_BROKER_URI);
     this.hostId = options.hostId ?? `host-${Math.random().toString(36).slice(2, 8)}`;
+    this.wrap = options.wrap ?? [];
+    this.mcpHost = options.mcpHost ?? '127.0.0.1';
     if (options.config) writeFileSync(join(this.home, 'config.json'), JSON.stringify(options.config));
     this.env = {
       BRIDGE_HOME: this.home,
       BRIDGE_HOST_ID: this.hostId,
       BRIDGE_LOG_LEVEL: 'info',
+      ...(options.mcpHost ? { BRIDGE_MCP_HOST: options.mcpHost } : {}),
       ...options.env,
     };
   }
 
   get mcpUrl(): string {
-    return `http://127.0.0.1:${this.port}/mcp`;
+    return `http://${this.mcpHost}:${this.port}/mcp`;
   }
 
   get pid(): number | undefined {
@@ -130,7 +142,8 @@ export class GatewayProcess {
       circle.add(this);
     }
     if (this.port === 0) this.port = await freePort();
-    const child = spawn(process.execPath, [cliPath, 'start'], {
+    const [command, ...prefix] = [...this.wrap, process.execPath];
+    const child = spawn(command as string, [...prefix, cliPath, 'start'], {
       cwd: this.home,
       env: { ...process.env, ...this.cliEnv() },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -154,7 +167,7 @@ export class GatewayProcess {
 
   async healthy(): Promise<boolean> {
     try {
-      const res = await fetch(`http://127.0.0.1:${this.port}/healthz`);
+      const res = await fetch(`http://${this.mcpHost}:${this.port}/healthz`);
       return res.ok && existsSync(join(this.home, 'admin.sock'));
     } catch {
       return false;
