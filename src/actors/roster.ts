@@ -25,6 +25,8 @@ export const unknownStatus = 'unknown';
 export class RemoteRoster {
   private readonly hosts = new Map<string, RemoteHost>();
   private reachable = false;
+  /** When the broker last became reachable: until a heartbeat round has passed, the view is still filling. */
+  private reachableSince: number | undefined;
 
   constructor(
     private readonly selfHost: string,
@@ -56,8 +58,18 @@ export class RemoteRoster {
     if (reachable && !this.reachable) {
       const now = this.clock.now();
       for (const entry of this.hosts.values()) entry.expiresAt = now + entry.ttlMs;
+      this.reachableSince = now;
     }
     this.reachable = reachable;
+  }
+
+  /**
+   * True while the view may be missing hosts that exist: the broker is away, or it came back
+   * less than `windowMs` ago (presence is soft state; a restarted gateway starts empty).
+   */
+  filling(windowMs: number): boolean {
+    if (!this.reachable || this.reachableSince === undefined) return true;
+    return this.clock.now() - this.reachableSince < windowMs;
   }
 
   /** Drops hosts whose presence expired (only while the broker is reachable). */

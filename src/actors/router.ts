@@ -309,11 +309,18 @@ export class Router {
     // gid is still tried, and a mandatory publish tells us if no inbox has it.
     if (uuidPattern.test(address)) return { gid: address, name: address, host: 'unknown', kind: 'worker' };
     const hosts = [this.deps.host, ...federation.roster.hostIds()].join(', ');
+    const { broker } = this.deps.config;
+    // Right after a start or a reconnect the roster has not heard every host yet: say so, and
+    // let the caller retry instead of giving up on a recipient that may well exist.
+    const filling = federation.roster.filling(broker.heartbeatMs * 2);
     throw new BridgeError(
       ErrorCode.unknownRecipient,
       `unknown recipient "${address}": no entity with that gid or name on this host or in the roster ` +
-        `(hosts: ${hosts}); call bridge_roster to see who is reachable`,
-      { details: { to: address } },
+        `(hosts: ${hosts}); ` +
+        (filling
+          ? `the roster is still filling (this gateway only just reached the broker): retry in ${Math.ceil((broker.heartbeatMs * 2) / 1000)} s, or address it by gid`
+          : 'call bridge_roster to see who is reachable'),
+      { details: { to: address }, retryable: filling },
     );
   }
 
