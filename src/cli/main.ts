@@ -83,7 +83,7 @@ const options = {
   'read-dlq': { type: 'boolean' },
   brief: { type: 'string' },
   trace: { type: 'string' },
-  db: { type: 'string' },
+  db: { type: 'string', multiple: true },
   out: { type: 'string' },
   mermaid: { type: 'boolean' },
   'no-check': { type: 'boolean' },
@@ -138,7 +138,8 @@ async function main(argv: string[]): Promise<number> {
     case 'replay':
       return runReplay(values, rest);
     case 'viz':
-      return runViz(values, rest);
+      // Logs as positionals or as --db (several allowed).
+      return runViz(values, [...rest, ...(values.db ?? [])]);
     case 'keys':
       return runKeys(values, rest);
     case 'trust':

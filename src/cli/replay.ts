@@ -19,7 +19,10 @@ export function runExport(values: CliValues, rest: string[]): number {
       'export needs --trace ID (the traceId a tool result or log line shows), or --all for the whole log',
     );
   }
-  const db = values.db ?? join(loadConfig({ file: values.config }).config.home, 'events.db');
+  if ((values.db?.length ?? 0) > 1) {
+    throw new BridgeError(ErrorCode.badRequest, 'export reads one event log: give --db once');
+  }
+  const db = values.db?.[0] ?? join(loadConfig({ file: values.config }).config.home, 'events.db');
   const out = values.out ?? `${traceId === undefined ? 'all' : shortId(traceId)}.bridge-export.ndjson`;
   const result = exportTrace({ db, traceId, out });
   const summary = { ...result, out, traceId: traceId ?? null };
@@ -35,7 +38,8 @@ export function runExport(values: CliValues, rest: string[]): number {
  * `bridge replay --trace ID SOURCE...`: the flow across hosts in causal order, each actor
  * re-run through the current machines. Exits 1 when an actor diverges.
  */
-export function runReplay(values: CliValues, sources: string[]): number {
+export function runReplay(values: CliValues, logs: string[]): number {
+  const sources = [...logs, ...(values.db ?? [])];
   if (sources.length === 0) {
     throw new BridgeError(
       ErrorCode.badRequest,
