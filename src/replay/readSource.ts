@@ -2,7 +2,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import Database from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { parseEventRow } from '../store/eventRow.js';
+import { eventColumns, parseEventRowValues } from '../store/eventRow.js';
 import { exportEventSchema, exportHeaderSchema, type ReplayEvent } from './replayEvent.js';
 
 /** One host's side of a flow: an event log file, or a `bridge export` of one. */
@@ -44,14 +44,16 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
     const args = traceId === undefined ? [] : [traceId];
     const count = db.prepare(`SELECT count(*) AS n FROM events${where}`).get(...args) as { n: number };
     const first = db.prepare('SELECT host FROM events LIMIT 1').get() as { host: string } | undefined;
-    const select = db.prepare(`SELECT * FROM events${where} ORDER BY seq`);
+    // Rows as arrays (`.raw()`): about twice as fast to read as row objects, and one object
+    // fewer per event to collect.
+    const select = db.prepare(`SELECT ${eventColumns.join(', ')} FROM events${where} ORDER BY seq`).raw(true);
     return {
       path,
       format: 'sqlite',
       host: first?.host ?? '?',
       total: count.n,
       *events() {
-        for (const raw of select.iterate(...args)) yield parseEventRow(raw) as ReplayEvent;
+        for (const values of select.iterate(...args)) yield parseEventRowValues(values as unknown[]);
       },
       close: () => db.close(),
     };
@@ -67,9 +69,9 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
 function openExport(path: string, traceId: string | undefined): ReplaySource {
   const lines = readLines(path);
   const first = lines.next();
-  const where = (line: number) => `${path}:${line}`;
   if (first.done) throw new BridgeError(ErrorCode.badRequest, `${path} is empty: not a bridge export`);
-  const header = parseLine(first.value.text, where(1), (json) => exportHeaderSchema.safeParse(json));
+  const header = parseLine(first.value.text, path, 1, (json) => exportHeaderSchema.safeParse(json));
+  const parseEvent = (json: unknown) => exportEventSchema.safeParse(json);
   return {
     path,
     format: 'export',
@@ -78,9 +80,7 @@ function openExport(path: string, traceId: string | undefined): ReplaySource {
     *events() {
       for (const { text, number } of lines) {
         if (text.trim() === '') continue;
-        const event = parseLine(text, where(number), (json) =>
-          exportEventSchema.safeParse(json),
-        ) as ReplayEvent;
+        const event = parseLine(text, path, number, parseEvent) as ReplayEvent;
         if (traceId === undefined || event.traceId === traceId) yield event;
       }
     },
@@ -88,9 +88,11 @@ function openExport(path: string, traceId: string | undefined): ReplaySource {
   };
 }
 
+/** One line of an export, parsed and validated; errors name the file and line (`path:line`). */
 function parseLine<T>(
   text: string,
-  where: string,
+  path: string,
+  line: number,
   parse: (
     json: unknown,
   ) =>
@@ -103,7 +105,7 @@ function parseLine<T>(
   } catch (err) {
     throw new BridgeError(
       ErrorCode.badRequest,
-      `${where}: not JSON (${(err as Error).message}): not a bridge export line`,
+      `${path}:${line}: not JSON (${(err as Error).message}): not a bridge export line`,
     );
   }
   const parsed = parse(json);
@@ -111,7 +113,7 @@ function parseLine<T>(
   const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(line)'}: ${i.message}`).join('; ');
   throw new BridgeError(
     ErrorCode.badRequest,
-    `${where}: not a bridge export line (${problems}); make exports with \`bridge export --trace ID\``,
+    `${path}:${line}: not a bridge export line (${problems}); make exports with \`bridge export --trace ID\``,
   );
 }
 

@@ -33,6 +33,10 @@ export interface Divergence {
   detail: string;
 }
 
+/** The mark of an actor already reported: checked no further. */
+const parted = Symbol('parted');
+type Slot = AnyMachineSnapshot | typeof parted;
+
 /**
  * Re-runs each actor's recorded events through the current machine definitions with XState's
  * pure transition (no effect runs, no timer starts) and reports where a recorded transition and
@@ -41,63 +45,94 @@ export interface Divergence {
  * that reaches a final state is forgotten.
  */
 export class Rerun {
-  private readonly snapshots = new Map<string, AnyMachineSnapshot>();
-  /** Actors already reported: checked no further. */
-  private readonly parted = new Set<string>();
+  /**
+   * Per host, per actor kind, by actor id: the actor's snapshot, or `parted` once reported.
+   * Nested maps rather than one map by a joined key: no key string to build per event.
+   */
+  private readonly actors = new Map<string, Map<string, Map<string, Slot>>>();
+  private live = 0;
   checked = 0;
 
   /** Checks one event (in timeline order); returns the divergence it shows, if any. */
   check(row: ReplayEvent): Divergence | undefined {
-    const key = `${row.host}\u0000${row.actorKind}\u0000${row.actorId}`;
-    if (this.parted.has(key)) return undefined;
+    const actors = this.actorsOf(row.host, row.actorKind);
+    const previous = actors.get(row.actorId);
+    if (previous === parted) return undefined;
     this.checked++;
     const entry = (machines as Record<string, (typeof machines)[ActorKind] | undefined>)[row.actorKind];
     if (!entry)
-      return this.part(key, row, DivergenceKind.unknownKind, null, `no machine is named ${row.actorKind}`);
-    const previous = this.snapshots.get(key);
+      return this.part(actors, row, DivergenceKind.unknownKind, null, `no machine is named ${row.actorKind}`);
     let next: AnyMachineSnapshot;
     try {
       if (row.event === initEvent) {
-        if (previous) return this.part(key, row, DivergenceKind.missingInit, null, 'created twice');
+        if (previous) return this.part(actors, row, DivergenceKind.missingInit, null, 'created twice');
         [next] = pureInitialTransition(entry.machine, row.data ?? {});
       } else {
         if (!previous) {
-          return this.part(key, row, DivergenceKind.missingInit, null, `no ${initEvent} before this event`);
+          return this.part(
+            actors,
+            row,
+            DivergenceKind.missingInit,
+            null,
+            `no ${initEvent} before this event`,
+          );
         }
         [next] = pureTransition(entry.machine, previous, eventOfRow(row));
       }
     } catch (err) {
-      return this.part(key, row, DivergenceKind.rejected, null, (err as Error).message);
+      return this.part(actors, row, DivergenceKind.rejected, null, (err as Error).message);
     }
     const computed = stateName(next.value);
     if (computed !== row.toState) {
       return this.part(
-        key,
+        actors,
         row,
         DivergenceKind.stateMismatch,
         computed,
         `recorded ${row.fromState ?? '∅'} → ${row.toState}, the ${row.actorKind} machine computes ${computed}`,
       );
     }
-    if (next.status === 'done') this.snapshots.delete(key);
-    else this.snapshots.set(key, next);
+    if (next.status === 'done') {
+      if (previous) {
+        actors.delete(row.actorId);
+        this.live--;
+      }
+    } else {
+      if (!previous) this.live++;
+      actors.set(row.actorId, next);
+    }
     return undefined;
   }
 
   /** Actors with a snapshot held (those not yet in a final state). */
   get liveActors(): number {
-    return this.snapshots.size;
+    return this.live;
+  }
+
+  private actorsOf(host: string, kind: string): Map<string, Slot> {
+    let byKind = this.actors.get(host);
+    if (!byKind) {
+      byKind = new Map();
+      this.actors.set(host, byKind);
+    }
+    let byId = byKind.get(kind);
+    if (!byId) {
+      byId = new Map();
+      byKind.set(kind, byId);
+    }
+    return byId;
   }
 
   private part(
-    key: string,
+    actors: Map<string, Slot>,
     row: ReplayEvent,
     kind: DivergenceKind,
     computed: string | null,
     detail: string,
   ): Divergence {
-    this.parted.add(key);
-    this.snapshots.delete(key);
+    const slot = actors.get(row.actorId);
+    if (slot !== undefined && slot !== parted) this.live--;
+    actors.set(row.actorId, parted);
     return {
       kind,
       actorKind: row.actorKind,

@@ -30,6 +30,66 @@ const dbRowSchema = z.object({
   data: z.string().nullable(),
 });
 
+/** The events table's columns, in the order `parseEventRowValues` takes them. */
+export const eventColumns = [
+  'seq',
+  'hlc',
+  'host',
+  'actor_kind',
+  'actor_id',
+  'trace_id',
+  'msg_id',
+  'event',
+  'from_state',
+  'to_state',
+  'data',
+] as const;
+
+const isText = (value: unknown): value is string => typeof value === 'string';
+const isTextOrNull = (value: unknown): value is string | null => value === null || typeof value === 'string';
+
+/**
+ * Parses a raw SQLite row selected as an array (the `eventColumns`, in order, from a statement
+ * in `.raw()` mode) into an EventRow: what `parseEventRow` does for a row object, for the reader
+ * that goes through a whole log (replay). better-sqlite3 builds an array about twice as fast as
+ * a row object with eleven named keys (2.6 vs 4.9 µs a row on the bench machine), which leaves
+ * no object for the zod schema: the same checks, hand-written (and one copy fewer). A row that
+ * fails them goes through `parseEventRow`, which throws the same ZodError as ever.
+ */
+export function parseEventRowValues(values: readonly unknown[]): EventRow & { seq: number } {
+  const [seq, hlc, host, actorKind, actorId, traceId, msgId, event, fromState, toState, data] = values;
+  if (
+    typeof seq === 'number' &&
+    Number.isFinite(seq) &&
+    isText(hlc) &&
+    isText(host) &&
+    isText(actorKind) &&
+    isText(actorId) &&
+    isText(traceId) &&
+    isTextOrNull(msgId) &&
+    isText(event) &&
+    isTextOrNull(fromState) &&
+    isText(toState) &&
+    isTextOrNull(data)
+  ) {
+    return {
+      seq,
+      hlc,
+      host,
+      actorKind,
+      actorId,
+      traceId,
+      msgId,
+      event,
+      fromState,
+      toState,
+      data: data === null ? null : (JSON.parse(data) as Record<string, unknown>),
+    };
+  }
+  const raw = Object.fromEntries(eventColumns.map((column, i) => [column, values[i]]));
+  return parseEventRow(raw) as EventRow & { seq: number };
+}
+
 /** Parses a raw SQLite row (the edge) into an EventRow. */
 export function parseEventRow(raw: unknown): EventRow {
   const row = dbRowSchema.parse(raw);
