@@ -6,22 +6,40 @@
 // security.signing required, beside the same scenario with signing off as the baseline (a target
 // may carry `config`, merged over BENCH_GATEWAY_CONFIG into a config file of its own), and the
 // node:crypto Ed25519 sign and verify primitives on a 600-byte envelope.
+// (e) Replay throughput: `bridge replay`'s merge of three hosts' generated logs (at least
+// BENCH_REPLAY_EVENTS events, cached in bench/.cache/), with and without the re-run check,
+// from the SQLite logs and from exports of them, beside a raw read-and-merge floor; each run in
+// a process of its own for its memory figures. It writes its own section of bench/results.md
+// (and the `replay` key of results.json), also when run alone (BENCH_ONLY=replay).
+// (f) The fleet scenarios (bench/scenarios/fleet.mjs): `latency` (cross-host at a fixed rate,
+// p50/p95/p99 vs raw amqplib), `scale` (10,000 entities: registration, restart to ready, RSS),
+// `broadcast` (one broadcast to 1,000 inboxes on 3 gateways vs an amqplib fan-out), `roster`
+// (convergence across 5 daemons, join and expiry, vs the heartbeat/TTL bound). Each writes its
+// rows into the fleet section of bench/results.md (and `fleet` in results.json), keeping the
+// others'; their own settings (BENCH_LATENCY_*, BENCH_SCALE_*, BENCH_BROADCAST_*, BENCH_ROSTER_*)
+// are documented in their files. A progress bar on stderr shows the step (BENCH_PROGRESS=0: off).
 // Run: `npm run bench`.
 // Settings (env): BENCH_ROUTER_MESSAGES, BENCH_ROUTER_CONCURRENCY, BENCH_MCP_CALLS,
 // BENCH_MCP_CLIENTS, BENCH_CROSSHOST_MESSAGES, BENCH_CROSSHOST_CONCURRENCY (the signing rows
 // use these too), BENCH_CROSSHOST_DRAIN_IDLE_MS, BENCH_BROKER_URI, BENCH_DELIVERY_TIMEOUT_MS,
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
-// BENCH_ONLY (router|mcp|crosshost|signing, comma-separated), BENCH_DIR (parent of the temp dir),
+// BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
+// BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
+// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster, comma-separated),
+// BENCH_DIR (parent of the temp dir),
 // BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_GATEWAY_CONFIG
 // (config JSON for every gateway, e.g. '{"store":{"synchronous":"NORMAL"}}'; the floors copy it
-// too), BENCH_TIMEOUT_MS (whole run).
+// too), BENCH_TIMEOUT_MS (whole run; default 180 s, plus 420 s with the replay scenario, plus each
+// fleet scenario's share).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { loadConfig } from '../dist/config/loadConfig.js';
+import { writeFleetResults } from './lib/fleetReport.mjs';
 import { measure } from './lib/measure.mjs';
 import { killRunningChildren, runPendingTeardowns } from './lib/processes.mjs';
+import { createProgress } from './lib/progress.mjs';
 import {
   commandLine,
   cpuBreakdown,
@@ -34,7 +52,9 @@ import {
   writeResults,
 } from './lib/report.mjs';
 import { crosshostScenarios } from './scenarios/crosshost.mjs';
+import { fleetNames, fleetSteps, fleetTimeoutMs, renderFleetResults, runFleet } from './scenarios/fleet.mjs';
 import { mcpScenario } from './scenarios/mcp.mjs';
+import { renderReplay, replayRatioNote, runReplayBench, writeReplayResults } from './scenarios/replay.mjs';
 import { routerScenarios } from './scenarios/router.mjs';
 import { signingPrimitives, signingScenarios } from './scenarios/signing.mjs';
 
@@ -59,20 +79,31 @@ const settings = {
   warmup: intEnv('BENCH_WARMUP', 200),
   textBytes: intEnv('BENCH_TEXT_BYTES', 256),
   signingOps: intEnv('BENCH_SIGNING_OPS', 5000),
-  only: process.env.BENCH_ONLY || 'router,mcp,crosshost,signing',
+  replayEvents: intEnv('BENCH_REPLAY_EVENTS', 1_000_000),
+  replayRuns: Math.max(1, intEnv('BENCH_REPLAY_RUNS', 1)),
+  only: process.env.BENCH_ONLY || ['router,mcp,crosshost,signing,replay', ...fleetNames].join(','),
 };
-const allScenarios = ['router', 'mcp', 'crosshost', 'signing'];
+const allScenarios = ['router', 'mcp', 'crosshost', 'signing', 'replay', ...fleetNames];
+const replayWanted = settings.only
+  .split(',')
+  .map((part) => part.trim())
+  .includes('replay');
 // guest/guest only logs in over loopback (SPEC §12).
 const brokerUri = process.env.BENCH_BROKER_URI || 'amqp://guest:guest@127.0.0.1:5672';
 const deliveryTimeoutMs = intEnv('BENCH_DELIVERY_TIMEOUT_MS', 30_000);
-const timeoutMs = intEnv('BENCH_TIMEOUT_MS', 180_000);
+const timeoutMs = intEnv(
+  'BENCH_TIMEOUT_MS',
+  180_000 + (replayWanted ? 420_000 : 0) + fleetTimeoutMs(settings.only),
+);
 const keep = process.env.BENCH_KEEP === '1';
 const cpuProfDir = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : undefined;
 
 const dir = mkdtempSync(join(process.env.BENCH_DIR || tmpdir(), 'bridge-bench-'));
+const progress = createProgress();
 
 // Whatever happens, no child process and (unless asked) no temp dir outlives the run.
 process.on('exit', () => {
+  progress.done();
   killRunningChildren();
   if (keep) console.error(`kept ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
@@ -122,7 +153,11 @@ async function runTarget(target, baseCtx) {
       count: ctx.count,
       concurrency: ctx.concurrency,
       warmup: settings.warmup,
-      op: opened.op,
+      // Counts operations as they start (no extra await in what is measured).
+      op: (i, lane) => {
+        progress.tick();
+        return opened.op(i, lane);
+      },
       ...(opened.cpuMs ? { cpuMs: opened.cpuMs } : {}),
       ...(opened.sideCpuMs ? { sideCpuMs: opened.sideCpuMs } : {}),
     });
@@ -168,6 +203,12 @@ async function main() {
       : []),
   ];
 
+  progress.plan(
+    scenarios.reduce((sum, scenario) => sum + scenario.baselines.length + 1, 0) +
+      (wanted.includes('signing') ? 1 : 0) +
+      (wanted.includes('replay') ? 1 : 0) +
+      fleetSteps(wanted),
+  );
   const rows = [];
   for (const scenario of scenarios) {
     const ctx = {
@@ -186,8 +227,10 @@ async function main() {
     // Baselines first, then the gateway, back to back on the same disk and temp dir.
     const floors = [];
     for (const floor of scenario.baselines) {
+      progress.step(`${scenario.label} · ${floor.label}`, settings.warmup + scenario.count);
       floors.push([floor, await runTarget(floor, { ...ctx, name: `${scenario.name}-${floor.id}` })]);
     }
+    progress.step(scenario.label, settings.warmup + scenario.count);
     const gateway = await runTarget(scenario, { ...ctx, name: scenario.name });
     console.error(`${scenario.label}: check: ${gateway.check ?? 'none'}`);
     for (const [floor, result] of floors) {
@@ -215,12 +258,31 @@ async function main() {
     }
   }
 
+  if (wanted.includes('signing')) progress.step('signing primitives');
   const primitives = wanted.includes('signing')
     ? await signingPrimitives({ count: settings.signingOps, warmup: settings.warmup })
     : [];
   for (const row of primitives) {
     console.error(`${row.label} (${row.bytes} bytes): ${row.result.msgsPerSec} ops/s, ${row.usPerOp} µs/op`);
   }
+
+  if (wanted.includes('replay')) progress.step('replay');
+  const replay = wanted.includes('replay')
+    ? await runReplayBench({ events: settings.replayEvents, runs: settings.replayRuns })
+    : undefined;
+
+  const fleet = await runFleet(wanted, {
+    dir,
+    brokerUri,
+    gatewayConfig,
+    gatewayConfigFile,
+    deliveryTimeoutMs,
+    textBytes: settings.textBytes,
+    cpuProfDir,
+    progress,
+  });
+  const fleetRan = Object.keys(fleet).length > 0;
+  progress.done();
 
   const results = {
     date: new Date().toISOString(),
@@ -242,16 +304,28 @@ async function main() {
     rows,
     ...(primitives.length > 0 ? { primitives } : {}),
   };
-  console.log(`\n${renderTable(rows)}\n\n${ratioNote}`);
+  if (rows.length > 0) console.log(`\n${renderTable(rows)}\n\n${ratioNote}`);
   if (primitives.length > 0) console.log(`\n${renderPrimitives(primitives)}`);
+  if (replay) console.log(`\n${renderReplay(replay)}\n\n${replayRatioNote}`);
+  if (fleetRan) console.log(`\n${renderFleetResults(fleet)}`);
   console.log(
     `${results.machine.cpu}, ${results.machine.cores} cores, node ${results.machine.node}, ` +
       `temp dir on ${results.machine.tempDirFilesystem}; load average ${loadAtStart} → ${loadAverage()}; ` +
       `${results.durationSeconds} s`,
   );
+  const files = { jsonFile: join(benchDir, 'results.json'), mdFile: join(benchDir, 'results.md') };
   if (allScenarios.every((part) => wanted.includes(part))) {
-    writeResults({ jsonFile: join(benchDir, 'results.json'), mdFile: join(benchDir, 'results.md'), results });
+    writeResults({ ...files, results });
+    writeReplayResults({ ...files, results: replay });
+    writeFleetResults({ ...files, results: fleet });
     console.log('wrote bench/results.json and bench/results.md');
+  } else if (replay || fleetRan) {
+    // The replay and fleet sections stand on their own: written alone, the other rows left as they were.
+    if (replay) writeReplayResults({ ...files, results: replay });
+    if (fleetRan) writeFleetResults({ ...files, results: fleet });
+    console.log(
+      `partial run (BENCH_ONLY): wrote the ${[replay ? 'replay' : '', fleetRan ? `fleet (${Object.keys(fleet).join(', ')})` : ''].filter(Boolean).join(' and ')} section of bench/results.md and results.json`,
+    );
   } else {
     console.log('partial run (BENCH_ONLY): bench/results.* left as they were');
   }

@@ -1,0 +1,342 @@
+import { Agent, request } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { inboxName } from '../../dist/broker/topology.js';
+import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
+import { deleteQueues, localBrokerCpuMs, queueDepths } from '../lib/broker.mjs';
+import { clusterHosts, startDaemons } from '../lib/cluster.mjs';
+import { finishRow } from '../lib/fleetReport.mjs';
+import { amqpFloor } from '../lib/floors.mjs';
+import {
+  createDeliveryTracker,
+  keyOfText,
+  messageText,
+  percentile,
+  processCpuMs,
+  round,
+} from '../lib/measure.mjs';
+import { measurePaced } from '../lib/paced.mjs';
+import { createTeardown, waitFor } from '../lib/processes.mjs';
+
+/**
+ * Latency at a fixed rate (`BENCH_ONLY=latency`): cross-host, two `bridge start` daemons (as the
+ * crosshost scenario runs them: separate processes, unique host ids, signing on, one broker),
+ * main `src` on A sending to main `dst` on B through A's admin socket (POST /v1/send: the
+ * gateway.send() call bridge_send makes, with less transport), a drain loop on dst over B's admin
+ * socket (POST /v1/drain). Messages are *paced*, an open loop (bench/lib/paced.mjs): message i is
+ * due at t0 + i / rate and sent then, whether or not the earlier ones are through, for `seconds`.
+ * Latency per message: from when it was due until B's drain has returned it; p50/p95/p99.
+ * Target: p99 < 20 ms at 1,000 msg/s. The sender's HTTP connections are a bounded keep-alive
+ * pool (32 sockets, idle ones closed before the server's keep-alive timeout), as a real client's.
+ *
+ * Baseline: raw amqplib at the same rate on the same broker (the crosshost amqplib floor: confirm
+ * channel, persistent + mandatory publish of a wire-sized body to a durable inbox-like queue,
+ * consumed with manual ack on a second connection), from when it was due until consumed and acked.
+ *
+ * If the gateway does not sustain the rate (it delivers < 95% of it, or needed more than the
+ * in-flight cap), the result says so and a second pass runs at a lower rate (half of what it
+ * delivered, rounded down to 50 msg/s), beside the floor at that rate too.
+ *
+ * Settings (env): BENCH_LATENCY_RATE (msg/s, default 1000), BENCH_LATENCY_SECONDS (10),
+ * BENCH_LATENCY_WARMUP_SECONDS (at the rate before measuring, not measured, 2: the daemons' first
+ * seconds are several times slower while V8 warms up), BENCH_LATENCY_STEP_DOWN=0 (no second
+ * pass), BENCH_LATENCY_MAX_IN_FLIGHT (most messages outstanding, sent but not yet delivered,
+ * default 256; past it the pacer waits, and that wait counts in the latency since it runs from
+ * when a message was due).
+ */
+
+const p99Target = 20;
+
+function settingsFromEnv(env) {
+  const number = (name, fallback) => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name}=${raw}: expected a positive number`);
+    return value;
+  };
+  return {
+    rate: number('BENCH_LATENCY_RATE', 1000),
+    seconds: number('BENCH_LATENCY_SECONDS', 10),
+    warmupSeconds: number('BENCH_LATENCY_WARMUP_SECONDS', 2),
+    stepDown: env.BENCH_LATENCY_STEP_DOWN !== '0',
+    maxInFlight: Math.round(number('BENCH_LATENCY_MAX_IN_FLIGHT', 256)),
+  };
+}
+
+export const latencyScenario = {
+  name: 'latency',
+  title: 'end-to-end latency at a fixed rate, cross-host (2 daemons)',
+  steps: 2,
+  timeoutMs: 150_000,
+  async run(ctx) {
+    const settings = settingsFromEnv(process.env);
+    const { progress } = ctx;
+
+    const pass = async (target, label, rate) => {
+      const count = Math.max(1, Math.round(rate * settings.seconds));
+      const warmup = Math.round(rate * settings.warmupSeconds);
+      progress.step(`latency: ${label} @ ${rate} msg/s`, count);
+      const opened = await target.open({
+        ...ctx,
+        name: `latency-${target.id}-${rate}`,
+        total: warmup + count,
+      });
+      try {
+        const result = await measurePaced({
+          rate,
+          seconds: settings.seconds,
+          warmup,
+          op: (i) => opened.op(i),
+          ...(opened.cpuMs ? { cpuMs: opened.cpuMs } : {}),
+          ...(opened.sideCpuMs ? { sideCpuMs: opened.sideCpuMs } : {}),
+          maxInFlight: settings.maxInFlight,
+          onProgress: (done) => progress.update(done),
+        });
+        const check = opened.verify ? await opened.verify() : undefined;
+        console.error(
+          `latency: ${label} @ ${rate} msg/s: delivered ${result.deliveredPerSec} msg/s` +
+            `${result.sustained ? '' : ' (NOT sustained)'}, p50 ${result.p50Ms} ms, p95 ${result.p95Ms} ms, ` +
+            `p99 ${result.p99Ms} ms, max ${result.maxMs} ms; pacer late p99 ${result.lateP99Ms} ms`,
+        );
+        return { ...result, ...(check ? { check } : {}) };
+      } finally {
+        await opened.close();
+      }
+    };
+
+    const passes = [];
+    const runAt = async (rate) => {
+      const floor = await pass(amqpFloor, 'amqplib floor', rate);
+      const gateway = await pass(daemonPair, '2 daemons', rate);
+      passes.push({ rate, floor, gateway });
+      return gateway;
+    };
+    const first = await runAt(settings.rate);
+    if (!first.sustained && settings.stepDown) {
+      const achievable = Math.floor((first.deliveredPerSec * 0.5) / 50) * 50;
+      if (achievable >= 50) await runAt(achievable);
+    }
+
+    const label = 'latency: 2 daemons via admin socket, A → B drained, paced';
+    const rows = passes.flatMap(({ rate, floor, gateway }) => {
+      const at = `@ ${rate} msg/s offered`;
+      const base = { label, baselineLabel: 'amqplib floor, same rate' };
+      return (
+        [
+          { metric: `p50 ${at}`, unit: 'ms', gateway: gateway.p50Ms, baseline: floor.p50Ms, better: 'lower' },
+          { metric: `p95 ${at}`, unit: 'ms', gateway: gateway.p95Ms, baseline: floor.p95Ms, better: 'lower' },
+          {
+            metric: `p99 ${at}`,
+            unit: 'ms',
+            gateway: gateway.p99Ms,
+            baseline: floor.p99Ms,
+            better: 'lower',
+            target: { op: '<', value: p99Target },
+          },
+          {
+            metric: `delivered ${at}${gateway.sustained ? ', sustained' : ', NOT sustained'}`,
+            unit: 'msg/s',
+            gateway: gateway.deliveredPerSec,
+            baseline: floor.deliveredPerSec,
+            better: 'higher',
+            target: { op: '≥', value: Math.round(rate * 0.95) },
+          },
+        ]
+          .map((row) => finishRow({ ...base, ...row }))
+          // Delivered in the end is not enough: sustained also means the in-flight cap was never hit.
+          .map((row) => (row.unit === 'msg/s' ? { ...row, met: row.met && gateway.sustained } : row))
+      );
+    });
+
+    const cpu = (result) =>
+      Object.entries(result.cpuUsPerMsgOf ?? {})
+        .map(([name, us]) => `${name} ${us}`)
+        .join(', ');
+    const firstPass = passes[0];
+    return {
+      settings: { ...settings, senderSockets, textBytes: ctx.textBytes },
+      rows,
+      measures: [
+        `Gateway: two \`bridge start\` daemons (separate processes, one broker, signing on), main src on A → main dst on B, driven through their admin sockets (POST /v1/send on A over a keep-alive pool of ${senderSockets} connections, POST /v1/drain on B: the gateway calls bridge_send / bridge_drain make); a drain loop on dst drains again at once after getting messages, 1 ms after an empty drain.`,
+        `Open loop: message i is due at t0 + i/rate and sent then whatever the backlog (at most ${settings.maxInFlight} outstanding, then the pacer waits); latency = from when it was due until the drain on B returned it (the pacer’s own lateness counts: p99 ${firstPass.gateway.lateP99Ms} ms, max ${firstPass.gateway.lateMaxMs} ms at ${firstPass.rate} msg/s). ${settings.warmupSeconds} s at the rate first, not measured (each pass on fresh daemons).`,
+        'Baseline: raw amqplib at the same rate on the same broker: confirm channel, persistent + mandatory publish with the gateway’s properties and wire size through bridge.msg to a durable queue with an inbox’s arguments, consumed on a second connection (exclusive, manual ack, the gateway’s prefetch); from when it was due until the consumer acked it.',
+        `Sustained = delivered ≥ 95% of the rate (messages ÷ time until the last was delivered: a backlog that grows pushes the last delivery out) without ever reaching the cap of ${settings.maxInFlight} messages in flight (reaching it means the sender had to hold messages back).` +
+          (passes.length > 1
+            ? ` At ${firstPass.rate} msg/s the gateway was not sustained (delivered ${firstPass.gateway.deliveredPerSec} msg/s), so a second pass ran at ${passes[1].rate} msg/s (half of that, rounded down to 50).`
+            : ''),
+      ],
+      check: passes.map(({ rate, gateway }) => `@ ${rate} msg/s: ${gateway.check}`).join(' '),
+      notes: passes.map(
+        ({ rate, floor, gateway }) =>
+          `@ ${rate} msg/s: gateway max ${gateway.maxMs} ms, mean ${gateway.meanMs} ms, offered ${gateway.offeredPerSec} msg/s, ` +
+          `at most ${gateway.peakInFlight} in flight (cap ${gateway.inFlightCap}); CPU µs/msg ${cpu(gateway)} (floor: ${cpu(floor)}); ` +
+          `floor max ${floor.maxMs} ms.`,
+      ),
+      raw: passes,
+    };
+  },
+};
+
+const senderSockets = 32;
+
+/**
+ * An admin-socket client with a bounded keep-alive pool: at most `maxSockets` connections (more
+ * requests wait for one), idle ones closed after 4 s, before the server's 5 s keep-alive timeout
+ * could close one under a request.
+ */
+function pooledAdminClient(socketPath, maxSockets) {
+  const agent = new Agent({ keepAlive: true, maxSockets, timeout: 4_000 });
+  return {
+    call: (route, body) =>
+      new Promise((resolve, reject) => {
+        const payload = JSON.stringify(body);
+        const req = request(
+          {
+            socketPath,
+            agent,
+            path: route,
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+          },
+          (res) => {
+            const chunks = [];
+            res.on('data', (chunk) => chunks.push(chunk));
+            res.on('end', () => {
+              const reply = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+              if (reply.ok) resolve(reply.result);
+              else reject(new Error(`${route} failed: ${reply.error.code}: ${reply.error.message}`));
+            });
+            res.on('error', reject);
+          },
+        );
+        req.on('error', reject);
+        req.end(payload);
+      }),
+    close: () => agent.destroy(),
+  };
+}
+
+/**
+ * The gateway target: two daemons (A with main src, B with main dst), once each sees the other's
+ * entity; `op(i)` sends message i from src to dst@B and resolves once B's drain returned it.
+ */
+const daemonPair = {
+  id: 'daemons',
+  async open(ctx) {
+    const teardown = createTeardown();
+    try {
+      return await openDaemonPair(ctx, teardown);
+    } catch (err) {
+      await teardown.run().catch(() => {});
+      throw err;
+    }
+  },
+};
+
+async function openDaemonPair(
+  { dir, name, brokerUri, gatewayConfigFile, textBytes, deliveryTimeoutMs, total },
+  teardown,
+) {
+  const queues = new Set();
+  // Deleted last, after the daemons have stopped.
+  teardown.add(() => deleteQueues(brokerUri, [...queues]));
+  const hosts = clusterHosts('lat', 2);
+  const [a, b] = await startDaemons({
+    dir,
+    name,
+    hosts,
+    brokerUri,
+    configFile: gatewayConfigFile,
+    teardown,
+    queues,
+  });
+  const src = await a.register('src');
+  const dst = await b.register('dst');
+  await waitFor(async () => (await a.roster()).some((e) => e.name === 'dst' && e.host === b.host), {
+    what: `dst@${b.host} in the roster of ${a.host}`,
+    timeoutMs: 30_000,
+  });
+  await waitFor(async () => (await b.roster()).some((e) => e.name === 'src' && e.host === a.host), {
+    what: `src@${a.host} in the roster of ${b.host}`,
+    timeoutMs: 30_000,
+  });
+  const sender = pooledAdminClient(a.daemon.adminSocket, senderSockets);
+  teardown.add(() => sender.close());
+  const drainer = pooledAdminClient(b.daemon.adminSocket, 1);
+  teardown.add(() => drainer.close());
+
+  // The drain loop on dst: every message from src counts as delivered by its key.
+  const tracker = createDeliveryTracker({ timeoutMs: deliveryTimeoutMs });
+  const seen = new Set();
+  const sendMs = [];
+  let duplicates = 0;
+  let foreign = 0;
+  let drains = 0;
+  let draining = true;
+  let failure;
+  const loop = (async () => {
+    while (draining) {
+      const messages = await drainer.call(adminRoutes.drain, { token: dst.token });
+      drains++;
+      for (const message of messages) {
+        const key = keyOfText(message.text);
+        if (message.from.name !== 'src' || !/^m-?\d+$/.test(key)) {
+          foreign++; // someone else's broadcast on the shared broker (dst is bound to broadcast.all)
+          continue;
+        }
+        if (seen.has(key)) duplicates++;
+        seen.add(key);
+        tracker.delivered(key);
+      }
+      if (messages.length === 0) await sleep(1);
+    }
+  })().catch((err) => {
+    failure = err;
+    tracker.fail(err);
+  });
+  teardown.add(async () => {
+    draining = false;
+    await loop;
+    if (failure) throw failure;
+  });
+
+  const to = `dst@${b.host}`;
+  const brokerCpuMs = localBrokerCpuMs(brokerUri);
+  return {
+    cpuMs: () => a.daemon.cpuMs() + b.daemon.cpuMs(),
+    sideCpuMs: {
+      'daemon A': a.daemon.cpuMs,
+      'daemon B': b.daemon.cpuMs,
+      ...(brokerCpuMs ? { broker: brokerCpuMs } : {}),
+      'clients (this process)': processCpuMs,
+    },
+    async op(i) {
+      const delivered = tracker.wait(`m${i}`);
+      delivered.catch(() => {}); // awaited below; only a failed send leaves it unawaited
+      const started = performance.now();
+      await sender.call(adminRoutes.send, { token: src.token, to, text: messageText(i, textBytes) });
+      if (i >= 0) sendMs.push(performance.now() - started);
+      await delivered;
+    },
+    async verify() {
+      const depth = (await b.roster()).find((e) => e.name === 'dst' && e.host === b.host)?.depth;
+      const [[queue, ready]] = Object.entries(await queueDepths(brokerUri, [inboxName(dst.gid)]));
+      const problems = [
+        seen.size === total ? '' : `drained ${seen.size} distinct messages of ${total}`,
+        duplicates === 0 ? '' : `${duplicates} drained twice`,
+        depth === 0 ? '' : `dst still holds ${depth}`,
+        ready === 0 ? '' : `${queue} has ${ready} ready`,
+      ].filter(Boolean);
+      if (problems.length > 0) throw new Error(`latency check failed: ${problems.join('; ')}`);
+      const sorted = Float64Array.from(sendMs).sort();
+      return (
+        `dst drained all ${total} messages once each (depth 0 on B, its broker inbox empty); the send leg ` +
+        `(until A answered, broker-confirmed) took p50 ${round(percentile(sorted, 0.5), 2)} ms, ` +
+        `p99 ${round(percentile(sorted, 0.99), 2)} ms; ${drains} drains` +
+        (foreign > 0 ? `; ${foreign} foreign broadcasts drained too` : '')
+      );
+    },
+    close: () => teardown.run(),
+  };
+}
