@@ -86,6 +86,7 @@ export class Federation implements DeadLetterSink {
   readonly broker: BrokerActor;
   readonly roster: RemoteRoster;
   private heartbeat: ReturnType<typeof setInterval> | undefined;
+  private announceTimer: ReturnType<typeof setTimeout> | undefined;
   /** Per inbox and sender: arrivals held in order behind one whose sender is not in the roster yet. */
   private readonly waiting = new Map<string, { destination: Destination; arrivals: Arrival[] }>();
   private readonly maxWireBytes: number;
@@ -140,6 +141,7 @@ export class Federation implements DeadLetterSink {
 
   async stop(): Promise<void> {
     if (this.heartbeat) clearInterval(this.heartbeat);
+    if (this.announceTimer) clearTimeout(this.announceTimer);
     await this.broker.stop();
   }
 
@@ -160,7 +162,7 @@ export class Federation implements DeadLetterSink {
       exclusive: !quorum,
       onMessage: (message) => this.receiveInbound(entity, message),
     });
-    void this.announce();
+    this.announceSoon();
   }
 
   /**
@@ -192,7 +194,7 @@ export class Federation implements DeadLetterSink {
           this.deps.logger.warn({ err, queue }, 'could not empty the inbox of a removed entity'),
         );
     }
-    void this.announce();
+    this.announceSoon();
   }
 
   /** Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2). */
@@ -228,6 +230,19 @@ export class Federation implements DeadLetterSink {
       groups: entity.record.groups,
       status: entity.state,
     }));
+  }
+
+  /**
+   * Announces the change soon, once for a burst: registering many entities one after another
+   * sends one snapshot, not one per entity (each snapshot lists them all).
+   */
+  private announceSoon(): void {
+    if (this.announceTimer) return;
+    this.announceTimer = setTimeout(() => {
+      this.announceTimer = undefined;
+      void this.announce();
+    }, announceCoalesceMs);
+    this.announceTimer.unref();
   }
 
   /** Sends this gateway's PRESENCE snapshot now (also every heartbeat). */
@@ -671,6 +686,9 @@ interface Arrival {
   admitted: Admitted;
   graceUntil: number | undefined;
 }
+
+/** How long a change waits for others before it is announced (U5). */
+const announceCoalesceMs = 50;
 
 /** How often a message from a sender not yet in the roster is checked again during its grace. */
 const unknownSenderRecheckMs = 200;
