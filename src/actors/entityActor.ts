@@ -137,6 +137,7 @@ export class EntityActor {
   /** Answers gone too-late whose TOO_LATE notice has not gone out yet. */
   private readonly lateAnswers = new Map<string, Envelope>();
   private remind: RemindCell | undefined;
+  private reminderSyncScheduled = false;
 
   private constructor(
     readonly record: EntityRecord,
@@ -394,9 +395,10 @@ export class EntityActor {
     // connection the main has already dropped, so the answer is known undelivered and the
     // messages are held again rather than acked.
     // A drain answers the reminder: quiet now, and a new round if messages are still held.
-    const at = this.deps.clock.now();
-    this.remind?.send({ type: 'remind.drained', at });
-    if (this.held > 0) this.remind?.send(this.heldEvent(at));
+    if (this.remind && this.remind.state !== 'quiet') {
+      this.remind.send({ type: 'remind.drained', at: this.deps.clock.now() });
+      this.scheduleReminderSync();
+    }
     await this.deps.store.batch.flush();
     return this.handover(taken, envelopes, 'drain');
   }
@@ -490,16 +492,26 @@ export class EntityActor {
 
   /** Keeps the held count, and starts or ends the reminder's round when it leaves or hits 0. */
   private countHeld(delta: number): void {
-    const before = this.held;
     this.held += delta;
-    const remind = this.remind;
-    if (!remind) return;
-    const at = this.deps.clock.now();
-    if (before === 0 && this.held > 0 && remind.state === 'quiet') {
-      remind.send(this.heldEvent(at));
-    } else if (before > 0 && this.held === 0 && remind.state !== 'quiet') {
-      remind.send({ type: 'remind.drained', at });
-    }
+    this.scheduleReminderSync();
+  }
+
+  /**
+   * Brings the reminder in line with the held count once the current tick is done, so a
+   * message that is held and handed over in the same tick (a reply to an open send, an
+   * answer) starts no round and writes no rows.
+   */
+  private scheduleReminderSync(): void {
+    if (!this.remind || this.reminderSyncScheduled) return;
+    this.reminderSyncScheduled = true;
+    queueMicrotask(() => {
+      this.reminderSyncScheduled = false;
+      const remind = this.remind;
+      if (!remind || remind.done) return;
+      const at = this.deps.clock.now();
+      if (this.held > 0 && remind.state === 'quiet') remind.send(this.heldEvent(at));
+      else if (this.held === 0 && remind.state !== 'quiet') remind.send({ type: 'remind.drained', at });
+    });
   }
 
   /** A new round of reminders, with the intervals configured now. */
