@@ -6,6 +6,7 @@ import type { ActorKind } from '../machines/index.js';
 import { type SendContext, type SendEvent, sendMachine } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { readActorHead } from '../store/actorHeads.js';
 import { readIdempotentMsgId, recordIdempotencyKey } from '../store/idempotency.js';
 import { purgeMessage, putMessage, readMessage, readTraceOfMessage } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
@@ -133,7 +134,7 @@ export class Router {
    * A msgId this gateway already sent is not sent again.
    */
   async routeEnvelope(envelope: Envelope): Promise<void> {
-    if (readActorEvents(this.deps.store, sendKind, envelope.msgId).length > 0) return;
+    if (this.traceOfSent(envelope.msgId) !== undefined) return;
     const local = this.deps.directory.byGidOrUndefined(envelope.to);
     await this.dispatch(envelope, local, byteLength(envelope.text), undefined);
   }
@@ -143,29 +144,29 @@ export class Router {
     // A keyed retry has the msgId of the first request: publish again under its send actor.
     const { store } = this.deps;
     await store.batch.flush();
-    const earlier = readActorEvents(store, sendKind, envelope.msgId);
     const cell =
-      earlier.length > 0
-        ? ActorCell.rehydrate<SendContext, SendEvent>(
-            sendMachine,
-            earlier,
-            {
-              kind: sendKind,
-              id: envelope.msgId,
-              traceId: envelope.traceId,
-              msgId: envelope.msgId,
-              owner: envelope.from.gid,
-            },
-            this.deps,
-          )
-        : this.createSend(envelope, host, byteLength(envelope.text), undefined);
+      this.rehydrateSend(envelope.msgId, envelope.from.gid) ??
+      this.createSend(envelope, host, byteLength(envelope.text), undefined);
     putMessage(store, outbox, envelope);
     await this.published(cell, envelope, host, 'control');
   }
 
   /** The trace of a message this gateway sent, if it has one on record. */
   traceOfSent(msgId: string): string | undefined {
-    return readActorEvents(this.deps.store, sendKind, msgId)[0]?.traceId;
+    return readActorHead(this.deps.store, sendKind, msgId)?.traceId;
+  }
+
+  /** A send actor on record, rebuilt from its log (a retry goes on under it); undefined if none. */
+  private rehydrateSend(msgId: string, owner: string): SendCell | undefined {
+    const rows = readActorEvents(this.deps.store, sendKind, msgId);
+    const first = rows[0];
+    if (!first) return undefined;
+    return ActorCell.rehydrate<SendContext, SendEvent>(
+      sendMachine,
+      rows,
+      { kind: sendKind, id: msgId, traceId: first.traceId, msgId, owner },
+      this.deps,
+    );
   }
 
   /** A new envelope from `from` (a local entity, or this gateway), stamped now. */
@@ -207,7 +208,7 @@ export class Router {
         traceId: refusal.traceId,
       },
     );
-    if (readActorEvents(this.deps.store, sendKind, envelope.msgId).length > 0) return;
+    if (this.traceOfSent(envelope.msgId) !== undefined) return;
     const cell = this.createSend(envelope, refusal.to, byteLength(refusal.text), undefined);
     cell.send({ type: 'send.failed', code: refusal.code, detail: refusal.detail });
   }
@@ -334,13 +335,8 @@ export class Router {
     const msgId = this.pendingKeys.get(keyId) ?? readIdempotentMsgId(store, sender.gid, key);
     if (msgId === undefined) return undefined;
     await store.batch.flush();
-    const rows = readActorEvents(store, sendKind, msgId);
-    const cell = ActorCell.rehydrate<SendContext, SendEvent>(
-      sendMachine,
-      rows,
-      { kind: sendKind, id: msgId, traceId: rows[0]?.traceId ?? '', msgId, owner: sender.gid },
-      this.deps,
-    );
+    const cell = this.rehydrateSend(msgId, sender.gid);
+    if (!cell) return undefined;
     return { msgId, traceId: cell.context.traceId, state: cell.state, cell };
   }
 

@@ -17,6 +17,7 @@ import {
   type ControlResult,
   type Envelope,
   entityNamePattern,
+  smuggledRunKeys,
   spawnRequestSchema,
   WireKind,
 } from '../wire/envelope.js';
@@ -27,8 +28,6 @@ import type { InboundHandle } from './entityActor.js';
 export const spawnKind: ActorKind = 'spawn';
 /** SPAWN envelopes (their brief) are kept under this recipient until the spawn is over. */
 const spawnInbox = '>spawn';
-/** What a requester may name; anything that would say how to run something is refused. */
-const smuggledKeys = ['command', 'cmd', 'args', 'argv', 'cwd', 'env', 'repo', 'shell', 'script', 'injector'];
 const answerRetryMs = 5_000;
 
 /** What the spawner needs from the gateway around it. */
@@ -246,7 +245,7 @@ export class Spawner {
       cell.send({ type: 'spawn.refused', code, message });
     const { config } = this.deps;
     const envelope = readMessage(this.deps.store, cell.context.msgId, spawnInbox);
-    const smuggled = Object.keys(envelope?.spawn ?? {}).filter((key) => smuggledKeys.includes(key));
+    const smuggled = smuggledRunKeys(envelope?.spawn);
     if (smuggled.length > 0) {
       refuse(
         ErrorCode.spawnRefused,

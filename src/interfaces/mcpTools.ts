@@ -5,7 +5,7 @@ import type { EntityActor } from '../actors/entityActor.js';
 import type { Gateway, SendOutcome } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { withTrace } from '../log/logger.js';
-import type { Envelope } from '../wire/envelope.js';
+import { type Envelope, smuggledRunKeys } from '../wire/envelope.js';
 import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
 
 export const serverInfo = { name: 'bridge', version: '0.1.0' } as const;
@@ -29,20 +29,6 @@ const messageShape = z.object({
   turnId: z.string().optional(),
   result: z.record(z.string(), z.unknown()).optional(),
 });
-
-/** Keys a spawn request must not carry: the target host owns how its agents are run. */
-const smuggledSpawnKeys = [
-  'command',
-  'cmd',
-  'args',
-  'argv',
-  'cwd',
-  'env',
-  'repo',
-  'shell',
-  'script',
-  'injector',
-];
 
 const sentShape = {
   msgId: z.string(),
@@ -370,7 +356,7 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
     },
     (args) =>
       run('bridge_spawn', async () => {
-        const smuggled = Object.keys(args).filter((key) => smuggledSpawnKeys.includes(key));
+        const smuggled = smuggledRunKeys(args);
         if (smuggled.length > 0) {
           throw new BridgeError(
             ErrorCode.spawnRefused,

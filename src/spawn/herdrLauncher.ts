@@ -6,7 +6,7 @@ import { resolveHerdrSocketPath } from '../inject/herdrInjector.js';
 import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../inject/herdrProtocol.js';
 import { type HerdrRequestFailure, herdrRequest } from '../inject/herdrRequest.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
-import type { Launcher, LaunchRequest } from './launcher.js';
+import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 
 export interface HerdrLauncherOptions {
   /** herdr's socket; unset: resolved from `env` as herdr does (HERDR_SOCKET_PATH, HERDR_SESSION, …). */
@@ -51,7 +51,6 @@ export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
   const requestTimeoutMs = options.requestTimeoutMs ?? 7000;
   const connectTimeoutMs = options.connectTimeoutMs ?? 2000;
   const workspaceFilter = options.workspace === undefined ? {} : { workspace_id: options.workspace };
-  let tail: Promise<unknown> = Promise.resolve();
 
   /** Resolved per call: a bad HERDR_SESSION fails herdr launches, not the gateway's start. */
   const socketPathFor = (pane?: PaneTarget): string =>
@@ -168,11 +167,7 @@ export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
   }
 
   return {
-    launch(request) {
-      const run = tail.then(() => launchNow(request));
-      tail = run.catch(() => undefined);
-      return run;
-    },
+    launch: oneAtATime(launchNow),
 
     async find(name) {
       try {

@@ -23,3 +23,18 @@ export interface Launcher {
 export function describePane(pane: PaneTarget): string {
   return pane.type === 'tmux' ? `tmux:${pane.target}` : `herdr:${pane.paneId}`;
 }
+
+/**
+ * Runs launches one at a time, in call order (two must not both create a session or race for
+ * the same name); a failed launch does not stop the ones behind it.
+ */
+export function oneAtATime(
+  launch: (request: LaunchRequest) => Promise<PaneTarget>,
+): (request: LaunchRequest) => Promise<PaneTarget> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return (request) => {
+    const run = tail.then(() => launch(request));
+    tail = run.catch(() => undefined);
+    return run;
+  };
+}

@@ -1,7 +1,7 @@
 import { ChannelError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { defaultTimeoutMs, runTmux, type TmuxRunOptions, toTmuxFailure } from '../inject/tmuxInjector.js';
-import type { Launcher, LaunchRequest } from './launcher.js';
+import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 
 export interface TmuxLauncherOptions {
   /** tmux server socket (`tmux -S`); unset: the default server. */
@@ -18,7 +18,6 @@ export interface TmuxLauncherOptions {
 export function createTmuxLauncher(options: TmuxLauncherOptions): Launcher {
   const tmux: TmuxRunOptions = { socket: options.socket, tmuxPath: 'tmux', timeoutMs: defaultTimeoutMs };
   const session = options.session;
-  let tail: Promise<unknown> = Promise.resolve();
 
   const paneOf = (target: string): PaneTarget => ({
     type: 'tmux',
@@ -55,11 +54,7 @@ export function createTmuxLauncher(options: TmuxLauncherOptions): Launcher {
   };
 
   return {
-    launch(request) {
-      const run = tail.then(() => launchNow(request));
-      tail = run.catch(() => undefined);
-      return run;
-    },
+    launch: oneAtATime(launchNow),
     async find(name) {
       try {
         const { stdout } = await runTmux(tmux, [

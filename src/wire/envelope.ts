@@ -54,6 +54,25 @@ export const spawnRequestSchema = z.looseObject({
 });
 export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
 
+/** Keys that would say how to run something: a spawn request carrying any is refused (U4). */
+const runKeys: ReadonlySet<string> = new Set([
+  'command',
+  'cmd',
+  'args',
+  'argv',
+  'cwd',
+  'env',
+  'repo',
+  'shell',
+  'script',
+  'injector',
+]);
+
+/** The keys of a spawn request (or tool call) that try to name what to run. */
+export function smuggledRunKeys(request: object | undefined): string[] {
+  return Object.keys(request ?? {}).filter((key) => runKeys.has(key));
+}
+
 /** A control request's outcome, answered to the requester's inbox as SPAWN_RESULT. */
 export const controlResultSchema = z.object({
   requestId: z.string().uuid(),
