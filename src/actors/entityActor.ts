@@ -4,9 +4,11 @@ import { formatInjection, injectionMarker } from '../inject/formatInjection.js';
 import {
   isReadyStatus,
   type PaneInjector,
+  type PaneMessage,
   type PaneStatus,
   type PaneTarget,
 } from '../inject/paneInjector.js';
+import { typeAndSubmit } from '../inject/typeAndSubmit.js';
 import {
   type DeadLetterReason,
   type DeliveryContext,
@@ -164,6 +166,8 @@ export class EntityActor {
     const delivery = deliveryMachine.provide({
       actions: {
         typeIntoPane: ({ context }) => actors.get(context.recipient)?.typeIntoPane(context.msgId),
+        submitTyped: ({ context }) => actors.get(context.recipient)?.submitTyped(context.msgId),
+        watchPane: ({ context }) => actors.get(context.recipient)?.watchPane(context.msgId),
         verifyInjection: ({ context }) => actors.get(context.recipient)?.verifyInjection(context.msgId),
         deadLetter: ({ context }) => actors.get(context.recipient)?.reportDeadLetter(context),
         noticeTooLate: ({ context }) => actors.get(context.recipient)?.noticeTooLate(context),
@@ -298,6 +302,7 @@ export class EntityActor {
         mode: this.mode,
         acceptedAt,
         deadline: envelope.expiresAt ?? acceptedAt + config.delivery.ttlMs,
+        recheckMs: config.delivery.paneRecheckMs,
         maxAttempts: config.delivery.maxAttempts,
         retryBaseMs: config.delivery.retryBaseMs,
         digest: digestText(envelope.text),
@@ -359,8 +364,8 @@ export class EntityActor {
     const wasHeld = cell.state === 'held';
     this.track(cell, undefined, undefined);
     cell.send({ type: 'actor.rehydrated' });
-    // A message typed before the crash but not yet acked: ack it now.
-    if (cell.state === 'injected') this.ackInjected(cell);
+    // A message submitted before the crash but not yet acked: ack it now.
+    if (cell.state === 'submitted') this.ackInjected(cell);
     if (wasHeld && cell.state === 'held') this.countHeld(+1);
     // An answer whose caller died with the gateway: nobody waits for it any more.
     if (cell.context.kind === WireKind.answer && cell.state === 'held') {
@@ -554,11 +559,19 @@ export class EntityActor {
         'nudged: messages wait for a drain',
       );
       if (this.injector && isReadyStatus(this.paneStatus)) {
-        this.injector
-          .inject(text)
-          .catch((err: unknown) =>
-            this.deps.logger.warn({ err, entity: this.record.name }, 'could not type a nudge into the pane'),
-          );
+        const marker = `NUDGE ${now}`;
+        const entity = this.record.name;
+        typeAndSubmit(this.injector, { text, marker }).then(
+          (outcome) => {
+            if (outcome.kind !== 'submitted') {
+              this.deps.logger.info(
+                { entity, outcome },
+                'nudge not typed into the pane: it cannot take input now',
+              );
+            }
+          },
+          (err: unknown) => this.deps.logger.warn({ err, entity }, 'could not type a nudge into the pane'),
+        );
       }
       this.deps.onNudge?.(nudge);
     }
@@ -595,8 +608,8 @@ export class EntityActor {
     const { cell } = live;
     if (transition.to === 'held' && transition.from !== 'held') this.countHeld(+1);
     else if (transition.from === 'held' && transition.to !== 'held') this.countHeld(-1);
-    // Typed, or found typed by crash recovery: the entity has it (invariant 5).
-    if (transition.to === 'injected' && transition.from !== 'injected') {
+    // Submitted, or found submitted by crash recovery: the entity has it (invariant 5).
+    if (transition.to === 'submitted' && transition.from !== 'submitted') {
       queueMicrotask(() => this.ackInjected(cell));
     }
     if (transition.done) {
@@ -649,31 +662,107 @@ export class EntityActor {
     if (this.mode !== DeliveryMode.inject || !this.injector || !isReadyStatus(this.paneStatus)) return;
     for (const live of this.deliveries.values()) {
       const state = live.cell.state;
-      if (state === 'injected') continue; // typed, waiting for its ack: not in the way
+      if (state === 'submitted') continue; // submitted, waiting for its ack: not in the way
       if (state === 'pending') live.cell.send({ type: 'delivery.inject' });
       return; // the head is being typed, verified or retried: the rest wait (FIFO)
     }
   }
 
-  private typeIntoPane(msgId: string): void {
+  /** What is typed for a message, and what identifies it on screen. */
+  private paneMessage(envelope: Envelope): PaneMessage {
+    return { text: formatInjection(envelope), marker: injectionMarker(envelope.msgId) };
+  }
+
+  /** The pane step for a delivery in `state`: its envelope and the injector, or nothing to do. */
+  private paneStep(
+    msgId: string,
+    state: string,
+  ): { live: LiveDelivery; injector: PaneInjector; message: PaneMessage } | undefined {
     const live = this.deliveries.get(msgId);
     const injector = this.injector;
-    if (!live || !injector) return;
+    if (!live || !injector || live.cell.state !== state) return undefined;
     const envelope = this.envelopeOf(msgId, live);
-    if (!envelope) return;
-    injector.inject(formatInjection(envelope)).then(
-      () => live.cell.send({ type: 'delivery.injected' }),
-      (err: unknown) => this.injectFailed(live.cell, err),
+    if (!envelope) return undefined;
+    return { live, injector, message: this.paneMessage(envelope) };
+  }
+
+  private typeIntoPane(msgId: string): void {
+    const step = this.paneStep(msgId, 'injecting');
+    if (!step) return;
+    const { cell } = step.live;
+    step.injector.type(step.message).then(
+      (outcome) => {
+        if (outcome.kind === 'typed') cell.send({ type: 'delivery.typed' });
+        else if (outcome.kind === 'submitted') cell.send({ type: 'delivery.submitted', how: outcome.how });
+        else this.deferred(cell, outcome.reason, outcome.detail);
+      },
+      (err: unknown) => this.injectFailed(cell, err),
     );
   }
 
-  private verifyInjection(msgId: string): void {
+  private submitTyped(msgId: string): void {
+    const step = this.paneStep(msgId, 'typed');
+    if (!step) return;
+    const { cell } = step.live;
+    step.injector.submit(step.message).then(
+      (outcome) => {
+        if (outcome.kind === 'submitted') cell.send({ type: 'delivery.submitted', how: outcome.how });
+        else if (outcome.kind === 'not-submitted') {
+          this.deps.logger.warn(
+            { traceId: cell.context.traceId, msgId, entity: this.record.name, detail: outcome.detail },
+            'typed into the pane but not submitted; Enter will be pressed again',
+          );
+          cell.send({ type: 'delivery.notSubmitted', detail: outcome.detail });
+        } else this.deferred(cell, outcome.reason, outcome.detail);
+      },
+      (err: unknown) => this.injectFailed(cell, err),
+    );
+  }
+
+  private deferred(cell: DeliveryCell, reason: string, detail: string): void {
+    this.deps.logger.info(
+      { traceId: cell.context.traceId, msgId: cell.context.msgId, entity: this.record.name, reason, detail },
+      'pane cannot take the message now; held',
+    );
+    cell.send({ type: 'delivery.deferred', reason, detail });
+  }
+
+  /**
+   * Looks at a pane that could not take a message, every `delivery.paneRecheckMs`, until it
+   * can; writes nothing to the log meanwhile (a dialog may stay open for hours).
+   */
+  private watchPane(msgId: string): void {
     const live = this.deliveries.get(msgId);
     const injector = this.injector;
     if (!live || !injector) return;
-    injector.contains(injectionMarker(msgId), this.deps.config.delivery.captureLines).then(
-      (found) => live.cell.send({ type: found ? 'delivery.found' : 'delivery.absent' }),
-      (err: unknown) => this.injectFailed(live.cell, err),
+    const { clock, config, logger } = this.deps;
+    const look = (): void => {
+      if (live.cell.state !== 'waiting-pane' || this.deliveries.get(msgId) !== live) return;
+      injector.inspect().then(
+        (hold) => {
+          if (live.cell.state !== 'waiting-pane') return;
+          if (hold === undefined) live.cell.send({ type: 'delivery.paneReady' });
+          else clock.setTimeout(look, config.delivery.paneRecheckMs);
+        },
+        (err: unknown) => {
+          logger.warn(
+            { err, msgId, entity: this.record.name },
+            'could not read the pane; looking again later',
+          );
+          clock.setTimeout(look, config.delivery.paneRecheckMs);
+        },
+      );
+    };
+    clock.setTimeout(look, config.delivery.paneRecheckMs);
+  }
+
+  private verifyInjection(msgId: string): void {
+    const step = this.paneStep(msgId, 'verifying');
+    if (!step) return;
+    const { cell } = step.live;
+    step.injector.locate(step.message).then(
+      (where) => cell.send({ type: 'delivery.located', where }),
+      (err: unknown) => this.injectFailed(cell, err),
     );
   }
 

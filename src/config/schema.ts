@@ -135,6 +135,16 @@ export const configSchema = z.strictObject({
       retryBaseMs: z.number().int().min(1).default(500),
       /** Lines of pane output searched when recovering an interrupted injection (R-DL5). */
       captureLines: z.number().int().min(10).default(500),
+      /** How often a pane that cannot take a message (a dialog, half-typed input, a busy agent) is looked at again. */
+      paneRecheckMs: z.number().int().min(10).default(1_000),
+      /** Verified submission (R-DL6): how long a paste may take to show in the agent's input… */
+      showTimeoutMs: z.number().int().min(10).default(2_000),
+      /** …how long the agent may take to clear its input after an Enter… */
+      submitTimeoutMs: z.number().int().min(10).default(1_500),
+      /** …how often the pane is read meanwhile… */
+      pollMs: z.number().int().min(1).default(25),
+      /** …and how many Enters, at most, before the attempt counts as not submitted. */
+      enterAttempts: z.number().int().min(1).max(10).default(3),
     })
     .prefault({}),
   ask: z

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Gateway } from '../actors/gateway.js';
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/schema.js';
-import { checkPane, createInjectorFactory } from '../inject/createInjector.js';
+import { checkPane, createInjectorFactory, submissionTiming } from '../inject/createInjector.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
 import { startHttpServer } from '../interfaces/httpServer.js';
 import type { Logger } from '../log/logger.js';
@@ -34,7 +34,11 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     config,
     logger,
     ...(options.clock ? { clock: options.clock } : {}),
-    createInjector: createInjectorFactory({ herdrSocketPath: config.herdr.socketPath, logger }),
+    createInjector: createInjectorFactory({
+      herdrSocketPath: config.herdr.socketPath,
+      logger,
+      timing: submissionTiming(config.delivery),
+    }),
     checkPane,
     ...(options.onFatal ? { onFatal: options.onFatal } : {}),
   });

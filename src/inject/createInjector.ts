@@ -1,19 +1,36 @@
+import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import { createHerdrInjector } from './herdrInjector.js';
 import type { PaneInjector, PaneTarget } from './paneInjector.js';
 import { createTmuxInjector, tmuxPaneExists } from './tmuxInjector.js';
+import type { SubmissionTiming } from './verifiedSubmission.js';
 
 export interface InjectorFactoryOptions {
   /** herdr socket from the config; else HERDR_SOCKET_PATH / the default location. */
   herdrSocketPath?: string | undefined;
   logger: Logger;
+  /** How submission is verified (R-DL6): the `delivery.*` timing keys. */
+  timing?: Partial<SubmissionTiming> | undefined;
+}
+
+/** The verification timing from the `delivery` config. */
+export function submissionTiming(delivery: Config['delivery']): SubmissionTiming {
+  return {
+    showTimeoutMs: delivery.showTimeoutMs,
+    submitTimeoutMs: delivery.submitTimeoutMs,
+    pollMs: delivery.pollMs,
+    enterAttempts: delivery.enterAttempts,
+    historyLines: delivery.captureLines,
+  };
 }
 
 /** Builds the injector for a pane target. */
 export function createInjectorFactory(options: InjectorFactoryOptions): (pane: PaneTarget) => PaneInjector {
   return (pane) => {
-    if (pane.type === 'tmux') return createTmuxInjector({ target: pane.target, socket: pane.socket });
+    if (pane.type === 'tmux') {
+      return createTmuxInjector({ target: pane.target, socket: pane.socket, timing: options.timing });
+    }
     return createHerdrInjector({
       paneId: pane.paneId,
       socketPath: pane.socketPath ?? options.herdrSocketPath,

@@ -369,15 +369,30 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
   }
 
   return {
-    async inject(text) {
-      if (text === '') {
+    // Interim until the herdr 0.9 protocol lands: typed with Enter in one request, as before.
+    async inspect() {
+      if (status === PaneStatus.blocked)
+        return { reason: 'blocked', detail: `herdr reports pane ${paneId} blocked` };
+      if (status === PaneStatus.working)
+        return { reason: 'busy', detail: `herdr reports pane ${paneId} working` };
+      return undefined;
+    },
+    async type(message) {
+      if (message.text === '') {
         // Enter alone would submit whatever the user has half-typed (R-DL2).
         throw new ChannelError(
           ErrorCode.injectFailed,
           `refusing to type an empty message into herdr pane ${paneId}`,
         );
       }
-      await request(HerdrMethod.paneSendInput, { pane_id: paneId, text, keys: ['Enter'] });
+      await request(HerdrMethod.paneSendInput, { pane_id: paneId, text: message.text, keys: ['Enter'] });
+      return { kind: 'submitted', how: 'herdr pane.send_input' };
+    },
+    async submit() {
+      return { kind: 'submitted', how: 'herdr pane.send_input' };
+    },
+    async locate(message) {
+      return (await this.contains(message.marker)) ? 'submitted' : 'absent';
     },
 
     async contains(marker, lines = defaultReadLines) {

@@ -44,6 +44,12 @@ export const DeferReason = {
 } as const;
 export type DeferReason = (typeof DeferReason)[keyof typeof DeferReason];
 
+/** Why a pane cannot take a message now. */
+export interface PaneHold {
+  readonly reason: DeferReason;
+  readonly detail: string;
+}
+
 export type TypeOutcome =
   /** In the input area, not submitted yet: call `submit` next. */
   | { readonly kind: 'typed' }
@@ -76,6 +82,11 @@ export interface PaneInjector {
    * pane back; presses Enter again (bounded) while the text is still there.
    */
   submit(message: PaneMessage): Promise<SubmitOutcome>;
+  /**
+   * Whether the pane could take a message now, without typing anything: undefined, or why not
+   * (a dialog, half-typed input, a busy agent). What a held delivery polls.
+   */
+  inspect(): Promise<PaneHold | undefined>;
   /** After a crash between the steps: is the message absent, still in the input area, or submitted? */
   locate(message: PaneMessage): Promise<Whereabouts>;
   /** True when `marker` appears in the pane's recent output (its last `lines` lines). */

@@ -1,7 +1,21 @@
 import { type ExecFileException, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { ChannelError, ErrorCode, MessageError } from '../errors.js';
-import { type PaneInjector, PaneStatus } from './paneInjector.js';
+import {
+  type PaneHold,
+  type PaneInjector,
+  type PaneMessage,
+  PaneStatus,
+  type SubmitOutcome,
+  type TypeOutcome,
+  type Whereabouts,
+} from './paneInjector.js';
+import {
+  createVerifiedSubmission,
+  defaultSubmissionTiming,
+  type PanePort,
+  type SubmissionTiming,
+} from './verifiedSubmission.js';
 
 export interface TmuxInjectorOptions {
   /** tmux target pane: a pane id (`%12`) or `session:window.pane`. */
@@ -18,15 +32,19 @@ export interface TmuxInjectorOptions {
    * pane's delivery queue forever.
    */
   readonly timeoutMs?: number | undefined;
+  /** How submission is verified (R-DL6); defaults in `defaultSubmissionTiming`. */
+  readonly timing?: Partial<SubmissionTiming> | undefined;
 }
 
 export const defaultTimeoutMs = 10_000;
 const defaultContainsLines = 500;
 
 /**
- * A {@link PaneInjector} for a tmux pane. Each message costs one tmux process: the text goes
- * in through stdin (never argv, never a shell), is pasted as one paste (bracketed when the
- * application asked for it), and Enter follows. Injects run one at a time, in call order.
+ * A {@link PaneInjector} for a tmux pane. Typing is verified (R-DL6): the pane is read before
+ * the paste (a dialog, half-typed input or a busy agent hold the message), the text goes in as
+ * one paste through stdin (never argv, never a shell, never `send-keys -l`), Enter follows as
+ * its own command once the paste shows, and the pane is read back until the agent has taken
+ * it. Calls run one at a time, in call order.
  *
  * Throws a MessageError (`BAD_REQUEST`) at once when `target` cannot be a tmux target.
  */
@@ -37,61 +55,109 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     tmuxPath: options.tmuxPath ?? 'tmux',
     timeoutMs: options.timeoutMs ?? defaultTimeoutMs,
   };
-  // Chained so injects type in call order even when callers do not await each other; `tail`
-  // never rejects, so one failed inject does not wedge the ones behind it (each caller still
-  // gets its own rejection from the promise `inject` returns).
-  let tail: Promise<void> = Promise.resolve();
+  // Chained so calls reach the pane in call order even when callers do not await each other;
+  // `tail` never rejects, so one failed call does not wedge the ones behind it (each caller
+  // still gets its own rejection).
+  let tail: Promise<unknown> = Promise.resolve();
   let closed = false;
 
-  const typeOnce = async (text: string): Promise<void> => {
-    const buffer = `bridge-${process.pid}-${randomUUID()}`;
-    // Why each step:
-    // - `copy-mode -q` first: a pane in copy mode (or any other mode) would swallow the Enter
-    //   and leave the message typed but unsubmitted, where the next message would append to
-    //   it. It also fails fast on a missing pane, before a buffer is created that could leak.
-    // - a named buffer, deleted by the paste (`-d`), so concurrent gateways and the user's
-    //   own paste buffers never mix.
-    // - all in one client: tmux runs one client's queued commands back to back once the
-    //   stdin read completes, so no other client's keys land between the paste and Enter.
-    // biome-ignore format: one tmux command per line reads better than a wrapped list
-    const args = [
-      'copy-mode', '-q', '-t', target, ';',
-      'load-buffer', '-b', buffer, '-', ';',
-      'paste-buffer', '-p', '-d', '-b', buffer, '-t', target, ';',
-      'send-keys', '-t', target, 'Enter',
-    ];
+  const run = async (args: readonly string[], verb: string, input?: string): Promise<string> => {
     try {
-      await runTmux(tmux, args, text);
+      return (await runTmux(tmux, args, input)).stdout;
     } catch (err) {
-      const failure = toTmuxFailure(err);
-      if (failure.kind === 'failed' || failure.kind === 'timeout') {
-        // The chain may have stopped after load-buffer (pane gone in between): drop the
-        // buffer so a message cannot later be pasted by hand from the buffer list.
-        await runTmux(tmux, ['delete-buffer', '-b', buffer]).catch(() => undefined);
-      }
-      throw paneError(failure, target, tmux, 'type into');
+      throw paneError(toTmuxFailure(err), target, tmux, verb);
     }
   };
 
+  const port: PanePort = {
+    async capture() {
+      // One client for both, so the cursor belongs to the screen it comes with.
+      const out = await run(
+        [
+          'display-message',
+          '-p',
+          '-t',
+          target,
+          '#{cursor_x} #{cursor_y}',
+          ';',
+          'capture-pane',
+          '-p',
+          '-t',
+          target,
+        ],
+        'read',
+      );
+      const newline = out.indexOf('\n');
+      const [x, y] = out.slice(0, newline).split(' ').map(Number);
+      const cursor =
+        Number.isInteger(x) && Number.isInteger(y) ? { x: x as number, y: y as number } : undefined;
+      return { text: out.slice(newline + 1), cursor };
+    },
+    history: (lines) => run(['capture-pane', '-p', '-J', '-S', `-${lines}`, '-t', target], 'read'),
+    async paste(text) {
+      const buffer = `bridge-${process.pid}-${randomUUID()}`;
+      // - `copy-mode -q` first: a pane in copy mode (or any other mode) would swallow the
+      //   paste. It also fails fast on a missing pane, before a buffer is created that could leak.
+      // - a named buffer, deleted by the paste (`-d`), so concurrent gateways and the user's
+      //   own paste buffers never mix; `-p` brackets the paste when the application asked for it.
+      // biome-ignore format: one tmux command per line reads better than a wrapped list
+      const args = [
+        'copy-mode', '-q', '-t', target, ';',
+        'load-buffer', '-b', buffer, '-', ';',
+        'paste-buffer', '-p', '-d', '-b', buffer, '-t', target,
+      ];
+      try {
+        await runTmux(tmux, args, text);
+      } catch (err) {
+        const failure = toTmuxFailure(err);
+        if (failure.kind === 'failed' || failure.kind === 'timeout') {
+          // The chain may have stopped after load-buffer (pane gone in between): drop the
+          // buffer so a message cannot later be pasted by hand from the buffer list.
+          await runTmux(tmux, ['delete-buffer', '-b', buffer]).catch(() => undefined);
+        }
+        throw paneError(failure, target, tmux, 'type into');
+      }
+    },
+    async pressEnter() {
+      await run(['send-keys', '-t', target, 'Enter'], 'press Enter in');
+    },
+  };
+  const submission = createVerifiedSubmission(port, { ...defaultSubmissionTiming, ...options.timing });
+
+  function serial<T>(step: () => Promise<T>): Promise<T> {
+    if (closed) {
+      return Promise.reject(
+        new ChannelError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
+      );
+    }
+    const next = tail.then(step);
+    tail = next.catch(() => undefined);
+    return next;
+  }
+
+  function checked(message: PaneMessage): PaneMessage {
+    const text = toPasteText(message.text);
+    if (text === '') {
+      throw new MessageError(
+        ErrorCode.badRequest,
+        `nothing to type into tmux pane ${target}: the text is empty`,
+      );
+    }
+    return { text, marker: message.marker };
+  }
+
   return {
-    inject(text: string): Promise<void> {
-      if (closed) {
-        return Promise.reject(
-          new ChannelError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
-        );
-      }
-      const pasted = toPasteText(text);
-      if (pasted === '') {
-        return Promise.reject(
-          new MessageError(
-            ErrorCode.badRequest,
-            `nothing to type into tmux pane ${target}: the text is empty`,
-          ),
-        );
-      }
-      const run = tail.then(() => typeOnce(pasted));
-      tail = run.catch(() => undefined);
-      return run;
+    inspect(): Promise<PaneHold | undefined> {
+      return serial(() => submission.inspect());
+    },
+    type(message: PaneMessage): Promise<TypeOutcome> {
+      return serial(async () => submission.type(checked(message)));
+    },
+    submit(message: PaneMessage): Promise<SubmitOutcome> {
+      return serial(async () => submission.submit(checked(message)));
+    },
+    locate(message: PaneMessage): Promise<Whereabouts> {
+      return serial(async () => submission.locate(checked(message)));
     },
 
     async contains(marker: string, lines: number = defaultContainsLines): Promise<boolean> {
@@ -99,23 +165,20 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
       if (!Number.isSafeInteger(lines) || lines < 1) {
         throw new MessageError(ErrorCode.badRequest, `contains() needs a positive line count, got ${lines}`);
       }
-      try {
-        // -J joins lines tmux wrapped at the pane width, so a marker that happened to straddle
-        // the right edge is still found. -S counts history lines above the visible screen, which
-        // is mostly blank below the cursor: the blank tail is dropped and the last `lines` lines
-        // are searched, as the contract promises.
-        const { stdout } = await runTmux(tmux, ['capture-pane', '-p', '-J', '-S', `-${lines}`, '-t', target]);
-        const captured = stdout.trimEnd().split('\n');
-        return captured.slice(-lines).join('\n').includes(marker);
-      } catch (err) {
-        throw paneError(toTmuxFailure(err), target, tmux, 'read');
-      }
+      // -J joins lines tmux wrapped at the pane width, so a marker that happened to straddle
+      // the right edge is still found. -S counts history lines above the visible screen, which
+      // is mostly blank below the cursor: the blank tail is dropped and the last `lines` lines
+      // are searched, as the contract promises.
+      const stdout = await port.history(lines);
+      const captured = stdout.trimEnd().split('\n');
+      return captured.slice(-lines).join('\n').includes(marker);
     },
 
     watchStatus(listener: (status: PaneStatus) => void): () => void {
-      // tmux cannot tell whether an agent is busy (R-DL2: inject at once), so the pane is
-      // reported idle once. Asynchronously, like a multiplexer that does report status, so
-      // callers never see the listener run before they hold the unsubscribe function.
+      // tmux cannot tell whether an agent is busy: the screen is read before each delivery
+      // instead (R-DL6), so the pane is reported idle once. Asynchronously, like a multiplexer
+      // that does report status, so callers never see the listener run before they hold the
+      // unsubscribe function.
       let active = true;
       queueMicrotask(() => {
         if (active && !closed) listener(PaneStatus.idle);
@@ -295,7 +358,7 @@ function checkTarget(target: string): string {
  * CRLF become LF, which tmux pastes as CR); trailing ones are dropped because the Enter that
  * follows is the submission, and an extra one would submit an empty line or submit early.
  */
-function toPasteText(text: string): string {
+export function toPasteText(text: string): string {
   const lines = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '');
   let out = '';
   for (const ch of lines) out += ch === '\n' || ch === '\t' || !isControlChar(ch) ? ch : '\uFFFD';

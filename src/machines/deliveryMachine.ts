@@ -2,18 +2,22 @@ import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
 /**
- * One inbound message for one recipient (R-DL1, R-DL5). Pure: effects are named here and
- * supplied by the runtime; time comes in through `deadline` in the context and the delays.
+ * One inbound message for one recipient (R-DL1, R-DL5, R-DL6). Pure: effects are named here
+ * and supplied by the runtime; time comes in through `deadline` in the context and the delays.
  *
- *   pending ──inject──▶ injecting ──injected──▶ injected ──acked──▶ acked
- *      │                  │  ▲ failed                                ▲
- *      │                  ▼  │                                       │
- *      │               backoff (retry) ─▶ pending                     │
- *      └──hold──▶ held ──handedOver──▶ handed-over ────acked─────────┘
- *                   ▲                       │ returned (the response never got there)
- *                   └───────────────────────┘
- *   side exits: dead-lettered {reason}; a restart in `injecting` goes through `verifying`;
- *   an ANSWER whose turn is over goes from pending or held to too-late (U2).
+ *   pending ──inject──▶ injecting ──typed──▶ typed ──submitted──▶ submitted ──acked──▶ acked
+ *    │  ▲                 │  │ deferred        │ not submitted (Enter did not take)    ▲
+ *    │  │ pane ready      │  ▼                 ▼                                       │
+ *    │  └──────────── waiting-pane        unsubmitted ─(retry)─▶ typed                 │
+ *    │                    failed ▼                                                     │
+ *    │                 backoff (retry) ─▶ pending                                      │
+ *    └──hold──▶ held ──handedOver──▶ handed-over ────────────acked─────────────────────┘
+ *                 ▲                       │ returned (the response never got there)
+ *                 └───────────────────────┘
+ *   side exits: dead-lettered {reason} (not-submitted once the Enters are used up); a restart
+ *   in `injecting`, `typed` or `unsubmitted` goes through `verifying`, which reads the pane
+ *   before anything is typed again; an ANSWER whose turn is over goes from pending or held to
+ *   too-late (U2).
  */
 export const DeadLetterReason = {
   rejected: 'rejected',
@@ -24,6 +28,8 @@ export const DeadLetterReason = {
   newerMajor: 'newer-major',
   deliveryLimit: 'delivery-limit',
   recipientGone: 'recipient-gone',
+  /** Typed into the pane, and Enter never took it (R-DL6). */
+  notSubmitted: 'not-submitted',
 } as const;
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 const deadLetterReasons = Object.values(DeadLetterReason) as [DeadLetterReason, ...DeadLetterReason[]];
@@ -48,14 +54,29 @@ export const deliveryInputSchema = z.object({
   /** The wire kind (SEND, ASK, …) and, for ASK/ANSWER, the asking turn. */
   kind: z.string().optional(),
   turnId: z.string().optional(),
+  /** How often a pane that cannot take the message (a dialog, half-typed input) is looked at again. */
+  recheckMs: z.number().int().min(1).optional(),
 });
 export type DeliveryInput = z.infer<typeof deliveryInputSchema>;
 
 export const deliveryEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('delivery.inject') }),
   z.object({ type: z.literal('delivery.hold') }),
-  z.object({ type: z.literal('delivery.injected'), recovered: z.boolean().optional() }),
+  /** In the pane's input area, not submitted yet. */
+  z.object({ type: z.literal('delivery.typed') }),
+  /** The agent took it: verified by reading the pane back (R-DL6). */
+  z.object({ type: z.literal('delivery.submitted'), how: z.string().optional() }),
+  /** Enter was pressed and the text is still in the input area. */
+  z.object({ type: z.literal('delivery.notSubmitted'), detail: z.string() }),
+  /** The pane cannot take it now (a dialog, half-typed input, a busy agent): nothing was typed. */
+  z.object({ type: z.literal('delivery.deferred'), reason: z.string(), detail: z.string() }),
+  /** The pane that deferred it can take it now. */
+  z.object({ type: z.literal('delivery.paneReady') }),
   z.object({ type: z.literal('delivery.injectFailed'), error: z.string() }),
+  /** Where crash recovery found it (R-DL5). */
+  z.object({ type: z.literal('delivery.located'), where: z.enum(['absent', 'typed', 'submitted']) }),
+  /** Recorded by gateways before verified submission: `injected` meant typed with Enter. */
+  z.object({ type: z.literal('delivery.injected'), recovered: z.boolean().optional() }),
   z.object({ type: z.literal('delivery.found') }),
   z.object({ type: z.literal('delivery.absent') }),
   z.object({ type: z.literal('delivery.handedOver'), via: z.enum(['drain', 'open-send', 'ask']) }),
@@ -98,6 +119,38 @@ const deadLetterOnRequest = {
   }),
 } as const;
 
+/** A failed typing or submitting: retried after a backoff, dead-lettered once attempts are used up. */
+const injectFailed = [
+  {
+    guard: 'canRetry',
+    target: 'backoff',
+    actions: assign<
+      DeliveryContext,
+      Extract<DeliveryEvent, { type: 'delivery.injectFailed' }>,
+      undefined,
+      DeliveryEvent,
+      never
+    >({
+      attempts: ({ context }) => context.attempts + 1,
+      lastError: ({ event }) => event.error,
+    }),
+  },
+  {
+    target: 'dead-lettered',
+    actions: assign<
+      DeliveryContext,
+      Extract<DeliveryEvent, { type: 'delivery.injectFailed' }>,
+      undefined,
+      DeliveryEvent,
+      never
+    >({
+      attempts: ({ context }) => context.attempts + 1,
+      lastError: ({ event }) => event.error,
+      reason: DeadLetterReason.deliveryLimit,
+    }),
+  },
+] as const;
+
 export const deliveryMachine = setup({
   types: {
     context: {} as DeliveryContext,
@@ -105,9 +158,17 @@ export const deliveryMachine = setup({
     input: {} as DeliveryInput,
   },
   actions: {
-    /** Type the message into the recipient's pane; answers injected or injectFailed. */
+    /** Why the pane held it, for status and receipts. */
+    recordDeferral: assign({
+      lastError: ({ event }) => (event.type === 'delivery.deferred' ? event.detail : null),
+    }),
+    /** Type the message into the recipient's pane; answers typed, submitted, deferred or injectFailed. */
     typeIntoPane: () => {},
-    /** Look for the msg id in the pane's recent output; answers found, absent or injectFailed. */
+    /** Press Enter and read the pane back; answers submitted, notSubmitted, deferred or injectFailed. */
+    submitTyped: () => {},
+    /** Watch a pane that cannot take the message until it can; answers paneReady. */
+    watchPane: () => {},
+    /** Look for the message in the pane (R-DL5); answers located or injectFailed. */
     verifyInjection: () => {},
     /** Record the dead letter where an operator can see it; keeps the body. */
     deadLetter: () => {},
@@ -117,8 +178,11 @@ export const deliveryMachine = setup({
   guards: {
     canRetry: ({ context }) => context.attempts + 1 < context.maxAttempts,
     isInjectMode: ({ context }) => context.mode === DeliveryMode.inject,
+    foundSubmitted: ({ event }) => event.type === 'delivery.located' && event.where === 'submitted',
+    foundTyped: ({ event }) => event.type === 'delivery.located' && event.where === 'typed',
   },
   delays: {
+    paneRecheck: ({ context }) => context.recheckMs ?? 1_000,
     // Pure defaults so replay computes the same actions; the runtime supplies wall-clock ones.
     untilDeadline: ({ context }) => Math.max(0, context.deadline - context.acceptedAt),
     retryDelay: ({ context }) =>
@@ -145,35 +209,78 @@ export const deliveryMachine = setup({
       entry: 'typeIntoPane',
       on: {
         'delivery.deadLettered': deadLetterOnRequest,
-        'delivery.injected': { target: 'injected' },
-        'delivery.injectFailed': [
+        'delivery.typed': { target: 'typed' },
+        'delivery.submitted': { target: 'submitted' },
+        'delivery.deferred': { target: 'waiting-pane', actions: 'recordDeferral' },
+        'delivery.injected': { target: 'submitted' },
+        'delivery.injectFailed': injectFailed,
+        // The gateway died mid-typing: look before typing again (R-DL5).
+        'actor.rehydrated': { target: 'verifying' },
+      },
+    },
+    // In the input area; Enter is pressed and the pane read back.
+    typed: {
+      entry: 'submitTyped',
+      on: {
+        'delivery.deadLettered': deadLetterOnRequest,
+        'delivery.submitted': { target: 'submitted' },
+        'delivery.notSubmitted': [
           {
             guard: 'canRetry',
-            target: 'backoff',
+            target: 'unsubmitted',
             actions: assign({
               attempts: ({ context }) => context.attempts + 1,
-              lastError: ({ event }) => event.error,
+              lastError: ({ event }) => event.detail,
             }),
           },
           {
             target: 'dead-lettered',
             actions: assign({
               attempts: ({ context }) => context.attempts + 1,
-              lastError: ({ event }) => event.error,
-              reason: DeadLetterReason.deliveryLimit,
+              lastError: ({ event }) => event.detail,
+              reason: DeadLetterReason.notSubmitted,
             }),
           },
         ],
-        // The gateway died mid-typing: look before typing again (R-DL5).
+        // A dialog came up before Enter: nothing pressed; typing resumes once it is gone
+        // (the text, if still there, is found in the input and not typed again).
+        'delivery.deferred': { target: 'waiting-pane', actions: 'recordDeferral' },
+        'delivery.injectFailed': injectFailed,
         'actor.rehydrated': { target: 'verifying' },
+      },
+    },
+    // Typed, and Enter did not take: wait, then press Enter again (never type it again).
+    unsubmitted: {
+      after: { retryDelay: { target: 'typed' } },
+      on: {
+        'delivery.deadLettered': deadLetterOnRequest,
+        'actor.rehydrated': { target: 'verifying' },
+      },
+    },
+    // The pane cannot take it (a dialog, someone's half-typed input, a busy agent): nothing is
+    // typed until it can. Attempts are not spent here; the deadline still is.
+    'waiting-pane': {
+      entry: 'watchPane',
+      after: {
+        untilDeadline: { target: 'dead-lettered', actions: assign({ reason: DeadLetterReason.expired }) },
+      },
+      on: {
+        'delivery.deadLettered': deadLetterOnRequest,
+        'delivery.paneReady': { target: 'pending' },
+        'actor.rehydrated': { target: 'waiting-pane', reenter: true },
       },
     },
     verifying: {
       entry: 'verifyInjection',
       on: {
         'delivery.deadLettered': deadLetterOnRequest,
-        'delivery.found': { target: 'injected' },
-        // Not typed yet: back in line, so the pane's status decides when (R-DL2).
+        'delivery.located': [
+          { guard: 'foundSubmitted', target: 'submitted' },
+          { guard: 'foundTyped', target: 'typed' },
+          // Not typed yet: back in line, so the pane decides when (R-DL2).
+          { target: 'pending' },
+        ],
+        'delivery.found': { target: 'submitted' },
         'delivery.absent': { target: 'pending' },
         'delivery.injectFailed': {
           target: 'backoff',
@@ -189,7 +296,8 @@ export const deliveryMachine = setup({
         'actor.rehydrated': { target: 'backoff', reenter: true },
       },
     },
-    injected: {
+    // The agent took it (R-DL6); acked once that is on disk.
+    submitted: {
       on: {
         'delivery.deadLettered': deadLetterOnRequest,
         'delivery.acked': { target: 'acked' },

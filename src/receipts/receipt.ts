@@ -43,5 +43,8 @@ export interface ReceiptSink {
    * A delivery reached `receipt.stage`. Called in the tick of the transition, before its
    * commit; the sink records it (same host) or sends it to `senderHost` once it is durable.
    */
-  record(receipt: Receipt, route: { readonly sender: string; readonly senderHost: string; readonly traceId: string }): void;
+  record(
+    receipt: Receipt,
+    route: { readonly sender: string; readonly senderHost: string; readonly traceId: string },
+  ): void;
 }

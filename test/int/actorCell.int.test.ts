@@ -226,7 +226,7 @@ describe('ActorCell: the event log', () => {
     cell.send({ type: 'delivery.inject' });
     await proc.store.batch.flush();
     expect(readActorHead(proc.store, 'delivery', id)).toMatchObject({ state: 'injecting', done: false });
-    cell.send({ type: 'delivery.injected' });
+    cell.send({ type: 'delivery.submitted' });
     cell.send({ type: 'delivery.acked', via: 'pane' });
     await proc.store.batch.flush();
     expect(cell.done).toBe(true);
@@ -238,7 +238,7 @@ describe('ActorCell: the event log', () => {
     const input = inputFor('m-done', 1_000);
     const cell = createDelivery(proc, input);
     cell.send({ type: 'delivery.inject' });
-    cell.send({ type: 'delivery.injected' });
+    cell.send({ type: 'delivery.submitted' });
     cell.send({ type: 'delivery.acked', via: 'pane' });
     await proc.store.batch.flush();
     const before = readActorEvents(proc.store, 'delivery', actorId(input.msgId)).length;
@@ -304,11 +304,11 @@ describe('ActorCell: effects run only after the batch commits', () => {
     const cell = createDelivery(proc, input);
     await proc.store.batch.flush();
     cell.send({ type: 'delivery.inject' });
-    cell.send({ type: 'delivery.injected' });
+    cell.send({ type: 'delivery.submitted' });
     await proc.store.batch.flush();
     proc.clock.increment(120_000);
     await proc.store.batch.flush();
-    expect(cell.state).toBe('injected');
+    expect(cell.state).toBe('submitted');
     expect(proc.effects.map((e) => e.effect)).toEqual(['typeIntoPane']);
   });
 
@@ -428,7 +428,7 @@ describe('ActorCell: rehydration', () => {
     cell.send({ type: 'delivery.inject' });
     await first.store.batch.flush();
     expect(first.effects.map((e) => e.effect)).toEqual(['typeIntoPane']);
-    await first.store.close(); // died while typing: no injected/injectFailed recorded
+    await first.store.close(); // died while typing: no typed/injectFailed recorded
 
     const second = startProcess(5_000);
     const resumed = rehydrateDelivery(second, input);
@@ -447,10 +447,10 @@ describe('ActorCell: rehydration', () => {
       toState: 'verifying',
     });
 
-    resumed.send({ type: 'delivery.found' });
+    resumed.send({ type: 'delivery.located', where: 'submitted' });
     await second.store.batch.flush();
-    expect(resumed.state).toBe('injected');
-    expect(readActorHead(second.store, 'delivery', id)).toMatchObject({ state: 'injected', done: false });
+    expect(resumed.state).toBe('submitted');
+    expect(readActorHead(second.store, 'delivery', id)).toMatchObject({ state: 'submitted', done: false });
     expect(second.effects.map((e) => e.effect)).toEqual(['verifyInjection']);
   });
 

@@ -6,41 +6,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { Gateway } from '../../src/actors/gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import type { PaneInjector, PaneStatus } from '../../src/inject/paneInjector.js';
 import { silentLogger } from '../../src/log/logger.js';
-
-/** A pane that records what is typed and fails when told to: the gateway's side is under test. */
-class ScriptedPane implements PaneInjector {
-  typed: string[] = [];
-  failing = false;
-  /** While set, inject() never settles: the gateway is "killed" mid-typing. */
-  hanging = false;
-  private listener: ((s: PaneStatus) => void) | undefined;
-  async inject(text: string): Promise<void> {
-    if (this.failing) throw new Error('pane is gone');
-    if (this.hanging) return new Promise(() => {});
-    this.typed.push(text);
-  }
-  async contains(marker: string): Promise<boolean> {
-    return this.typed.some((t) => t.includes(marker));
-  }
-  watchStatus(listener: (s: PaneStatus) => void): () => void {
-    this.listener = listener;
-    queueMicrotask(() => listener('idle'));
-    return () => {
-      this.listener = undefined;
-    };
-  }
-  setStatus(status: PaneStatus): void {
-    this.listener?.(status);
-  }
-  async close(): Promise<void> {}
-}
+import { RecordingPane } from '../support/recordingPane.js';
 
 describe('gateway actors in-process (real SQLite, simulated clock)', () => {
   let home: string;
   let clock: SimulatedClock;
-  let pane: ScriptedPane;
+  let pane: RecordingPane;
   let gateway: Gateway;
   /** Lets effects run and their writes commit (the commits run on the writer thread). */
   const settle = async () => {
@@ -79,7 +51,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     home = mkdtempSync(join(tmpdir(), 'bridge-gwint-'));
     clock = new SimulatedClock();
     clock.set(1_700_000_000_000);
-    pane = new ScriptedPane();
+    pane = new RecordingPane();
     gateway = await boot();
   });
   afterEach(async () => {
@@ -122,6 +94,95 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     expect(JSON.parse((kept[0] as { envelope: string }).envelope)).toMatchObject({ text: 'doomed' });
     const metrics = await gateway.metrics.registry.getSingleMetricAsString('bridge_dead_letters_total');
     expect(metrics).toContain('reason="delivery-limit"} 1');
+  });
+
+  it('holds a message while the pane shows a dialog, types nothing, and submits it once the dialog is gone', async () => {
+    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
+    const main = await gateway.register({ kind: 'main', name: 'm' });
+    pane.hold = { reason: 'blocked', detail: 'Claude Code shows a dialog ("Do you want to proceed?")' };
+    const first = await gateway.send(gateway.authenticate(main.token)!, {
+      kind: 'SEND',
+      to: 'w',
+      text: 'one',
+    });
+    const second = await gateway.send(gateway.authenticate(main.token)!, {
+      kind: 'SEND',
+      to: 'w',
+      text: 'two',
+    });
+    await settle();
+    for (let i = 0; i < 5; i++) {
+      clock.increment(1_000); // the pane is looked at again each second, and still blocked
+      await settle();
+    }
+    expect(pane.typed).toEqual([]);
+    expect(pane.input).toBeUndefined();
+    const rowsWhileHeld = events(`SELECT count(*) AS n FROM events WHERE actor_kind = 'delivery'`);
+    pane.hold = undefined;
+    clock.increment(1_000);
+    await settle();
+    await settle();
+    expect(pane.typed.map((t) => t.slice(-3))).toEqual(['one', 'two']);
+    const trail = (msgId: string) =>
+      events(
+        `SELECT to_state FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq`,
+      ).map((r) => (r as { to_state: string }).to_state);
+    expect(trail(first.msgId)).toEqual([
+      'pending',
+      'injecting',
+      'waiting-pane',
+      'pending',
+      'injecting',
+      'typed',
+      'submitted',
+      'acked',
+    ]);
+    expect(trail(second.msgId)).toEqual(['pending', 'injecting', 'typed', 'submitted', 'acked']);
+    // Looking at a held pane writes nothing: after the five looks above, the log holds only
+    // the first message's creation, injecting and waiting-pane, and the second's creation.
+    expect(rowsWhileHeld).toEqual([{ n: 4 }]);
+    const deferred = events(`SELECT data FROM events WHERE event = 'delivery.deferred'`);
+    expect(JSON.parse((deferred[0] as { data: string }).data)).toMatchObject({ reason: 'blocked' });
+  });
+
+  it('a message whose Enter never takes is retried with Enter only, then dead-lettered as not-submitted', async () => {
+    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
+    const main = await gateway.register({ kind: 'main', name: 'm' });
+    pane.swallowEnter = true;
+    const { msgId } = await gateway.send(gateway.authenticate(main.token)!, {
+      kind: 'SEND',
+      to: 'w',
+      text: 'stuck',
+    });
+    await settle();
+    clock.increment(1_000);
+    await settle();
+    clock.increment(2_000);
+    await settle();
+    const trail = events(
+      `SELECT to_state FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq`,
+    ).map((r) => (r as { to_state: string }).to_state);
+    expect(trail).toEqual([
+      'pending',
+      'injecting',
+      'typed',
+      'unsubmitted',
+      'typed',
+      'unsubmitted',
+      'typed',
+      'dead-lettered',
+    ]);
+    expect(pane.typed).toEqual([]);
+    const details = events(
+      `SELECT json_extract(data, '$.detail') AS detail FROM events WHERE event = 'delivery.notSubmitted'`,
+    );
+    expect(details).toEqual([
+      { detail: 'Enter swallowed' },
+      { detail: 'Enter swallowed' },
+      { detail: 'Enter swallowed' },
+    ]);
+    const metrics = await gateway.metrics.registry.getSingleMetricAsString('bridge_dead_letters_total');
+    expect(metrics).toContain('reason="not-submitted"} 1');
   });
 
   it('expires a held message after its TTL, across a restart of the gateway', async () => {
@@ -176,8 +237,25 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     }
   });
 
-  for (const typedBeforeCrash of [true, false]) {
-    it(`recovers a delivery interrupted mid-typing: ${typedBeforeCrash ? 'found in the pane, not typed again' : 'absent, typed once'}`, async () => {
+  const crashes = {
+    'submitted before the crash: found in the transcript, not typed again': {
+      before: (pane: RecordingPane, msgId: string) =>
+        pane.typed.push(`[bridge SEND from m@h1 msg ${msgId}] hello`),
+      trail: ['pending', 'injecting', 'verifying', 'submitted', 'acked'],
+    },
+    'typed but not submitted before the crash: found in the input, submitted once': {
+      before: (pane: RecordingPane, msgId: string) => {
+        pane.input = { text: `[bridge SEND from m@h1 msg ${msgId}] hello`, marker: `msg ${msgId}` };
+      },
+      trail: ['pending', 'injecting', 'verifying', 'typed', 'submitted', 'acked'],
+    },
+    'absent after the crash: typed once': {
+      before: () => {},
+      trail: ['pending', 'injecting', 'verifying', 'pending', 'injecting', 'typed', 'submitted', 'acked'],
+    },
+  } as const;
+  for (const [name, crash] of Object.entries(crashes)) {
+    it(`recovers a delivery interrupted mid-typing: ${name}`, async () => {
       await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
       const main = await gateway.register({ kind: 'main', name: 'm' });
       pane.hanging = true;
@@ -190,20 +268,17 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       // The crash: `injecting` is on disk; whether the text reached the pane is unknown.
       await gateway.stop();
       pane.hanging = false;
-      if (typedBeforeCrash) pane.typed.push(`[bridge SEND from m@h1 msg ${msgId}] hello`);
+      crash.before(pane, msgId);
       gateway = await boot();
       await settle();
       await settle();
       expect(pane.typed.filter((t) => t.includes(msgId))).toHaveLength(1);
+      expect(pane.input).toBeUndefined();
       expect(gateway.roster().find((e) => e.name === 'w')?.depth).toBe(0);
       const trail = events(
         `SELECT to_state FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq`,
       ).map((r) => (r as { to_state: string }).to_state);
-      expect(trail).toEqual(
-        typedBeforeCrash
-          ? ['pending', 'injecting', 'verifying', 'injected', 'acked']
-          : ['pending', 'injecting', 'verifying', 'pending', 'injecting', 'injected', 'acked'],
-      );
+      expect(trail).toEqual(crash.trail);
     });
   }
 

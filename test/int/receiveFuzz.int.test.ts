@@ -30,6 +30,7 @@ import {
 } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { RecordingPane } from '../support/recordingPane.js';
 import { type FakePeer, fakePeer, type LogLine } from '../support/signedPeer.js';
 
 // The oracle checks signatures with @noble/ed25519, an implementation independent of the
@@ -385,17 +386,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
 
   const entityOf = (target: Target): EntityActor => (target === 'worker' ? worker : main);
 
-  const recordingPane = (): PaneInjector => ({
-    inject: async (text) => {
-      typed.push(text);
-    },
-    contains: async (marker) => typed.some((line) => line.includes(marker)),
-    watchStatus: (listener) => {
-      queueMicrotask(() => listener('idle'));
-      return () => {};
-    },
-    close: async () => {},
-  });
+  const recordingPane = (): PaneInjector => new RecordingPane(typed);
 
   const signedHeaders = (content: Buffer, by: FakePeer): Record<string, string> => ({
     [SignatureHeader.signature]: sign(content, by.keys.privateKey),

@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChannelError, ErrorCode, MessageError } from '../../src/errors.js';
-import { PaneStatus } from '../../src/inject/paneInjector.js';
+import { type PaneInjector, PaneStatus } from '../../src/inject/paneInjector.js';
 import { createTmuxInjector, tmuxPaneExists } from '../../src/inject/tmuxInjector.js';
+import { typeAndSubmit } from '../../src/inject/typeAndSubmit.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 let server: TmuxTestServer;
@@ -28,6 +29,12 @@ async function catPane(): Promise<{ paneId: string; file: string }> {
   await writeFile(file, '');
   const paneId = await server.newPane(`exec cat >> '${file}'`);
   return { paneId, file };
+}
+
+/** Types and submits `text` (its own marker), verified; rejects unless the pane took it. */
+async function deliver(injector: PaneInjector, text: string): Promise<void> {
+  const outcome = await typeAndSubmit(injector, { text, marker: text });
+  if (outcome.kind !== 'submitted') throw new Error(`not submitted: ${JSON.stringify(outcome)}`);
 }
 
 async function readText(file: string): Promise<string> {
@@ -69,9 +76,9 @@ describe('tmux injector against real tmux panes', () => {
   it('types one message as exactly one line', async () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('hello from bridge');
+    await deliver(injector, 'hello from bridge');
     // The sentinel shows nothing else (no empty line, no second Enter) arrived in between.
-    await injector.inject('sentinel');
+    await deliver(injector, 'sentinel');
     expect(await linesOf(file, 2)).toEqual(['hello from bridge', 'sentinel']);
     expect(await readText(file)).toBe('hello from bridge\nsentinel\n');
     await injector.close();
@@ -80,24 +87,24 @@ describe('tmux injector against real tmux panes', () => {
   it('delivers multi-line text as plain lines to a line-reading program, trailing newline dropped', async () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('first\r\nsecond\nthird\n\n');
-    await injector.inject('sentinel');
+    await deliver(injector, 'first\r\nsecond\nthird\n\n');
+    await deliver(injector, 'sentinel');
     expect(await linesOf(file, 4)).toEqual(['first', 'second', 'third', 'sentinel']);
     await injector.close();
   });
 
-  it('delivers 200 injects fired without waiting in call order, each exactly once', async () => {
+  it('delivers 200 messages one after another in order, each exactly once and verified', async () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
     const sent = Array.from({ length: 200 }, (_, i) => `msg ${String(i).padStart(3, '0')} ${randomUUID()}`);
 
     const started = performance.now();
-    await Promise.all(sent.map((text) => injector.inject(text)));
+    for (const text of sent) await deliver(injector, text);
     const elapsed = performance.now() - started;
 
     expect(await linesOf(file, 200)).toEqual(sent);
     console.info(
-      `tmux injector: 200 injects in ${elapsed.toFixed(0)} ms, ${(elapsed / 200).toFixed(2)} ms per inject`,
+      `tmux injector: 200 verified submissions in ${elapsed.toFixed(0)} ms, ${(elapsed / 200).toFixed(2)} ms each`,
     );
     await injector.close();
   });
@@ -110,8 +117,8 @@ describe('tmux injector against real tmux panes', () => {
       `\\ back\\\\slash \\; \\n %% %s #{pane_id} #(touch ${pwned}) ~ * ? [a] {b} <c> ! & ` +
       `tab\there ünïcødé 日本語 🚀 -t %0`;
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject(text);
-    await injector.inject('-sentinel starting with a dash');
+    await deliver(injector, text);
+    await deliver(injector, '-sentinel starting with a dash');
     expect(await linesOf(file, 2)).toEqual([text, '-sentinel starting with a dash']);
     expect(existsSync(pwned)).toBe(false);
     await injector.close();
@@ -121,8 +128,8 @@ describe('tmux injector against real tmux panes', () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
     // Raw, ^C would kill cat, ^D would end its input and ^U would erase the line.
-    await injector.inject('a\u0003b\u0004c\u0015d\u001b[201~e\u009bf');
-    await injector.inject('still alive');
+    await deliver(injector, 'a\u0003b\u0004c\u0015d\u001b[201~e\u009bf');
+    await deliver(injector, 'still alive');
     expect(await linesOf(file, 2)).toEqual(['a\uFFFDb\uFFFDc\uFFFDd\uFFFD[201~e\uFFFDf', 'still alive']);
     await injector.close();
   });
@@ -138,7 +145,19 @@ describe('tmux injector against real tmux panes', () => {
         'const out = process.argv[2];',
         "fs.writeFileSync(out, '');",
         'process.stdin.setRawMode(true);',
-        "process.stdin.on('data', (chunk) => fs.appendFileSync(out, chunk));",
+        // It shows its input as an agent's input area does: pasted line breaks as spaces, and
+        // its own Enter as a new line.
+        'let inPaste = false;',
+        "process.stdin.on('data', (chunk) => {",
+        '  fs.appendFileSync(out, chunk);',
+        "  let s = chunk.toString('utf8');",
+        "  if (s.includes('\\x1b[200~')) inPaste = true;",
+        "  const ended = s.includes('\\x1b[201~');",
+        "  s = s.replace(/\\x1b\\[20[01]~/g, '');",
+        "  if (inPaste) s = s.replace(/\\r/g, ' ');",
+        '  if (ended) inPaste = false;',
+        "  process.stdout.write(s.replace(/\\r/g, '\\r\\n'));",
+        '});',
         "process.stdout.write('\\x1b[?2004hREADY\\n');",
       ].join('\n'),
     );
@@ -151,8 +170,8 @@ describe('tmux injector against real tmux panes', () => {
     );
 
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('line one\nline two');
-    await injector.inject('x\u001b[201~y');
+    await deliver(injector, 'line one\nline two');
+    await deliver(injector, 'x\u001b[201~y');
     const expected =
       '\u001b[200~line one\rline two\u001b[201~\r' + // one paste; tmux pastes LF as CR
       '\u001b[200~x\uFFFD[201~y\u001b[201~\r'; // an embedded paste end cannot escape the paste
@@ -171,8 +190,8 @@ describe('tmux injector against real tmux panes', () => {
     await server.run('copy-mode', '-t', paneId);
     expect((await server.run('display-message', '-p', '-t', paneId, '#{pane_in_mode}')).trim()).toBe('1');
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('typed while scrolling');
-    await injector.inject('sentinel');
+    await deliver(injector, 'typed while scrolling');
+    await deliver(injector, 'sentinel');
     expect(await linesOf(file, 2)).toEqual(['typed while scrolling', 'sentinel']);
     await injector.close();
   });
@@ -185,7 +204,7 @@ describe('tmux injector against real tmux panes', () => {
     expect(target).toMatch(/^bridge-test:\d+\.0$/);
     expect(await tmuxPaneExists(target, server.socket)).toBe(true);
     const injector = createTmuxInjector({ target, socket: server.socket });
-    await injector.inject('by name');
+    await deliver(injector, 'by name');
     expect(await linesOf(file, 1)).toEqual(['by name']);
     await injector.close();
   });
@@ -196,7 +215,7 @@ describe('tmux injector against real tmux panes', () => {
     const typed = `bridge-msg-${randomUUID()}`;
     const untyped = `bridge-msg-${randomUUID()}`;
     expect(await injector.contains(typed)).toBe(false);
-    await injector.inject(`[from alice, msg ${typed}] please rebase`);
+    await deliver(injector, `[from alice, msg ${typed}] please rebase`);
     // The echo reaches tmux's screen asynchronously, after the paste returns.
     await waitFor(
       'the echo of the typed marker',
@@ -204,7 +223,7 @@ describe('tmux injector against real tmux panes', () => {
       (found) => found,
     );
     expect(await injector.contains(untyped)).toBe(false);
-    await injector.inject('a later line');
+    await deliver(injector, 'a later line');
     await waitFor(
       'the echo of the later line',
       () => injector.contains('a later line'),
@@ -218,7 +237,7 @@ describe('tmux injector against real tmux panes', () => {
 
   it('reports a missing pane as PANE_UNAVAILABLE with a message naming it and what to do', async () => {
     const injector = createTmuxInjector({ target: '%999', socket: server.socket });
-    const err = await rejection(injector.inject('hello'));
+    const err = await rejection(deliver(injector, 'hello'));
     expect(err).toBeInstanceOf(ChannelError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
     const message = (err as ChannelError).message;
@@ -235,9 +254,9 @@ describe('tmux injector against real tmux panes', () => {
     const { paneId, file } = await catPane();
     const ok = createTmuxInjector({ target: paneId, socket: server.socket });
     const missing = createTmuxInjector({ target: '%998', socket: server.socket });
-    await ok.inject('one');
-    await rejection(missing.inject('two'));
-    await ok.inject('three');
+    await deliver(ok, 'one');
+    await rejection(deliver(missing, 'two'));
+    await deliver(ok, 'three');
     expect(await linesOf(file, 2)).toEqual(['one', 'three']);
     expect(await server.run('list-buffers', '-F', '#{buffer_name}')).toBe('');
   });
@@ -248,14 +267,14 @@ describe('tmux injector against real tmux panes', () => {
       const paneId = await doomed.newPane('exec cat > /dev/null');
       expect(await tmuxPaneExists(paneId, doomed.socket)).toBe(true);
       const injector = createTmuxInjector({ target: paneId, socket: doomed.socket });
-      await injector.inject('before the crash');
+      await deliver(injector, 'before the crash');
       await doomed.kill();
 
-      const err = await rejection(injector.inject('after the crash'));
+      const err = await rejection(deliver(injector, 'after the crash'));
       expect(err).toBeInstanceOf(ChannelError);
       expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
       const message = (err as ChannelError).message;
-      expect(message).toContain(`cannot type into tmux pane ${paneId}`);
+      expect(message).toContain(`cannot read tmux pane ${paneId}`);
       expect(message).toContain(`the tmux server at ${doomed.socket} is not running`);
       expect(message).toContain('start tmux');
       expect(await tmuxPaneExists(paneId, doomed.socket)).toBe(false);
@@ -272,7 +291,7 @@ describe('tmux injector against real tmux panes', () => {
       socket: server.socket,
       tmuxPath: '/nonexistent/tmux',
     });
-    const err = await rejection(injector.inject('hello'));
+    const err = await rejection(deliver(injector, 'hello'));
     expect(err).toBeInstanceOf(ChannelError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
     expect((err as ChannelError).message).toMatch(/could not run "\/nonexistent\/tmux": install tmux/);
@@ -284,7 +303,7 @@ describe('tmux injector against real tmux panes', () => {
     await expect(tmuxPaneExists('%1\n', server.socket)).rejects.toMatchObject({ code: ErrorCode.badRequest });
     const { paneId } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    expect(await rejection(injector.inject('\n\n'))).toMatchObject({ code: ErrorCode.badRequest });
+    expect(await rejection(deliver(injector, '\n\n'))).toMatchObject({ code: ErrorCode.badRequest });
   });
 
   it('reports idle once, and refuses injects after close', async () => {
@@ -298,10 +317,12 @@ describe('tmux injector against real tmux panes', () => {
     expect(seen).toEqual([PaneStatus.idle]);
     expect(unsubscribed).toEqual([]);
 
-    const pending = injector.inject('queued before close');
-    await injector.close(); // waits for the queued inject
-    await pending;
-    expect(await linesOf(file, 1)).toEqual(['queued before close']);
-    expect(await rejection(injector.inject('too late'))).toMatchObject({ code: ErrorCode.shuttingDown });
+    const message = { text: 'queued before close', marker: 'queued before close' };
+    const pending = injector.type(message);
+    await injector.close(); // waits for the queued call
+    expect(await pending).toEqual({ kind: 'typed' });
+    expect(await rejection(injector.submit(message))).toMatchObject({ code: ErrorCode.shuttingDown });
+    expect(await rejection(deliver(injector, 'too late'))).toMatchObject({ code: ErrorCode.shuttingDown });
+    expect(await readText(file)).toBe('');
   });
 });

@@ -38,6 +38,8 @@ const ttl = baseInput.deadline - baseInput.acceptedAt;
 const pendingTimer = 'xstate.after.untilDeadline.delivery.pending';
 const heldTimer = 'xstate.after.untilDeadline.delivery.held';
 const backoffTimer = 'xstate.after.retryDelay.delivery.backoff';
+const waitingTimer = 'xstate.after.untilDeadline.delivery.waiting-pane';
+const unsubmittedTimer = 'xstate.after.retryDelay.delivery.unsubmitted';
 
 // ---------------------------------------------------------------------------------------------
 // Coverage of declared transitions: every step below goes through `step`, which records which
@@ -90,8 +92,26 @@ function run(snapshot: Snapshot, ...events: DeliveryEvent[]): Snapshot {
 
 const inject: DeliveryEvent = { type: 'delivery.inject' };
 const hold: DeliveryEvent = { type: 'delivery.hold' };
-const injected: DeliveryEvent = { type: 'delivery.injected' };
+const typed: DeliveryEvent = { type: 'delivery.typed' };
+const submitted = (how?: string): DeliveryEvent =>
+  how === undefined ? { type: 'delivery.submitted' } : { type: 'delivery.submitted', how };
+const notSubmitted = (detail = 'still in the input after 3 Enter presses'): DeliveryEvent => ({
+  type: 'delivery.notSubmitted',
+  detail,
+});
+const deferred = (detail = 'claude shows a dialog', reason = 'blocked'): DeliveryEvent => ({
+  type: 'delivery.deferred',
+  reason,
+  detail,
+});
+const paneReady: DeliveryEvent = { type: 'delivery.paneReady' };
+const located = (where: 'absent' | 'typed' | 'submitted'): DeliveryEvent => ({
+  type: 'delivery.located',
+  where,
+});
 const failed = (error = 'pane closed'): DeliveryEvent => ({ type: 'delivery.injectFailed', error });
+// Recorded by gateways before verified submission; still folded from their logs.
+const injected: DeliveryEvent = { type: 'delivery.injected' };
 const found: DeliveryEvent = { type: 'delivery.found' };
 const absent: DeliveryEvent = { type: 'delivery.absent' };
 const acked: DeliveryEvent = { type: 'delivery.acked', via: 'pane' };
@@ -104,9 +124,12 @@ const tooLate = (why = 'expired'): DeliveryEvent => ({ type: 'delivery.tooLate',
 const reach = {
   pending: () => start()[0],
   injecting: () => run(start()[0], inject),
+  typed: () => run(start()[0], inject, typed),
+  unsubmitted: () => run(start()[0], inject, typed, notSubmitted()),
+  'waiting-pane': () => run(start()[0], inject, deferred()),
   verifying: () => run(start()[0], inject, rehydrated),
   backoff: () => run(start()[0], inject, failed()),
-  injected: () => run(start()[0], inject, injected),
+  submitted: () => run(start()[0], inject, typed, submitted()),
   held: () => run(start()[0], hold),
   'handed-over': () => run(start()[0], hold, handedOver),
 } as const satisfies Record<string, () => Snapshot>;
@@ -115,9 +138,12 @@ const reach = {
 const timerOf: Record<keyof typeof reach, string | undefined> = {
   pending: pendingTimer,
   injecting: undefined,
+  typed: undefined,
+  unsubmitted: unsubmittedTimer,
+  'waiting-pane': waitingTimer,
   verifying: undefined,
   backoff: backoffTimer,
-  injected: undefined,
+  submitted: undefined,
   held: heldTimer,
   'handed-over': undefined,
 };
@@ -208,7 +234,19 @@ describe('deliveryMachine: pending', () => {
     expect(effects(actions)).toEqual([`cancel ${pendingTimer}`, `raise ${pendingTimer} after 20000`]);
   });
 
-  it.each([injected, failed(), found, absent, acked])('ignores $type', (event) => {
+  it.each([
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    located('submitted'),
+    failed(),
+    injected,
+    found,
+    absent,
+    acked,
+  ])('ignores $type', (event) => {
     const before = reach.pending();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -217,10 +255,43 @@ describe('deliveryMachine: pending', () => {
 });
 
 describe('deliveryMachine: injecting', () => {
-  it('delivery.injected → injected, with no further effect', () => {
-    const [snapshot, actions] = step(reach.injecting(), injected);
-    expect(snapshot.value).toBe('injected');
+  it('delivery.typed → typed: presses Enter and reads the pane back (submitTyped), no attempt counted', () => {
+    const [snapshot, actions] = step(reach.injecting(), typed);
+    expect(snapshot.value).toBe('typed');
     expect(snapshot.status).toBe('active');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(snapshot.context.lastError).toBeNull();
+    expect(effects(actions)).toEqual(['submitTyped']);
+  });
+
+  it('delivery.submitted → submitted directly (herdr agent.prompt types and submits in one step)', () => {
+    const [snapshot, actions] = step(reach.injecting(), submitted('herdr agent.prompt'));
+    expect(snapshot.value).toBe('submitted');
+    expect(snapshot.status).toBe('active');
+    expect(snapshot.context).toEqual({ ...baseInput, attempts: 0, lastError: null, reason: null });
+    expect(actions).toEqual([]);
+  });
+
+  it('delivery.deferred → waiting-pane: records why, watches the pane, arms the deadline, spends no attempt', () => {
+    const [snapshot, actions] = step(reach.injecting(), deferred('claude shows a dialog ("Allow?")'));
+    expect(snapshot.value).toBe('waiting-pane');
+    expect(snapshot.status).toBe('active');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(snapshot.context.lastError).toBe('claude shows a dialog ("Allow?")');
+    expect(snapshot.context.reason).toBeNull();
+    expect(effects(actions)).toEqual(['watchPane', `raise ${waitingTimer} after ${ttl}`]);
+  });
+
+  it('legacy delivery.injected (older gateways: typed with Enter) → submitted, with no further effect', () => {
+    const [snapshot, actions] = step(reach.injecting(), injected);
+    expect(snapshot.value).toBe('submitted');
+    expect(snapshot.status).toBe('active');
+    expect(actions).toEqual([]);
+  });
+
+  it('legacy delivery.injected {recovered} → submitted as well', () => {
+    const [snapshot, actions] = step(reach.injecting(), { type: 'delivery.injected', recovered: true });
+    expect(snapshot.value).toBe('submitted');
     expect(actions).toEqual([]);
   });
 
@@ -295,8 +366,254 @@ describe('deliveryMachine: injecting', () => {
     expect(effects(actions)).toEqual(['verifyInjection']);
   });
 
-  it.each([inject, hold, found, absent, acked, tooLate()])('ignores $type', (event) => {
-    const before = reach.injecting();
+  it.each([inject, hold, notSubmitted(), paneReady, located('typed'), found, absent, acked, tooLate()])(
+    'ignores $type',
+    (event) => {
+      const before = reach.injecting();
+      const [after, actions] = transition(deliveryMachine, before, event);
+      expect(after).toBe(before);
+      expect(actions).toEqual([]);
+    },
+  );
+});
+
+describe('deliveryMachine: typed (in the input area, Enter being pressed)', () => {
+  it('delivery.submitted → submitted, with no further effect', () => {
+    const [snapshot, actions] = step(reach.typed(), submitted("claude's input took it"));
+    expect(snapshot.value).toBe('submitted');
+    expect(snapshot.status).toBe('active');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(actions).toEqual([]);
+  });
+
+  it('delivery.notSubmitted below the limit (guard canRetry) → unsubmitted: counts the attempt, arms the retry', () => {
+    const [snapshot, actions] = step(reach.typed(), notSubmitted('still in the input'));
+    expect(snapshot.value).toBe('unsubmitted');
+    expect(snapshot.context.attempts).toBe(1);
+    expect(snapshot.context.lastError).toBe('still in the input');
+    expect(snapshot.context.reason).toBeNull();
+    expect(effects(actions)).toEqual([`raise ${unsubmittedTimer} after ${baseInput.retryBaseMs}`]);
+  });
+
+  it('presses Enter again up to maxAttempts times, doubling the delay, never typing again, then dead-letters with not-submitted', () => {
+    let [snapshot, actions] = step(reach.injecting(), typed);
+    const all: string[] = [...effects(actions)];
+    const delays: string[] = [];
+    for (let attempt = 1; attempt <= baseInput.maxAttempts; attempt++) {
+      expect(snapshot.value).toBe('typed');
+      [snapshot, actions] = step(snapshot, notSubmitted(`not taken ${attempt}`));
+      all.push(...effects(actions));
+      expect(snapshot.context.attempts).toBe(attempt);
+      if (attempt < baseInput.maxAttempts) {
+        expect(snapshot.value).toBe('unsubmitted');
+        delays.push(...effects(actions));
+        [snapshot, actions] = fire(snapshot, actions, unsubmittedTimer);
+        all.push(...effects(actions));
+        expect(effects(actions)).toEqual([`cancel ${unsubmittedTimer}`, 'submitTyped']);
+      }
+    }
+    expect(delays).toEqual([`raise ${unsubmittedTimer} after 100`, `raise ${unsubmittedTimer} after 200`]);
+    expect(all.filter((e) => e === 'submitTyped')).toHaveLength(baseInput.maxAttempts);
+    expect(all).not.toContain('typeIntoPane');
+    expect(snapshot.value).toBe('dead-lettered');
+    expect(snapshot.status).toBe('done');
+    expect(snapshot.context).toMatchObject({
+      attempts: 3,
+      reason: DeadLetterReason.notSubmitted,
+      lastError: 'not taken 3',
+    });
+    expect(effects(actions)).toEqual(['deadLetter']);
+  });
+
+  it('maxAttempts 1: the first notSubmitted dead-letters (not-submitted)', () => {
+    const typedOnce = run(start({ maxAttempts: 1 })[0], inject, typed);
+    const [snapshot, actions] = step(typedOnce, notSubmitted('Enter ignored'));
+    expect(snapshot.value).toBe('dead-lettered');
+    expect(snapshot.context).toMatchObject({
+      attempts: 1,
+      reason: 'not-submitted',
+      lastError: 'Enter ignored',
+    });
+    expect(effects(actions)).toEqual(['deadLetter']);
+  });
+
+  it('failed typings and unsubmitted Enters share the attempt budget', () => {
+    const [backoff, armed] = step(reach.injecting(), failed());
+    const [pending] = fire(backoff, armed, backoffTimer);
+    const typedAgain = run(pending, inject, typed, notSubmitted());
+    expect(typedAgain.value).toBe('unsubmitted');
+    expect(typedAgain.context.attempts).toBe(2);
+    const [snapshot] = step(
+      run(typedAgain, { type: unsubmittedTimer } as DeliveryEvent),
+      notSubmitted('last'),
+    );
+    expect(snapshot.value).toBe('dead-lettered');
+    expect(snapshot.context).toMatchObject({ attempts: 3, reason: 'not-submitted', lastError: 'last' });
+  });
+
+  it('delivery.deferred → waiting-pane (a dialog before Enter): records why, watches the pane, spends no attempt', () => {
+    const [snapshot, actions] = step(reach.typed(), deferred('a dialog opened: Enter not pressed'));
+    expect(snapshot.value).toBe('waiting-pane');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(snapshot.context.lastError).toBe('a dialog opened: Enter not pressed');
+    expect(snapshot.context.reason).toBeNull();
+    expect(effects(actions)).toEqual(['watchPane', `raise ${waitingTimer} after ${ttl}`]);
+  });
+
+  it('delivery.injectFailed below the limit (guard canRetry) → backoff: counts the attempt, arms the retry', () => {
+    const [snapshot, actions] = step(reach.typed(), failed('tmux: send-keys failed'));
+    expect(snapshot.value).toBe('backoff');
+    expect(snapshot.context.attempts).toBe(1);
+    expect(snapshot.context.lastError).toBe('tmux: send-keys failed');
+    expect(snapshot.context.reason).toBeNull();
+    expect(effects(actions)).toEqual([`raise ${backoffTimer} after ${baseInput.retryBaseMs}`]);
+  });
+
+  it('delivery.injectFailed at the limit → dead-lettered with delivery-limit', () => {
+    const typedOnce = run(start({ maxAttempts: 1 })[0], inject, typed);
+    const [snapshot, actions] = step(typedOnce, failed('pane gone'));
+    expect(snapshot.value).toBe('dead-lettered');
+    expect(snapshot.context).toMatchObject({ attempts: 1, reason: 'delivery-limit', lastError: 'pane gone' });
+    expect(effects(actions)).toEqual(['deadLetter']);
+  });
+
+  it('actor.rehydrated → verifying: reads the pane before pressing or typing anything (R-DL5)', () => {
+    const [snapshot, actions] = step(reach.typed(), rehydrated);
+    expect(snapshot.value).toBe('verifying');
+    expect(effects(actions)).toEqual(['verifyInjection']);
+  });
+
+  it.each([inject, hold, typed, paneReady, located('submitted'), injected, found, absent, acked, tooLate()])(
+    'ignores $type',
+    (event) => {
+      const before = reach.typed();
+      const [after, actions] = transition(deliveryMachine, before, event);
+      expect(after).toBe(before);
+      expect(actions).toEqual([]);
+    },
+  );
+});
+
+describe('deliveryMachine: unsubmitted (typed, Enter did not take; waiting to press it again)', () => {
+  it('the retry timer → typed: presses Enter again (submitTyped), never types again', () => {
+    const [unsubmitted, armed] = step(reach.typed(), notSubmitted());
+    const [snapshot, actions] = fire(unsubmitted, armed, unsubmittedTimer);
+    expect(snapshot.value).toBe('typed');
+    expect(snapshot.context.attempts).toBe(1);
+    expect(effects(actions)).toEqual([`cancel ${unsubmittedTimer}`, 'submitTyped']);
+    expect(effects(actions)).not.toContain('typeIntoPane');
+  });
+
+  it('actor.rehydrated → verifying: cancels the retry and reads the pane first (R-DL5)', () => {
+    const [snapshot, actions] = step(reach.unsubmitted(), rehydrated);
+    expect(snapshot.value).toBe('verifying');
+    expect(snapshot.context.attempts).toBe(1);
+    expect(effects(actions)).toEqual([`cancel ${unsubmittedTimer}`, 'verifyInjection']);
+  });
+
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    failed(),
+    located('absent'),
+    injected,
+    found,
+    absent,
+    acked,
+    tooLate(),
+  ])('ignores $type', (event) => {
+    const before = reach.unsubmitted();
+    const [after, actions] = transition(deliveryMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe('deliveryMachine: waiting-pane (the pane cannot take it now)', () => {
+  it('delivery.paneReady → pending: back in line, deadline timer moved to pending, the deferral kept', () => {
+    const [snapshot, actions] = step(reach['waiting-pane'](), paneReady);
+    expect(snapshot.value).toBe('pending');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(snapshot.context.lastError).toBe('claude shows a dialog');
+    expect(effects(actions)).toEqual([`cancel ${waitingTimer}`, `raise ${pendingTimer} after ${ttl}`]);
+    // Typing is started again by the entity (delivery.inject), not on its own.
+    const [injecting, typing] = step(snapshot, inject);
+    expect(injecting.value).toBe('injecting');
+    expect(effects(typing)).toEqual([`cancel ${pendingTimer}`, 'typeIntoPane']);
+  });
+
+  it('the deadline timer → dead-lettered with reason expired, the deferral kept as lastError', () => {
+    const [waiting, armed] = step(reach.injecting(), deferred('someone is typing in the input'));
+    const [snapshot, actions] = fire(waiting, armed, waitingTimer);
+    expect(snapshot.value).toBe('dead-lettered');
+    expect(snapshot.status).toBe('done');
+    expect(snapshot.context).toMatchObject({
+      attempts: 0,
+      reason: DeadLetterReason.expired,
+      lastError: 'someone is typing in the input',
+    });
+    expect(effects(actions)).toEqual([`cancel ${waitingTimer}`, 'deadLetter']);
+  });
+
+  it('actor.rehydrated → waiting-pane again: watches the pane again and re-arms the deadline timer', () => {
+    const [snapshot, actions] = step(reach['waiting-pane'](), rehydrated);
+    expect(snapshot.value).toBe('waiting-pane');
+    expect(snapshot.context.lastError).toBe('claude shows a dialog');
+    expect(effects(actions)).toEqual([
+      `cancel ${waitingTimer}`,
+      'watchPane',
+      `raise ${waitingTimer} after ${ttl}`,
+    ]);
+  });
+
+  it('actor.rehydrated re-arms with the delay the runtime provides (time left, not the full TTL)', () => {
+    const now = 51_000;
+    const wallClock = deliveryMachine.provide({
+      delays: { untilDeadline: ({ context }) => Math.max(0, context.deadline - now) },
+    });
+    const [pending] = initialTransition(wallClock, baseInput);
+    const [injecting] = transition(wallClock, pending, inject);
+    const [waiting] = transition(wallClock, injecting, deferred());
+    const [snapshot, actions] = transition(wallClock, waiting, rehydrated);
+    expect(snapshot.value).toBe('waiting-pane');
+    expect(effects(actions)).toEqual([
+      `cancel ${waitingTimer}`,
+      'watchPane',
+      `raise ${waitingTimer} after 10000`,
+    ]);
+  });
+
+  it('repeated deferrals spend no attempts', () => {
+    let snapshot = reach.pending();
+    for (let i = 0; i < baseInput.maxAttempts + 2; i++) {
+      snapshot = run(snapshot, inject, deferred(`dialog ${i}`), paneReady);
+    }
+    expect(snapshot.value).toBe('pending');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(snapshot.context.lastError).toBe(`dialog ${baseInput.maxAttempts + 1}`);
+  });
+
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    failed(),
+    located('typed'),
+    injected,
+    found,
+    absent,
+    acked,
+    tooLate(),
+  ])('ignores $type', (event) => {
+    const before = reach['waiting-pane']();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
     expect(actions).toEqual([]);
@@ -304,13 +621,39 @@ describe('deliveryMachine: injecting', () => {
 });
 
 describe('deliveryMachine: verifying', () => {
-  it('delivery.found → injected, without typing again', () => {
-    const [snapshot, actions] = step(reach.verifying(), found);
-    expect(snapshot.value).toBe('injected');
+  it('delivery.located submitted (guard foundSubmitted) → submitted, without typing or pressing again', () => {
+    const [snapshot, actions] = step(reach.verifying(), located('submitted'));
+    expect(snapshot.value).toBe('submitted');
     expect(actions).toEqual([]);
   });
 
-  it('delivery.absent → pending: back in line, deadline timer armed', () => {
+  it('delivery.located typed (guard foundTyped) → typed: presses Enter, never types again', () => {
+    const [snapshot, actions] = step(reach.verifying(), located('typed'));
+    expect(snapshot.value).toBe('typed');
+    expect(effects(actions)).toEqual(['submitTyped']);
+  });
+
+  it('delivery.located absent → pending: back in line, deadline timer armed', () => {
+    const [snapshot, actions] = step(reach.verifying(), located('absent'));
+    expect(snapshot.value).toBe('pending');
+    expect(snapshot.context.attempts).toBe(0);
+    expect(effects(actions)).toEqual([`raise ${pendingTimer} after ${ttl}`]);
+  });
+
+  it('a restart keeps the Enters already spent: unsubmitted → verifying → typed', () => {
+    const snapshot = run(reach.unsubmitted(), rehydrated, located('typed'));
+    expect(snapshot.value).toBe('typed');
+    expect(snapshot.context.attempts).toBe(1);
+    expect(snapshot.context.lastError).toBe('still in the input after 3 Enter presses');
+  });
+
+  it('legacy delivery.found → submitted, without typing again', () => {
+    const [snapshot, actions] = step(reach.verifying(), found);
+    expect(snapshot.value).toBe('submitted');
+    expect(actions).toEqual([]);
+  });
+
+  it('legacy delivery.absent → pending: back in line, deadline timer armed', () => {
     const [snapshot, actions] = step(reach.verifying(), absent);
     expect(snapshot.value).toBe('pending');
     expect(snapshot.context.attempts).toBe(0);
@@ -332,7 +675,18 @@ describe('deliveryMachine: verifying', () => {
     expect(effects(actions)).toEqual(['verifyInjection']);
   });
 
-  it.each([inject, hold, injected, acked, tooLate()])('ignores $type', (event) => {
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    injected,
+    acked,
+    tooLate(),
+  ])('ignores $type', (event) => {
     const before = reach.verifying();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -360,7 +714,22 @@ describe('deliveryMachine: backoff', () => {
     ]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent, acked, tooLate()])('ignores $type', (event) => {
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    located('submitted'),
+    injected,
+    failed(),
+    found,
+    absent,
+    acked,
+    tooLate(),
+  ])('ignores $type', (event) => {
     const before = reach.backoff();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -368,24 +737,44 @@ describe('deliveryMachine: backoff', () => {
   });
 });
 
-describe('deliveryMachine: injected', () => {
+describe('deliveryMachine: submitted', () => {
   it('delivery.acked → acked: final', () => {
-    const [snapshot, actions] = step(reach.injected(), acked);
+    const [snapshot, actions] = step(reach.submitted(), acked);
     expect(snapshot.value).toBe('acked');
     expect(snapshot.status).toBe('done');
     expect(actions).toEqual([]);
   });
 
-  it('actor.rehydrated is ignored: a typed message is not typed or verified again', () => {
-    const before = reach.injected();
+  it('a legacy injected delivery is acked the same way', () => {
+    const [snapshot] = step(run(reach.injecting(), injected), acked);
+    expect(snapshot.value).toBe('acked');
+    expect(snapshot.status).toBe('done');
+  });
+
+  it('actor.rehydrated is ignored: a submitted message is not typed, submitted or verified again', () => {
+    const before = reach.submitted();
     const [after, actions] = step(before, rehydrated);
     expect(after).toBe(before);
-    expect(after.value).toBe('injected');
+    expect(after.value).toBe('submitted');
     expect(actions).toEqual([]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent, tooLate()])('ignores $type', (event) => {
-    const before = reach.injected();
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    located('absent'),
+    injected,
+    failed(),
+    found,
+    absent,
+    tooLate(),
+  ])('ignores $type', (event) => {
+    const before = reach.submitted();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
     expect(actions).toEqual([]);
@@ -434,7 +823,22 @@ describe('deliveryMachine: held', () => {
     expect(effects(actions)).toEqual([`cancel ${heldTimer}`, `raise ${heldTimer} after ${ttl}`]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent, acked, returned])('ignores $type', (event) => {
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    located('submitted'),
+    injected,
+    failed(),
+    found,
+    absent,
+    acked,
+    returned,
+  ])('ignores $type', (event) => {
     const before = reach.held();
     const [after, actions] = transition(deliveryMachine, before, event);
     expect(after).toBe(before);
@@ -462,15 +866,27 @@ describe('deliveryMachine: handed-over (in a response on its way to the main)', 
     expect(effects(actions)).toEqual([`raise ${heldTimer} after ${ttl}`]);
   });
 
-  it.each([inject, hold, injected, failed(), found, absent, handedOver, tooLate()])(
-    'ignores $type',
-    (event) => {
-      const before = reach['handed-over']();
-      const [after, actions] = transition(deliveryMachine, before, event);
-      expect(after).toBe(before);
-      expect(actions).toEqual([]);
-    },
-  );
+  it.each([
+    inject,
+    hold,
+    typed,
+    submitted(),
+    notSubmitted(),
+    deferred(),
+    paneReady,
+    located('typed'),
+    injected,
+    failed(),
+    found,
+    absent,
+    handedOver,
+    tooLate(),
+  ])('ignores $type', (event) => {
+    const before = reach['handed-over']();
+    const [after, actions] = transition(deliveryMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
 });
 
 describe('deliveryMachine: delivery.deadLettered from every non-final state', () => {
@@ -503,8 +919,16 @@ describe('deliveryMachine: delivery.deadLettered from every non-final state', ()
 const sampleEvents: DeliveryEvent[] = [
   inject,
   hold,
-  injected,
+  typed,
+  submitted(),
+  notSubmitted(),
+  deferred(),
+  paneReady,
+  located('absent'),
+  located('typed'),
+  located('submitted'),
   failed(),
+  injected,
   found,
   absent,
   acked,
@@ -513,12 +937,14 @@ const sampleEvents: DeliveryEvent[] = [
   tooLate(),
   { type: 'delivery.deadLettered', reason: 'rejected' },
   rehydrated,
-  ...[pendingTimer, heldTimer, backoffTimer].map((type) => ({ type }) as DeliveryEvent),
+  ...[pendingTimer, heldTimer, backoffTimer, waitingTimer, unsubmittedTimer].map(
+    (type) => ({ type }) as DeliveryEvent,
+  ),
 ];
 
 describe('deliveryMachine: final states', () => {
   const finals = {
-    acked: () => run(reach.injected(), acked),
+    acked: () => run(reach.submitted(), acked),
     'dead-lettered': () => run(reach.pending(), { type: 'delivery.deadLettered', reason: 'maxlen' }),
     'too-late': () => run(reach.held(), tooLate()),
   };
@@ -558,7 +984,7 @@ describe('deliveryMachine: graph', () => {
   });
 
   it('every state node is reachable from the initial state', () => {
-    expect(allStateIds(deliveryMachine).length).toBe(10);
+    expect(allStateIds(deliveryMachine).length).toBe(13);
     expect(unreachedStateIds(deliveryMachine, { input: baseInput, events: sampleEvents })).toEqual([]);
   });
 

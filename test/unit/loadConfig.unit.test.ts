@@ -62,6 +62,11 @@ describe('loadConfig: defaults', () => {
       maxAttempts: 5,
       retryBaseMs: 500,
       captureLines: 500,
+      paneRecheckMs: 1_000,
+      showTimeoutMs: 2_000,
+      submitTimeoutMs: 1_500,
+      pollMs: 25,
+      enterAttempts: 3,
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });
     expect(config.log).toEqual({ level: 'info' });

@@ -1,0 +1,222 @@
+/**
+ * Verified submission (R-DL6): the procedure that types a message into a pane, presses Enter
+ * as its own step and reads the pane back until the agent has taken it, over any pane that
+ * can be captured, pasted into and sent an Enter (tmux; herdr servers without `agent.prompt`).
+ *
+ * What it never does: type into a dialog (the pane is read before the paste and again before
+ * every Enter), submit someone's half-typed input (a known agent's input area must be empty
+ * before the paste), type a body with `send-keys -l` (letters are hotkeys in dialogs), or press
+ * Esc (it brings a submitted message back into Claude Code's input).
+ */
+
+import {
+  DeferReason,
+  type PaneHold,
+  type PaneMessage,
+  type SubmitOutcome,
+  type TypeOutcome,
+  type Whereabouts,
+} from './paneInjector.js';
+import {
+  compact,
+  inputEmpty,
+  inputHolds,
+  messageHead,
+  readScreen,
+  type Screen,
+  type ScreenReading,
+} from './readScreen.js';
+
+/** What the procedure needs from a pane. */
+export interface PanePort {
+  /** The visible screen and the cursor. */
+  capture(): Promise<Screen>;
+  /** The last `lines` lines of output, scrollback included. */
+  history(lines: number): Promise<string>;
+  /** Pastes `text` as one paste, without submitting it. */
+  paste(text: string): Promise<void>;
+  /** Presses Enter, alone. */
+  pressEnter(): Promise<void>;
+}
+
+export interface SubmissionTiming {
+  /** How long a paste may take to show in the input area. */
+  readonly showTimeoutMs: number;
+  /** How long the agent may take to clear its input after one Enter. */
+  readonly submitTimeoutMs: number;
+  /** How often the pane is read while waiting. */
+  readonly pollMs: number;
+  /** Enters pressed, at most, before the message counts as not submitted. */
+  readonly enterAttempts: number;
+  /** Lines of scrollback `locate` searches for the marker. */
+  readonly historyLines: number;
+}
+
+export const defaultSubmissionTiming: SubmissionTiming = {
+  showTimeoutMs: 2_000,
+  submitTimeoutMs: 1_500,
+  pollMs: 25,
+  enterAttempts: 3,
+  historyLines: 500,
+};
+
+export interface VerifiedSubmission {
+  inspect(): Promise<PaneHold | undefined>;
+  type(message: PaneMessage): Promise<TypeOutcome>;
+  submit(message: PaneMessage): Promise<SubmitOutcome>;
+  locate(message: PaneMessage): Promise<Whereabouts>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Why a pane that is not ready is held, from its reading; undefined when it can take a message. */
+export function holdReason(reading: ScreenReading): PaneHold | undefined {
+  const name = reading.agent.name;
+  if (reading.blocked !== null) {
+    return {
+      reason: DeferReason.blocked,
+      detail: `${name} shows a dialog ("${reading.blocked}"): held until it is answered`,
+    };
+  }
+  if (reading.agent.input.kind === 'cursor-line') return undefined;
+  if (reading.input === null) {
+    return { reason: DeferReason.busy, detail: `${name} shows no input area: held until its prompt is back` };
+  }
+  if (!inputEmpty(reading)) {
+    return {
+      reason: DeferReason.dirtyInput,
+      detail: `${name}'s input already holds text someone typed: held until it is empty`,
+    };
+  }
+  if (reading.busy)
+    return { reason: DeferReason.busy, detail: `${name} is working on a turn: held until it is idle` };
+  return undefined;
+}
+
+export function createVerifiedSubmission(
+  port: PanePort,
+  timing: SubmissionTiming = defaultSubmissionTiming,
+): VerifiedSubmission {
+  /** When each message was last pasted, so Enter never follows too closely. */
+  const pastedAt = new Map<string, number>();
+
+  async function read(): Promise<ScreenReading> {
+    return readScreen(await port.capture());
+  }
+
+  /** Reads the pane until `done` says yes or `ms` pass; returns the last reading and whether it said yes. */
+  async function until(
+    ms: number,
+    done: (reading: ScreenReading) => boolean,
+  ): Promise<[ScreenReading, boolean]> {
+    const deadline = Date.now() + ms;
+    // Most screens change within milliseconds: look again soon, then every pollMs.
+    for (let wait = Math.min(4, timing.pollMs); ; wait = Math.min(wait * 2, timing.pollMs)) {
+      const reading = await read();
+      if (done(reading)) return [reading, true];
+      if (Date.now() >= deadline) return [reading, false];
+      await sleep(wait);
+    }
+  }
+
+  return {
+    async inspect() {
+      return holdReason(await read());
+    },
+
+    async type(message) {
+      const before = await read();
+      if (inputHolds(before, message)) return { kind: 'typed' };
+      const hold = holdReason(before);
+      if (hold) return { kind: 'deferred', ...hold };
+      await port.paste(message.text);
+      pastedAt.set(message.marker, Date.now());
+      const [after, shown] = await until(
+        timing.showTimeoutMs,
+        (r) => r.blocked !== null || inputHolds(r, message),
+      );
+      if (after.blocked !== null && !inputHolds(after, message)) {
+        // A dialog opened under the paste; dialogs drop pasted text, so nothing waits to be submitted.
+        return {
+          kind: 'deferred',
+          reason: DeferReason.blocked,
+          detail: `${after.agent.name} opened a dialog ("${after.blocked}") as the message was pasted`,
+        };
+      }
+      if (!shown) {
+        return {
+          kind: 'deferred',
+          reason: DeferReason.notShown,
+          detail: `the paste did not show in ${after.agent.name}'s input within ${timing.showTimeoutMs} ms`,
+        };
+      }
+      return { kind: 'typed' };
+    },
+
+    async submit(message) {
+      const since = Date.now() - (pastedAt.get(message.marker) ?? 0);
+      let reading = await read();
+      const pause = reading.agent.enterDelayMs - since;
+      if (pause > 0) {
+        await sleep(pause);
+        reading = await read();
+      }
+      for (let attempt = 1; attempt <= timing.enterAttempts; attempt++) {
+        if (reading.blocked !== null) {
+          return {
+            kind: 'deferred',
+            reason: DeferReason.blocked,
+            detail: `${reading.agent.name} shows a dialog ("${reading.blocked}"): Enter not pressed`,
+          };
+        }
+        if (!inputHolds(reading, message)) {
+          if (attempt === 1) {
+            // Gone before any Enter of ours: someone cleared it, or it went in as typed.
+            const where = await locateIn(reading, message);
+            if (where === 'submitted') return { kind: 'submitted', how: 'found in the transcript' };
+            return {
+              kind: 'deferred',
+              reason: DeferReason.notShown,
+              detail: 'the typed message left the input before Enter',
+            };
+          }
+          break;
+        }
+        await port.pressEnter();
+        const [after, left] = await until(timing.submitTimeoutMs, (r) => !inputHolds(r, message));
+        reading = after;
+        if (left) {
+          pastedAt.delete(message.marker);
+          return { kind: 'submitted', how: describeSubmitted(after, attempt) };
+        }
+      }
+      if (!inputHolds(reading, message)) {
+        pastedAt.delete(message.marker);
+        return { kind: 'submitted', how: describeSubmitted(reading, timing.enterAttempts) };
+      }
+      return {
+        kind: 'not-submitted',
+        detail: `still in ${reading.agent.name}'s input after ${timing.enterAttempts} Enter presses`,
+      };
+    },
+
+    async locate(message) {
+      return locateIn(await read(), message);
+    },
+  };
+
+  async function locateIn(reading: ScreenReading, message: PaneMessage): Promise<Whereabouts> {
+    if (inputHolds(reading, message)) return 'typed';
+    const history = compact(await port.history(timing.historyLines));
+    if (history.includes(compact(message.marker)) || history.includes(messageHead(message)))
+      return 'submitted';
+    return 'absent';
+  }
+}
+
+function describeSubmitted(reading: ScreenReading, enters: number): string {
+  const presses = enters === 1 ? '' : ` after ${enters} Enter presses`;
+  if (reading.blocked !== null) return `${reading.agent.name} took it and asks for a permission${presses}`;
+  if (reading.busy) return `${reading.agent.name} started a turn${presses}`;
+  return `${reading.agent.name}'s input took it${presses}`;
+}
