@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { formatInjection, injectionMarker } from '../inject/formatInjection.js';
 import {
+  DeferReason,
   isReadyStatus,
   type PaneInjector,
   type PaneMessage,
@@ -719,7 +720,13 @@ export class EntityActor {
     );
   }
 
-  private deferred(cell: DeliveryCell, reason: string, detail: string): void {
+  private deferred(cell: DeliveryCell, reason: DeferReason, detail: string): void {
+    // A paste that never showed may show later: retrying it spends an attempt, so a pane that
+    // keeps losing pastes ends in a dead letter rather than in pastes without end.
+    if (reason === DeferReason.notShown) {
+      this.injectFailed(cell, new Error(detail));
+      return;
+    }
     this.deps.logger.info(
       { traceId: cell.context.traceId, msgId: cell.context.msgId, entity: this.record.name, reason, detail },
       'pane cannot take the message now; held',
@@ -736,6 +743,7 @@ export class EntityActor {
     const injector = this.injector;
     if (!live || !injector) return;
     const { clock, config, logger } = this.deps;
+    const every = live.cell.context.recheckMs ?? config.delivery.paneRecheckMs;
     const look = (): void => {
       if (live.cell.state !== 'waiting-pane' || this.deliveries.get(msgId) !== live) return;
       injector.inspect().then(

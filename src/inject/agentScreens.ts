@@ -60,7 +60,8 @@ export const agentScreens: readonly AgentScreen[] = [
   {
     id: 'claude-code',
     name: 'Claude Code',
-    recognise: [/\? for shortcuts/, /Claude Code v\d/, /esc to interrupt.*\n?.*─{20,}/, /^❯ .*$\n^─{20,}/m],
+    // Its input box: a full-width rule, then the `❯` prompt line (always on screen at its prompt).
+    recognise: [/^─{20,}\s*\n❯/m],
     input: { kind: 'ruled', prompt: /^❯\s?/ },
     emptyInput: [/^Press up to edit queued messages$/, /^Try ".*"$/],
     pastePlaceholders: [/\[Pasted text #\d+[^\]]*\]/],
@@ -99,7 +100,7 @@ export const agentScreens: readonly AgentScreen[] = [
   {
     id: 'gemini',
     name: 'Gemini CLI',
-    recognise: [/Type your message or @path\/to\/file/, /gemini-[\d.]+-(pro|flash)/, /^ *> {1,3}\S/m],
+    recognise: [/Type your message or @path\/to\/file/, /gemini-[\d.]+-(pro|flash)/],
     input: { kind: 'boxed', prompt: /^>\s*/ },
     emptyInput: [/^Type your message or @path\/to\/file$/],
     pastePlaceholders: [/\[Pasted Text: \d+ lines?\]/],

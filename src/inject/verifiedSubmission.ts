@@ -127,6 +127,11 @@ export function createVerifiedSubmission(
     async type(message) {
       const before = await read();
       if (inputHolds(before, message)) return { kind: 'typed' };
+      // Typed and submitted already (by an Enter while it was held, or before a crash): the
+      // transcript on screen shows it, so it is not typed again.
+      if (compact(before.above).includes(messageHead(message))) {
+        return { kind: 'submitted', how: 'found in the transcript' };
+      }
       const hold = holdReason(before);
       if (hold) return { kind: 'deferred', ...hold };
       await port.paste(message.text);

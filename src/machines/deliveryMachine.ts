@@ -6,14 +6,15 @@ import { z } from 'zod';
  * and supplied by the runtime; time comes in through `deadline` in the context and the delays.
  *
  *   pending ──inject──▶ injecting ──typed──▶ typed ──submitted──▶ submitted ──acked──▶ acked
- *    │  ▲                 │  │ deferred        │ not submitted (Enter did not take)    ▲
- *    │  │ pane ready      │  ▼                 ▼                                       │
- *    │  └──────────── waiting-pane        unsubmitted ─(retry)─▶ typed                 │
- *    │                    failed ▼                                                     │
- *    │                 backoff (retry) ─▶ pending                                      │
- *    └──hold──▶ held ──handedOver──▶ handed-over ────────────acked─────────────────────┘
- *                 ▲                       │ returned (the response never got there)
- *                 └───────────────────────┘
+ *    ▲  │                │  │ deferred      │ ▲  │ not submitted                      ▲
+ *    │  │                │  ▼               │ │  ▼                                  │
+ *    │  │  pane ready  waiting-pane ◀───────┘ └─ unsubmitted (retry: Enter only)     │
+ *    ├──┼───────────────────┘                                                       │
+ *    │  │  failed (from injecting or typed) ──▶ backoff ──(retry)──┐                 │
+ *    └──┼──────────────────────────────────────────────────────────┘                 │
+ *       └──hold──▶ held ──handedOver──▶ handed-over ──────────acked──────────────────┘
+ *                   ▲                       │ returned (the response never got there)
+ *                   └───────────────────────┘
  *   side exits: dead-lettered {reason} (not-submitted once the Enters are used up); a restart
  *   in `injecting`, `typed` or `unsubmitted` goes through `verifying`, which reads the pane
  *   before anything is typed again; an ANSWER whose turn is over goes from pending or held to
@@ -182,7 +183,6 @@ export const deliveryMachine = setup({
     foundTyped: ({ event }) => event.type === 'delivery.located' && event.where === 'typed',
   },
   delays: {
-    paneRecheck: ({ context }) => context.recheckMs ?? 1_000,
     // Pure defaults so replay computes the same actions; the runtime supplies wall-clock ones.
     untilDeadline: ({ context }) => Math.max(0, context.deadline - context.acceptedAt),
     retryDelay: ({ context }) =>

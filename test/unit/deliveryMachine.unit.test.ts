@@ -440,13 +440,11 @@ describe('deliveryMachine: typed (in the input area, Enter being pressed)', () =
   it('failed typings and unsubmitted Enters share the attempt budget', () => {
     const [backoff, armed] = step(reach.injecting(), failed());
     const [pending] = fire(backoff, armed, backoffTimer);
-    const typedAgain = run(pending, inject, typed, notSubmitted());
-    expect(typedAgain.value).toBe('unsubmitted');
-    expect(typedAgain.context.attempts).toBe(2);
-    const [snapshot] = step(
-      run(typedAgain, { type: unsubmittedTimer } as DeliveryEvent),
-      notSubmitted('last'),
-    );
+    const [unsubmitted, retry] = step(run(pending, inject, typed), notSubmitted());
+    expect(unsubmitted.value).toBe('unsubmitted');
+    expect(unsubmitted.context.attempts).toBe(2);
+    const [typedAgain] = fire(unsubmitted, retry, unsubmittedTimer);
+    const [snapshot] = step(typedAgain, notSubmitted('last'));
     expect(snapshot.value).toBe('dead-lettered');
     expect(snapshot.context).toMatchObject({ attempts: 3, reason: 'not-submitted', lastError: 'last' });
   });
