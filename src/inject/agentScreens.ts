@@ -125,5 +125,5 @@ export const lineReader: AgentScreen = {
   pastePlaceholders: [],
   blocked: [],
   busy: [],
-  enterDelayMs: 30,
+  enterDelayMs: 0,
 };

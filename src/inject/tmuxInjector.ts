@@ -10,6 +10,7 @@ import {
   type TypeOutcome,
   type Whereabouts,
 } from './paneInjector.js';
+import type { Screen } from './readScreen.js';
 import {
   createVerifiedSubmission,
   defaultSubmissionTiming,
@@ -37,6 +38,16 @@ export interface TmuxInjectorOptions {
 }
 
 export const defaultTimeoutMs = 10_000;
+/** How long after a paste or an Enter the screen is first read, in the same tmux client. */
+const settleSeconds = 0.005;
+
+/** `#{cursor_x} #{cursor_y}` on the first line, then the screen. */
+function toScreen(out: string): Screen {
+  const newline = out.indexOf('\n');
+  const [x, y] = out.slice(0, newline).split(' ').map(Number);
+  const cursor = Number.isInteger(x) && Number.isInteger(y) ? { x: x as number, y: y as number } : undefined;
+  return { text: out.slice(newline + 1), cursor };
+}
 const defaultContainsLines = 500;
 
 /**
@@ -69,29 +80,17 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     }
   };
 
+  // The cursor and the screen, read by one client so the cursor belongs to its screen.
+  // biome-ignore format: one tmux command per line reads better than a wrapped list
+  const look = [
+    'display-message', '-p', '-t', target, '#{cursor_x} #{cursor_y}', ';',
+    'capture-pane', '-p', '-t', target,
+  ];
+  // The same, a moment after a paste or an Enter (a program needs a few ms to redraw).
+  const lookSoon = [';', 'run-shell', `sleep ${settleSeconds}`, ';', ...look];
   const port: PanePort = {
     async capture() {
-      // One client for both, so the cursor belongs to the screen it comes with.
-      const out = await run(
-        [
-          'display-message',
-          '-p',
-          '-t',
-          target,
-          '#{cursor_x} #{cursor_y}',
-          ';',
-          'capture-pane',
-          '-p',
-          '-t',
-          target,
-        ],
-        'read',
-      );
-      const newline = out.indexOf('\n');
-      const [x, y] = out.slice(0, newline).split(' ').map(Number);
-      const cursor =
-        Number.isInteger(x) && Number.isInteger(y) ? { x: x as number, y: y as number } : undefined;
-      return { text: out.slice(newline + 1), cursor };
+      return toScreen(await run(look, 'read'));
     },
     history: (lines) => run(['capture-pane', '-p', '-J', '-S', `-${lines}`, '-t', target], 'read'),
     async paste(text) {
@@ -105,9 +104,10 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
         'copy-mode', '-q', '-t', target, ';',
         'load-buffer', '-b', buffer, '-', ';',
         'paste-buffer', '-p', '-d', '-b', buffer, '-t', target,
+        ...lookSoon,
       ];
       try {
-        await runTmux(tmux, args, text);
+        return toScreen((await runTmux(tmux, args, text)).stdout);
       } catch (err) {
         const failure = toTmuxFailure(err);
         if (failure.kind === 'failed' || failure.kind === 'timeout') {
@@ -119,7 +119,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
       }
     },
     async pressEnter() {
-      await run(['send-keys', '-t', target, 'Enter'], 'press Enter in');
+      return toScreen(await run(['send-keys', '-t', target, 'Enter', ...lookSoon], 'press Enter in'));
     },
   };
   const submission = createVerifiedSubmission(port, { ...defaultSubmissionTiming, ...options.timing });

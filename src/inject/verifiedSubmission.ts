@@ -33,10 +33,13 @@ export interface PanePort {
   capture(): Promise<Screen>;
   /** The last `lines` lines of output, scrollback included. */
   history(lines: number): Promise<string>;
-  /** Pastes `text` as one paste, without submitting it. */
-  paste(text: string): Promise<void>;
-  /** Presses Enter, alone. */
-  pressEnter(): Promise<void>;
+  /**
+   * Pastes `text` as one paste, without submitting it. May return the screen read a moment
+   * after (in the same round trip), which saves the first look.
+   */
+  paste(text: string): Promise<Screen | undefined>;
+  /** Presses Enter, alone; may return the screen read a moment after, as `paste` does. */
+  pressEnter(): Promise<Screen | undefined>;
 }
 
 export interface SubmissionTiming {
@@ -100,19 +103,30 @@ export function createVerifiedSubmission(
   /** When each message was last pasted, so Enter never follows too closely. */
   const pastedAt = new Map<string, number>();
 
-  async function read(): Promise<ScreenReading> {
-    return readScreen(await port.capture());
+  /** The last reading, and when it was taken: a line reader's submit starts from it. */
+  let last: { reading: ScreenReading; at: number } | undefined;
+
+  async function read(screen?: Screen): Promise<ScreenReading> {
+    const reading = readScreen(screen ?? (await port.capture()));
+    last = { reading, at: Date.now() };
+    return reading;
   }
 
-  /** Reads the pane until `done` says yes or `ms` pass; returns the last reading and whether it said yes. */
+  /**
+   * Reads the pane until `done` says yes or `ms` pass; returns the last reading and whether it
+   * said yes. `first` is a screen already read (after a paste or an Enter).
+   */
   async function until(
     ms: number,
     done: (reading: ScreenReading) => boolean,
+    first?: Screen,
   ): Promise<[ScreenReading, boolean]> {
     const deadline = Date.now() + ms;
+    let screen = first;
     // Most screens change within milliseconds: look again soon, then every pollMs.
     for (let wait = Math.min(4, timing.pollMs); ; wait = Math.min(wait * 2, timing.pollMs)) {
-      const reading = await read();
+      const reading = await read(screen);
+      screen = undefined;
       if (done(reading)) return [reading, true];
       if (Date.now() >= deadline) return [reading, false];
       await sleep(wait);
@@ -160,7 +174,10 @@ export function createVerifiedSubmission(
 
     async submit(message) {
       const since = Date.now() - (pastedAt.get(message.marker) ?? 0);
-      let reading = await read();
+      // A line reader has no dialog to open between two looks: the look that saw the paste
+      // will do, if it is recent. An agent is looked at again right before Enter.
+      const recent = last && last.reading.agent.input.kind === 'cursor-line' && Date.now() - last.at < 250;
+      let reading = recent && last ? last.reading : await read();
       const pause = reading.agent.enterDelayMs - since;
       if (pause > 0) {
         await sleep(pause);
@@ -187,8 +204,8 @@ export function createVerifiedSubmission(
           }
           break;
         }
-        await port.pressEnter();
-        const [after, left] = await until(timing.submitTimeoutMs, (r) => !inputHolds(r, message));
+        const entered = await port.pressEnter();
+        const [after, left] = await until(timing.submitTimeoutMs, (r) => !inputHolds(r, message), entered);
         reading = after;
         if (left) {
           pastedAt.delete(message.marker);
@@ -217,6 +234,14 @@ export function createVerifiedSubmission(
       return 'submitted';
     return 'absent';
   }
+}
+
+/**
+ * A line reader's terminal echoes what is typed; its own output may land on the same line
+ * (a program printing while the paste arrives), so the echo anywhere on screen counts.
+ */
+function echoed(reading: ScreenReading, message: PaneMessage): boolean {
+  return reading.agent.input.kind === 'cursor-line' && compact(reading.above).includes(messageHead(message));
 }
 
 function describeSubmitted(reading: ScreenReading, enters: number): string {

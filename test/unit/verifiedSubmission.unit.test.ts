@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import type { Screen } from '../../src/inject/readScreen.js';
+import { createVerifiedSubmission, type PanePort } from '../../src/inject/verifiedSubmission.js';
+
+/**
+ * A pane drawn like Claude Code's screen (input box between two rules), driven by the
+ * procedure through the same port as a tmux pane; what it is sent is recorded.
+ */
+class FakeAgentPane implements PanePort {
+  input = '';
+  transcript: string[] = ['Claude Code v2.1.197'];
+  dialog: string | undefined;
+  busy = false;
+  /** Enters to ignore (a TUI that is not ready yet takes the first Enter as nothing). */
+  swallowEnters = 0;
+  /** Pastes to drop without showing them (a dialog, or an agent not at its prompt). */
+  dropPastes = 0;
+  readonly sent: string[] = [];
+  /** Called after each capture: lets a test change the screen between two looks. */
+  onCapture: ((pane: FakeAgentPane, count: number) => void) | undefined;
+  private captures = 0;
+
+  async capture(): Promise<Screen> {
+    this.onCapture?.(this, ++this.captures);
+    const rule = '─'.repeat(60);
+    const body = this.dialog
+      ? [this.dialog, '❯ 1. Yes', '  2. No']
+      : [rule, `❯ ${this.input.split('\n').join('\n  ')}`, rule, this.busy ? '  esc to interrupt' : '  ? for shortcuts'];
+    return { text: [...this.transcript, ...body].join('\n') };
+  }
+  async history(): Promise<string> {
+    return (await this.capture()).text;
+  }
+  async paste(text: string): Promise<undefined> {
+    this.sent.push(`paste ${text}`);
+    if (this.dialog || this.dropPastes > 0) {
+      this.dropPastes = Math.max(0, this.dropPastes - 1);
+      return;
+    }
+    this.input += text;
+  }
+  async pressEnter(): Promise<undefined> {
+    this.sent.push('Enter');
+    if (this.dialog) {
+      this.sent.push(`CONFIRMED ${this.dialog}`);
+      this.dialog = undefined;
+      return;
+    }
+    if (this.swallowEnters > 0) {
+      this.swallowEnters--;
+      return;
+    }
+    if (this.input !== '') this.transcript.push(`❯ ${this.input}`, '  ⎿  Not logged in · Please run /login');
+    this.input = '';
+  }
+}
+
+const timing = { showTimeoutMs: 60, submitTimeoutMs: 40, pollMs: 5, enterAttempts: 3, historyLines: 100 };
+const message = { text: '[bridge SEND from lead@alpha msg 0000-1] rebase onto main', marker: 'msg 0000-1' };
+
+describe('verified submission against an agent-like screen', () => {
+  it('types, presses Enter as its own step, and confirms the text left the input', async () => {
+    const pane = new FakeAgentPane();
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(message)).toEqual({ kind: 'typed' });
+    expect(pane.input).toBe(message.text);
+    expect(await submission.submit(message)).toMatchObject({ kind: 'submitted' });
+    expect(pane.sent).toEqual([`paste ${message.text}`, 'Enter']);
+    expect(await submission.locate(message)).toBe('submitted');
+  });
+
+  it('never types into a dialog and never presses a key there', async () => {
+    const pane = new FakeAgentPane();
+    pane.dialog = 'Do you want to proceed?';
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(message)).toMatchObject({ kind: 'deferred', reason: 'blocked' });
+    expect(await submission.inspect()).toMatchObject({ reason: 'blocked' });
+    expect(pane.sent).toEqual([]);
+  });
+
+  it('a dialog that opens between the paste and Enter gets no Enter', async () => {
+    const pane = new FakeAgentPane();
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(message)).toEqual({ kind: 'typed' });
+    pane.dialog = 'Do you want to proceed?';
+    expect(await submission.submit(message)).toMatchObject({ kind: 'deferred', reason: 'blocked' });
+    expect(pane.sent).toEqual([`paste ${message.text}`]);
+  });
+
+  it('holds when the input already holds text someone typed, or the agent is busy', async () => {
+    const pane = new FakeAgentPane();
+    pane.input = 'half a thought';
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(message)).toMatchObject({ kind: 'deferred', reason: 'dirty-input' });
+    pane.input = '';
+    pane.busy = true;
+    expect(await submission.type(message)).toMatchObject({ kind: 'deferred', reason: 'busy' });
+    expect(pane.sent).toEqual([]);
+  });
+
+  it('presses Enter again while the text stays in the input, and says not-submitted after the last', async () => {
+    const pane = new FakeAgentPane();
+    const submission = createVerifiedSubmission(pane, timing);
+    await submission.type(message);
+    pane.swallowEnters = 2;
+    expect(await submission.submit(message)).toMatchObject({ kind: 'submitted', how: expect.stringContaining('3 Enter') });
+    await submission.type({ ...message, marker: 'msg 0000-2', text: `${message.text} again` });
+    pane.swallowEnters = 10;
+    expect(await submission.submit({ ...message, marker: 'msg 0000-2', text: `${message.text} again` })).toMatchObject({
+      kind: 'not-submitted',
+    });
+    expect(pane.sent.filter((s) => s === 'Enter')).toHaveLength(6);
+    expect(pane.sent.filter((s) => s.startsWith('paste'))).toHaveLength(2);
+  });
+
+  it('a paste that never shows is deferred as not-shown, and Enter is not pressed', async () => {
+    const pane = new FakeAgentPane();
+    pane.dropPastes = 1;
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(message)).toMatchObject({ kind: 'deferred', reason: 'not-shown' });
+    expect(pane.sent).toEqual([`paste ${message.text}`]);
+  });
+
+  it('a message already in the input (a crash after the paste) is not typed again', async () => {
+    const pane = new FakeAgentPane();
+    pane.input = message.text;
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.locate(message)).toBe('typed');
+    expect(await submission.type(message)).toEqual({ kind: 'typed' });
+    expect(await submission.submit(message)).toMatchObject({ kind: 'submitted' });
+    expect(pane.sent).toEqual(['Enter']);
+  });
+
+  it('a message already in the transcript is not typed again', async () => {
+    const pane = new FakeAgentPane();
+    pane.transcript.push(`❯ ${message.text}`);
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(message)).toMatchObject({ kind: 'submitted' });
+    expect(await submission.locate(message)).toBe('submitted');
+    expect(pane.sent).toEqual([]);
+    expect(await submission.locate({ text: 'other', marker: 'msg 9999' })).toBe('absent');
+  });
+});
