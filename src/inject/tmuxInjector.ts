@@ -87,7 +87,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     'capture-pane', '-p', '-t', target,
   ];
   // The same, a moment after a paste or an Enter (a program needs a few ms to redraw).
-  const lookSoon = [';', 'run-shell', `sleep ${settleSeconds}`, ';', ...look];
+  const lookSoon = [';', 'run-shell', '-d', String(settleSeconds), ';', ...look];
   const port: PanePort = {
     async capture() {
       return toScreen(await run(look, 'read'));
