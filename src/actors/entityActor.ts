@@ -4,6 +4,7 @@ import { formatInjection, injectionMarker } from '../inject/formatInjection.js';
 import {
   isReadyStatus,
   type PaneInjector,
+  type PaneMessage,
   type PaneStatus,
   type PaneTarget,
 } from '../inject/paneInjector.js';
@@ -554,11 +555,9 @@ export class EntityActor {
         'nudged: messages wait for a drain',
       );
       if (this.injector && isReadyStatus(this.paneStatus)) {
-        this.injector
-          .inject(text)
-          .catch((err: unknown) =>
-            this.deps.logger.warn({ err, entity: this.record.name }, 'could not type a nudge into the pane'),
-          );
+        typeAndSubmit(this.injector, { text, marker: text }).catch((err: unknown) =>
+          this.deps.logger.warn({ err, entity: this.record.name }, 'could not type a nudge into the pane'),
+        );
       }
       this.deps.onNudge?.(nudge);
     }
@@ -661,7 +660,7 @@ export class EntityActor {
     if (!live || !injector) return;
     const envelope = this.envelopeOf(msgId, live);
     if (!envelope) return;
-    injector.inject(formatInjection(envelope)).then(
+    typeAndSubmit(injector, { text: formatInjection(envelope), marker: injectionMarker(msgId) }).then(
       () => live.cell.send({ type: 'delivery.injected' }),
       (err: unknown) => this.injectFailed(live.cell, err),
     );
@@ -739,6 +738,16 @@ export class EntityActor {
     live.envelope = envelope;
     return envelope;
   }
+}
+
+/** Stop-gap for the two-step injector contract: anything short of submitted fails (and is retried). */
+async function typeAndSubmit(injector: PaneInjector, message: PaneMessage): Promise<void> {
+  const typed = await injector.type(message);
+  const outcome = typed.kind === 'typed' ? await injector.submit(message) : typed;
+  if (outcome.kind === 'submitted') return;
+  throw new BridgeError(ErrorCode.injectFailed, `message not submitted: ${outcome.kind}: ${outcome.detail}`, {
+    retryable: true,
+  });
 }
 
 function modeOf(record: EntityRecord): DeliveryMode {
