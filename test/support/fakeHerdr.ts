@@ -135,8 +135,11 @@ export interface FakeHerdr {
   print(id: string, text: string): void;
   /** Types into the input line as a user at the keyboard would (not recorded as an input). */
   userTypes(id: string, text: string): void;
-  /** While on, Enter does nothing to the input line (it is still recorded). */
-  setSwallowEnter(id: string, on: boolean): void;
+  /**
+   * While on, Enter does nothing to the input line (it is still recorded); a number swallows
+   * that many Enters and then takes them again.
+   */
+  setSwallowEnter(id: string, on: boolean | number): void;
   /** The text of every input typed into the pane, in order. */
   typed(id: string): string[];
   /** Every input with its keys, in order. */
@@ -155,6 +158,11 @@ export interface FakeHerdr {
   methods(): string[];
   /** Writes a raw line to every open subscription connection. */
   sendRaw(line: string): void;
+  /**
+   * Runs `hook` when a request for `method` arrives, before herdr handles it (to stage a
+   * dialog that comes up between a client's check and its write); `undefined` removes it.
+   */
+  before(method: string, hook: (() => void) | undefined): void;
   /** Writes these raw lines before the answer on every later request connection. */
   setResponsePrefix(lines: readonly string[]): void;
   /**
@@ -182,7 +190,8 @@ interface FakePane {
   transcript: string;
   input: string;
   revision: number;
-  swallowEnter: boolean;
+  /** Enters still to swallow; Infinity while swallowing is on. */
+  swallowEnter: number;
   startsTurn: boolean;
   readonly inputs: FakeHerdrInput[];
   readonly dialogKeys: FakeHerdrInput[];
@@ -336,6 +345,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
   let terminals = 0;
   let responsePrefix: readonly string[] = [];
   let muted: { method: string; act: boolean } | undefined;
+  const hooks = new Map<string, () => void>();
   let server: Server | undefined;
 
   function pane(id: string): FakePane {
@@ -400,7 +410,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
       transcript: '',
       input: '',
       revision: 0,
-      swallowEnter: false,
+      swallowEnter: 0,
       startsTurn: agent !== undefined,
       inputs: [],
       dialogKeys: [],
@@ -529,7 +539,12 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
       p.revision++;
     }
     for (const key of keys) {
-      if (key.toLowerCase() !== 'enter' || p.swallowEnter || p.input === '') continue;
+      if (key.toLowerCase() !== 'enter') continue;
+      if (p.swallowEnter > 0) {
+        p.swallowEnter--;
+        continue;
+      }
+      if (p.input === '') continue;
       // The agent echoes the submitted input into its transcript, as agent TUIs do.
       p.transcript = `${endLine(p.transcript)}${promptLines(p.input)}\n`;
       p.input = '';
@@ -834,6 +849,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
       }
       const { id, method, params } = request.data;
       methodLog.push(method);
+      hooks.get(method)?.();
       void answer(socket, id, method, params);
     });
   }
@@ -916,7 +932,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
       p.revision++;
     },
     setSwallowEnter(id, on) {
-      pane(id).swallowEnter = on;
+      pane(id).swallowEnter = on === true ? Number.POSITIVE_INFINITY : on === false ? 0 : on;
     },
     typed: (id) => pane(id).inputs.flatMap((input) => (input.text === undefined ? [] : [input.text])),
     inputs: (id) => pane(id).inputs.map((input) => ({ ...input, keys: [...input.keys] })),
@@ -929,6 +945,10 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
     methods: () => [...methodLog],
     sendRaw(raw) {
       for (const socket of new Set([...statusSubscribers].map((sub) => sub.socket))) socket.write(`${raw}\n`);
+    },
+    before(method, hook) {
+      if (hook === undefined) hooks.delete(method);
+      else hooks.set(method, hook);
     },
     setResponsePrefix(lines) {
       responsePrefix = [...lines];
