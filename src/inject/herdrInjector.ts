@@ -284,41 +284,49 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
 
   // --- what the server can do ---------------------------------------------------------------
 
-  let features: Promise<HerdrFeatures> | undefined;
+  // What the server can do, once learned; the `ping` asking it, while in flight. `epoch` is
+  // bumped when herdr may have restarted, so an answer from before that is not kept.
+  let features: HerdrFeatures | undefined;
+  let asking: Promise<HerdrFeatures> | undefined;
+  let epoch = 0;
 
   function forgetFeatures(): void {
     features = undefined;
+    asking = undefined;
+    epoch++;
   }
 
   /** The server's features, asked once and kept until herdr may have restarted. */
   function negotiate(): Promise<HerdrFeatures> {
-    if (features !== undefined) return features;
-    const asked = request(HerdrMethod.ping, {}).then(
-      (pong): HerdrFeatures => herdrFeatures(pong),
-      (err: unknown): HerdrFeatures => {
-        // A server that does not know `ping` still has the methods every herdr has.
-        if (herdrCodeOf(err) === HerdrErrorCode.invalidRequest) return LEGACY_HERDR_FEATURES;
-        throw err;
-      },
-    );
-    features = asked;
-    asked.then(
-      (learned) => {
-        if (features === asked)
+    if (features !== undefined) return Promise.resolve(features);
+    if (asking !== undefined) return asking;
+    const askedIn = epoch;
+    const asked = request(HerdrMethod.ping, {})
+      .then(
+        (pong): HerdrFeatures => herdrFeatures(pong),
+        (err: unknown): HerdrFeatures => {
+          // A server that does not know `ping` still has the methods every herdr has.
+          if (herdrCodeOf(err) === HerdrErrorCode.invalidRequest) return LEGACY_HERDR_FEATURES;
+          throw err;
+        },
+      )
+      .then((learned) => {
+        if (askedIn === epoch) {
+          features = learned;
           logger?.info?.({ paneId, socketPath, herdr: learned }, 'herdr server features');
-      },
-      () => {
-        if (features === asked) features = undefined;
-      },
-    );
+        }
+        return learned;
+      })
+      .finally(() => {
+        if (asking === asked) asking = undefined;
+      });
+    asking = asked;
     return asked;
   }
 
   /** herdr said it does not know a method after all: stop using it until herdr is asked again. */
   function withoutFeature(feature: 'agentPrompt' | 'sessionSnapshot'): void {
-    const current = features;
-    if (current === undefined) return;
-    features = current.then((known) => ({ ...known, [feature]: false }));
+    if (features !== undefined) features = { ...features, [feature]: false };
     logger?.warn(
       { paneId, socketPath, feature },
       'herdr does not know a method its version promised; not using it',
@@ -411,10 +419,16 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
           withoutFeature('agentPrompt');
           return undefined;
         case HerdrErrorCode.agentNotFound:
-        case HerdrErrorCode.agentNotReady:
           // No agent herdr recognises runs there (a plain line reader, say), and nothing was
           // written: type it key by key instead.
           return undefined;
+        case HerdrErrorCode.agentNotReady:
+          // An agent herdr knows, still starting or gone from the foreground: its shell may be
+          // what reads keys now, so type nothing.
+          return deferred(
+            DeferReason.busy,
+            `herdr says the agent in pane ${paneId} is not ready for a prompt; nothing was typed`,
+          );
         case HerdrErrorCode.agentPromptStalled:
         case HerdrErrorCode.timeout:
           // Typed and Enter pressed, but the agent did not visibly react: `submit` reads the

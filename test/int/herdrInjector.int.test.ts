@@ -592,6 +592,13 @@ describe('herdr injector across herdr releases', () => {
     expect(herdr().methods().slice(herdr().methods().indexOf('events.subscribe'))).toContain('pane.get');
   });
 
+  it('types nothing into an agent herdr says is not ready yet', async () => {
+    herdr().addPane('wlaunch-1', { launched: false });
+    const outcome = await h.injector('wlaunch-1').type(message('NR1'));
+    expect(outcome).toMatchObject({ kind: 'deferred', reason: 'busy' });
+    expect(herdr().inputs('wlaunch-1')).toEqual([]);
+  });
+
   it('types key by key into a pane with no agent herdr knows', async () => {
     herdr().addPane('wshell-1', { agent: null, status: 'unknown' });
     const outcome = await deliver(h.injector('wshell-1'), { text: 'echo hi', marker: 'echo hi' });

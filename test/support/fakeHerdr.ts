@@ -14,7 +14,8 @@
  *   / 0.8.0 / 0.8.2 (`src/protocol/wire.rs` at each tag).
  * - `session.snapshot` from 0.7.2 (`src/app/api/session.rs`).
  * - `agent.prompt {target, text, wait?}` from 0.7.5 (`src/app/api/agents.rs`, `src/api/wait.rs`):
- *   target is an agent name or the pane id hosting a known agent (`agent_not_found`); the text
+ *   target is an agent name or the pane id hosting a known agent (`agent_not_found`), launched
+ *   (`agent_not_ready`); the text
  *   is written, `agent_prompted` answered, and Enter pressed 300 ms later (0.8.0 on); on 0.8.2
  *   a blocked agent is refused with `agent_blocked` before anything is written. With `wait`:
  *   first a state change within min(timeout, 5 s) unless already working (`agent_prompt_stalled`,
@@ -114,6 +115,8 @@ export interface FakePaneOptions {
   aliases?: readonly string[];
   /** Whether Enter on a non-empty input starts a turn (status `working`). Default true for an agent. */
   startsTurn?: boolean;
+  /** false: the agent is still launching, and `agent.prompt` answers `agent_not_ready`. */
+  launched?: boolean;
 }
 
 export interface FakeHerdr {
@@ -193,6 +196,7 @@ interface FakePane {
   /** Enters still to swallow; Infinity while swallowing is on. */
   swallowEnter: number;
   startsTurn: boolean;
+  launched: boolean;
   readonly inputs: FakeHerdrInput[];
   readonly dialogKeys: FakeHerdrInput[];
 }
@@ -411,6 +415,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
       input: '',
       revision: 0,
       swallowEnter: 0,
+      launched: true,
       startsTurn: agent !== undefined,
       inputs: [],
       dialogKeys: [],
@@ -616,6 +621,8 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
         `agent ${request.target} is blocked and requires interactive input`,
       );
     }
+    if (!p.launched)
+      throw new RequestError('agent_not_ready', `agent ${request.target} is not an active named agent`);
     const baseline = p.stateChangeSeq;
     const record = { method: 'agent.prompt', text: request.text, keys: [] as string[] };
     p.inputs.push(record);
@@ -892,6 +899,7 @@ export async function startFakeHerdr(options: FakeHerdrOptions = {}): Promise<Fa
       const added = newPane(id, workspaceId, tabId, '/tmp', agent);
       added.status = paneOptions.status ?? FakeAgentStatus.idle;
       if (paneOptions.startsTurn !== undefined) added.startsTurn = paneOptions.startsTurn;
+      if (paneOptions.launched !== undefined) added.launched = paneOptions.launched;
       for (const alias of paneOptions.aliases ?? []) aliases.set(alias, id);
     },
     removePane,
