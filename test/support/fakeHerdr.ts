@@ -15,8 +15,8 @@
  * - `session.snapshot` from 0.7.2 (`src/app/api/session.rs`).
  * - `agent.prompt {target, text, wait?}` from 0.7.5 (`src/app/api/agents.rs`, `src/api/wait.rs`):
  *   target is an agent name or the pane id hosting a known agent (`agent_not_found`), launched
- *   (`agent_not_ready`); the text
- *   is written, `agent_prompted` answered, and Enter pressed 300 ms later (0.8.0 on); on 0.8.2
+ *   (`agent_not_ready`); the text is written, `agent_prompted` answered, and Enter pressed
+ *   300 ms later (0.8.0 on); on 0.8.2
  *   a blocked agent is refused with `agent_blocked` before anything is written. With `wait`:
  *   first a state change within min(timeout, 5 s) unless already working (`agent_prompt_stalled`,
  *   or `timeout` when timeout_ms <= 5000), then one of `until` (default idle, done, blocked).
