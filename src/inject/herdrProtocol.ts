@@ -1,19 +1,56 @@
 /**
  * The herdr socket protocol as the pane injector and the herdr launcher use it: pure
- * encode/decode helpers and the zod schemas every inbound line goes through. No sockets here
- * (those live in `herdrRequest.ts` and `herdrInjector.ts`).
+ * encode/decode helpers, the zod schemas every inbound line goes through, and what a server's
+ * `ping` says it can do. No sockets here (those live in `herdrRequest.ts` and `herdrInjector.ts`).
  *
- * Shapes follow herdr's SOCKET_API.md and its `src/api/schema` types (ogulcancelik/herdr):
- * one JSON object per line; a request is `{id, method, params}`; a reply is `{id, result:{type,…}}`
+ * One JSON object per line; a request is `{id, method, params}`; a reply is `{id, result:{type,…}}`
  * or `{id, error:{code, message}}`; a subscription connection then carries `{event, data}` lines.
  * herdr answers exactly one request per connection and closes it, except `events.subscribe`,
  * whose connection stays open and streams events after the `subscription_started` ack.
+ *
+ * Read in herdrdev/herdr (formerly ogulcancelik/herdr) at master 1c76079f8b9494ec1c971c80fda34c116ecb89dd
+ * (2026-08-22; Cargo.toml says 0.8.2, CHANGELOG "Unreleased" is empty: there is no herdr 0.9):
+ * - `src/api/schema.rs` `Method`: every method name below; an unknown method fails to parse as
+ *   a whole, and `src/api/server.rs` answers `{id:"", error:{code:"invalid_request"}}`.
+ * - `src/api/schema/response.rs` `ResponseResult` (tag `type`, snake_case): `pong {version,
+ *   protocol, capabilities?}`, `session_snapshot {snapshot}`, `agent_prompted {agent}`,
+ *   `pane_info`, `pane_read`, `subscription_started`, `ok`, ….
+ * - `src/api/schema/server.rs` `ServerCapabilities {live_handoff, detached_server_daemon}`: the
+ *   only capabilities `ping` reports. There is no capability handshake and no method list, so
+ *   what a server can do is read from its `version` (below), and a method it turns out not to
+ *   know (`invalid_request`) is dropped from the cached features.
+ * - `src/api/schema/agents.rs` `AgentPromptParams {target, text, wait?:{until?, timeout_ms?}}`,
+ *   `AgentReadParams {target, source, lines?, format, strip_ansi}`, `AgentInfo {terminal_id,
+ *   pane_id, agent_status, agent?, name?, state_change_seq, …}`.
+ * - `src/app/api/agents.rs` `handle_agent_prompt`: refuses a blocked agent with `agent_blocked`
+ *   before writing anything; otherwise writes the text, answers, and presses Enter
+ *   `AGENT_PROMPT_SUBMIT_DELAY` (300 ms) later. `agent_not_found` / `agent_not_ready` (the pane
+ *   hosts no recognised agent) are also answered before anything is written.
+ * - `src/api/wait.rs` `prompt_agent`: with `wait`, first an observed state change within 5 s
+ *   (`agent_prompt_stalled`; `timeout` when `timeout_ms` <= 5000), then one of `until`;
+ *   `agent_not_running` when the pane's occupant changed meanwhile (same `terminal_id`, name
+ *   and agent label is what herdr calls the same occupant; there is no `agent_instance_id`).
+ * - `src/api/subscriptions.rs`: a `pane.agent_status_changed` subscription starts at the event
+ *   hub's current sequence (no old events replayed; since 0.6.x at least) and pushes the current
+ *   status once only when a status filter matches it; lifecycle subscriptions (`pane.created`,
+ *   `pane.agent_detected`, …) start at sequence 0 and do replay up to 512 buffered events.
+ * - `src/api/schema/session.rs` `SessionSnapshot {version, protocol, workspaces, tabs, panes,
+ *   layouts, agents, focused_*}`; `docs/next/website/src/content/docs/socket-api.mdx`.
+ * - By release tag: `pane.read`, `pane.send_input`, `events.subscribe`, `ping {version,
+ *   protocol}` in v0.5.9; `agent.read` in v0.6.0; `session.snapshot` in v0.7.2 (199c2760,
+ *   protocol 16); `agent.prompt` in v0.7.5 (ef4c23f5, protocol 17); the pause before Enter in
+ *   v0.8.0 (346411fa, protocol 19, CHANGELOG #1878); `agent_blocked` in v0.8.2 (9eb52145,
+ *   protocol 20, CHANGELOG #2788). Before 0.8.2 `agent.prompt` types into a blocked agent's
+ *   dialog, so this code uses it only from 0.8.2 on.
  */
 import { z } from 'zod';
 import { PaneStatus } from './paneInjector.js';
 
 /** The socket methods the injector and the launcher call. */
 export const HerdrMethod = {
+  ping: 'ping',
+  sessionSnapshot: 'session.snapshot',
+  agentPrompt: 'agent.prompt',
   paneGet: 'pane.get',
   paneRead: 'pane.read',
   paneSendInput: 'pane.send_input',
@@ -34,8 +71,19 @@ export const HerdrErrorCode = {
   workspaceNotFound: 'workspace_not_found',
   /** `tab.close` of a workspace's last tab, which herdr refuses. */
   tabCloseFailed: 'tab_close_failed',
+  /** Also what herdr answers, with an empty id, for a method it does not know. */
   invalidRequest: 'invalid_request',
   timeout: 'timeout',
+  /** `agent.prompt`: the agent waits at a dialog; nothing was written. herdr 0.8.2. */
+  agentBlocked: 'agent_blocked',
+  /** `agent.prompt`: the pane hosts no agent herdr knows; nothing was written. */
+  agentNotFound: 'agent_not_found',
+  /** `agent.prompt`: the agent is not a ready, known agent; nothing was written. */
+  agentNotReady: 'agent_not_ready',
+  /** `agent.prompt` with `wait`: typed and Enter pressed, but no state change within 5 s. */
+  agentPromptStalled: 'agent_prompt_stalled',
+  /** `agent.prompt` with `wait`: the pane's occupant changed after the prompt was written. */
+  agentNotRunning: 'agent_not_running',
 } as const;
 
 /** Parameterised subscriptions keep their dotted name in the pushed `event` field. */
@@ -45,6 +93,17 @@ export const HERDR_AGENT_STATUS_CHANGED = 'pane.agent_status_changed';
 export const HERDR_MAX_READ_LINES = 1000;
 
 export type HerdrReadSource = 'visible' | 'recent' | 'recent_unwrapped';
+
+/** `ping` and `session.snapshot` take no params. */
+export type EmptyParams = Record<string, never>;
+
+export interface AgentPromptParams {
+  /** A live agent's name, or the id of the pane hosting it. */
+  readonly target: string;
+  readonly text: string;
+  /** Wait, in the same request, for the agent to react (`until`), at most `timeout_ms`. */
+  readonly wait?: { readonly until?: readonly PaneStatus[]; readonly timeout_ms?: number };
+}
 
 export interface PaneGetParams {
   readonly pane_id: string;
@@ -98,6 +157,9 @@ export interface TabRenameParams {
 
 /** Request params by method, so `encodeRequest` cannot pair a method with the wrong params. */
 export interface HerdrParams {
+  [HerdrMethod.ping]: EmptyParams;
+  [HerdrMethod.sessionSnapshot]: EmptyParams;
+  [HerdrMethod.agentPrompt]: AgentPromptParams;
   [HerdrMethod.paneGet]: PaneGetParams;
   [HerdrMethod.paneRead]: PaneReadParams;
   [HerdrMethod.paneSendInput]: PaneSendInputParams;
@@ -200,9 +262,20 @@ export function decodeLine(line: string): HerdrInbound {
 
 const paneInfoSchema = z.object({
   pane_id: z.string(),
+  /** The terminal (PTY) in the pane: with the agent label, what herdr calls its occupant. */
+  terminal_id: z.string().optional(),
   workspace_id: z.string().optional(),
   agent: z.string().optional(),
   agent_status: herdrAgentStatusSchema,
+});
+
+const agentInfoSchema = z.object({
+  terminal_id: z.string(),
+  pane_id: z.string(),
+  agent: z.string().optional(),
+  name: z.string().optional(),
+  agent_status: herdrAgentStatusSchema,
+  state_change_seq: z.number().optional(),
 });
 
 /** A pane as `pane.list` reports it: which tab it is in matters there. */
@@ -211,6 +284,22 @@ const listedPaneSchema = paneInfoSchema.extend({ tab_id: z.string() });
 const tabInfoSchema = z.object({ tab_id: z.string(), workspace_id: z.string(), label: z.string() });
 
 const resultSchemas = {
+  [HerdrMethod.ping]: z.object({
+    type: z.literal('pong'),
+    version: z.string(),
+    protocol: z.number(),
+    capabilities: z.looseObject({}).nullish(),
+  }),
+  [HerdrMethod.sessionSnapshot]: z.object({
+    type: z.literal('session_snapshot'),
+    snapshot: z.object({
+      version: z.string(),
+      protocol: z.number(),
+      panes: z.array(paneInfoSchema),
+      agents: z.array(agentInfoSchema),
+    }),
+  }),
+  [HerdrMethod.agentPrompt]: z.object({ type: z.literal('agent_prompted'), agent: agentInfoSchema }),
   [HerdrMethod.paneGet]: z.object({ type: z.literal('pane_info'), pane: paneInfoSchema }),
   [HerdrMethod.paneRead]: z.object({
     type: z.literal('pane_read'),
@@ -243,6 +332,59 @@ export function decodeResult<M extends HerdrMethod>(method: M, result: HerdrResu
   const parsed = resultSchemas[method].safeParse(result);
   if (parsed.success) return { ok: true, value: parsed.data as HerdrResults[M] };
   return { ok: false, reason: `unexpected ${method} result: ${z.prettifyError(parsed.error)}` };
+}
+
+/** What one herdr server can do, as the injector uses it; read from its `ping`. */
+export interface HerdrFeatures {
+  /** What `ping` said; undefined when the server refused `ping`. */
+  readonly version: string | undefined;
+  readonly protocol: number | undefined;
+  /** `agent.prompt` that refuses a blocked agent without typing (`agent_blocked`): 0.8.2 on. */
+  readonly agentPrompt: boolean;
+  /** `session.snapshot`: 0.7.2 on. */
+  readonly sessionSnapshot: boolean;
+}
+
+/** A server that refused `ping`: only what every herdr has (pane.get, pane.read, pane.send_input). */
+export const LEGACY_HERDR_FEATURES: HerdrFeatures = {
+  version: undefined,
+  protocol: undefined,
+  agentPrompt: false,
+  sessionSnapshot: false,
+};
+
+/** herdr release, and the protocol number it shipped with, from which each feature is there. */
+const FEATURE_SINCE = {
+  agentPrompt: { version: [0, 8, 2], protocol: 20 },
+  sessionSnapshot: { version: [0, 7, 2], protocol: 16 },
+} as const;
+
+function atLeast(version: readonly number[], since: readonly number[]): boolean {
+  for (let i = 0; i < since.length; i++) {
+    const have = version[i] ?? 0;
+    const want = since[i] ?? 0;
+    if (have !== want) return have > want;
+  }
+  return true;
+}
+
+/**
+ * The features of a server from its `pong`. herdr numbers releases `MAJOR.MINOR.PATCH` (a
+ * preview build adds a suffix); a version that does not parse falls back to the protocol
+ * number. A feature wrongly assumed is caught at its first use: herdr answers
+ * `invalid_request` for a method it does not know, and the caller drops the feature.
+ */
+export function herdrFeatures(pong: { readonly version: string; readonly protocol: number }): HerdrFeatures {
+  const parsed = /^v?(\d+)\.(\d+)\.(\d+)/.exec(pong.version.trim());
+  const version = parsed === null ? undefined : [Number(parsed[1]), Number(parsed[2]), Number(parsed[3])];
+  const has = (since: { readonly version: readonly number[]; readonly protocol: number }): boolean =>
+    version === undefined ? pong.protocol >= since.protocol : atLeast(version, since.version);
+  return {
+    version: pong.version,
+    protocol: pong.protocol,
+    agentPrompt: has(FEATURE_SINCE.agentPrompt),
+    sessionSnapshot: has(FEATURE_SINCE.sessionSnapshot),
+  };
 }
 
 /** Splits a byte stream (already decoded to text) into lines. */

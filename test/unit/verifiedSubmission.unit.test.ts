@@ -25,7 +25,12 @@ class FakeAgentPane implements PanePort {
     const rule = '─'.repeat(60);
     const body = this.dialog
       ? [this.dialog, '❯ 1. Yes', '  2. No']
-      : [rule, `❯ ${this.input.split('\n').join('\n  ')}`, rule, this.busy ? '  esc to interrupt' : '  ? for shortcuts'];
+      : [
+          rule,
+          `❯ ${this.input.split('\n').join('\n  ')}`,
+          rule,
+          this.busy ? '  esc to interrupt' : '  ? for shortcuts',
+        ];
     return { text: [...this.transcript, ...body].join('\n') };
   }
   async history(): Promise<string> {
@@ -103,10 +108,15 @@ describe('verified submission against an agent-like screen', () => {
     const submission = createVerifiedSubmission(pane, timing);
     await submission.type(message);
     pane.swallowEnters = 2;
-    expect(await submission.submit(message)).toMatchObject({ kind: 'submitted', how: expect.stringContaining('3 Enter') });
+    expect(await submission.submit(message)).toMatchObject({
+      kind: 'submitted',
+      how: expect.stringContaining('3 Enter'),
+    });
     await submission.type({ ...message, marker: 'msg 0000-2', text: `${message.text} again` });
     pane.swallowEnters = 10;
-    expect(await submission.submit({ ...message, marker: 'msg 0000-2', text: `${message.text} again` })).toMatchObject({
+    expect(
+      await submission.submit({ ...message, marker: 'msg 0000-2', text: `${message.text} again` }),
+    ).toMatchObject({
       kind: 'not-submitted',
     });
     expect(pane.sent.filter((s) => s === 'Enter')).toHaveLength(6);
