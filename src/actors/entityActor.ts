@@ -750,18 +750,18 @@ export class EntityActor {
         (hold) => {
           if (live.cell.state !== 'waiting-pane') return;
           if (hold === undefined) live.cell.send({ type: 'delivery.paneReady' });
-          else clock.setTimeout(look, config.delivery.paneRecheckMs);
+          else clock.setTimeout(look, every);
         },
         (err: unknown) => {
           logger.warn(
             { err, msgId, entity: this.record.name },
             'could not read the pane; looking again later',
           );
-          clock.setTimeout(look, config.delivery.paneRecheckMs);
+          clock.setTimeout(look, every);
         },
       );
     };
-    clock.setTimeout(look, config.delivery.paneRecheckMs);
+    clock.setTimeout(look, every);
   }
 
   private verifyInjection(msgId: string): void {

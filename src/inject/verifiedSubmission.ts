@@ -152,7 +152,7 @@ export function createVerifiedSubmission(
       pastedAt.set(message.marker, Date.now());
       const [after, shown] = await until(
         timing.showTimeoutMs,
-        (r) => r.blocked !== null || inputHolds(r, message),
+        (r) => r.blocked !== null || inputHolds(r, message) || echoed(r, message),
       );
       if (after.blocked !== null && !inputHolds(after, message)) {
         // A dialog opened under the paste; dialogs drop pasted text, so nothing waits to be submitted.
