@@ -112,6 +112,12 @@ export function createVerifiedSubmission(
     return reading;
   }
 
+  /** The last reading, if it is a line reader's and was taken a moment ago. */
+  function recentLineReader(): ScreenReading | undefined {
+    if (!last || last.reading.agent.input.kind !== 'cursor-line' || Date.now() - last.at > 250) return undefined;
+    return last.reading;
+  }
+
   /**
    * Reads the pane until `done` says yes or `ms` pass; returns the last reading and whether it
    * said yes. `first` is a screen already read (after a paste or an Enter).
@@ -139,7 +145,9 @@ export function createVerifiedSubmission(
     },
 
     async type(message) {
-      const before = await read();
+      // Back to back into a line reader, the look that confirmed the last Enter will do (a line
+      // reader has no dialog to open); an agent's screen is always read again.
+      const before = recentLineReader() ?? (await read());
       if (inputHolds(before, message)) return { kind: 'typed' };
       // Typed and submitted already (by an Enter while it was held, or before a crash): the
       // transcript on screen shows it, so it is not typed again.
@@ -176,8 +184,7 @@ export function createVerifiedSubmission(
       const since = Date.now() - (pastedAt.get(message.marker) ?? 0);
       // A line reader has no dialog to open between two looks: the look that saw the paste
       // will do, if it is recent. An agent is looked at again right before Enter.
-      const recent = last && last.reading.agent.input.kind === 'cursor-line' && Date.now() - last.at < 250;
-      let reading = recent && last ? last.reading : await read();
+      let reading = recentLineReader() ?? (await read());
       const pause = reading.agent.enterDelayMs - since;
       if (pause > 0) {
         await sleep(pause);

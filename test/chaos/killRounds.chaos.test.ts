@@ -166,7 +166,7 @@ const errorCode = (err: unknown): string => {
  * msgId) arrived, under that msgId; first arrivals per stream are in send order (R-DL4); a
  * main saw a msgId again only when its gateway was killed between the two drains (README "How
  * delivery works": the hand-over window); the pane shows a message twice only when C's
- * recovery looked for it after a kill and did not find it (R-DL5's `delivery.absent`); no
+ * recovery looked for it after a kill and did not find it (R-DL5's `delivery.located` absent); no
  * dead letter of this test, and every one in `bridge.dlq` has a reason; every gateway's
  * deliveries ended `acked`. The randomness is seeded: the seed is printed, CHAOS_SEED replays
  * the same victims, delays and outages (the interleaving with the streams still varies).
@@ -607,14 +607,14 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
       try {
         const rows = db
           .prepare(
-            "SELECT msg_id AS msgId, event, count(*) AS n FROM events WHERE event IN ('delivery.found', 'delivery.absent') GROUP BY msg_id, event",
+            "SELECT msg_id AS msgId, json_extract(data, '$.where') AS found, count(*) AS n FROM events WHERE event = 'delivery.located' GROUP BY msg_id, found",
           )
-          .all() as Array<{ msgId: string; event: string; n: number }>;
+          .all() as Array<{ msgId: string; found: string; n: number }>;
         const absent = new Map<string, number>();
         let found = 0;
         let absentTotal = 0;
         for (const row of rows) {
-          if (row.event === 'delivery.absent') {
+          if (row.found === 'absent') {
             absent.set(row.msgId, row.n);
             absentTotal += row.n;
           } else found += row.n;

@@ -117,12 +117,13 @@ describe('SIGKILL during a same-host stream', () => {
         expect(kills).toBe(killsPerRound);
 
         // How the kills landed: deliveries resumed at restart, and interrupted injections that
-        // recovery found already typed (found) or typed again (absent) — the R-DL5 window.
+        // recovery found submitted, still in the input (typed: Enter only) or absent (typed
+        // again) — the R-DL5 window.
         const resumed = [...gateway.log.matchAll(/"resumedDeliveries":(\d+)/g)].map((m) => Number(m[1]));
         const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
         const recovery = db
           .prepare(
-            "SELECT event, count(*) AS n FROM events WHERE event IN ('delivery.found', 'delivery.absent') GROUP BY event",
+            "SELECT json_extract(data, '$.where') AS found, count(*) AS n FROM events WHERE event = 'delivery.located' GROUP BY found",
           )
           .all();
         db.close();

@@ -276,7 +276,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     try {
       const recovery = db
         .prepare(
-          "SELECT event, count(*) AS n FROM events WHERE event IN ('delivery.found', 'delivery.absent') GROUP BY event",
+          "SELECT json_extract(data, '$.where') AS found, count(*) AS n FROM events WHERE event = 'delivery.located' GROUP BY found",
         )
         .all();
       return { resumedAtRestart: resumed.slice(1), recovery };
