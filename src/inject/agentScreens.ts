@@ -14,14 +14,15 @@
 /** How the input area is found on the screen. */
 export type InputArea =
   /**
-   * Between the last two horizontal rules on screen; the first line starts with `prompt`,
-   * continuation lines are indented.
+   * Between the last `top` line and the `bottom` line after it; the first line starts with
+   * `prompt`, continuation lines are indented.
    */
-  | { readonly kind: 'ruled'; readonly prompt: RegExp }
-  /** Inside the last box drawn with `│ … │` (or `╭╮╰╯`) whose first line starts with `prompt`. */
-  | { readonly kind: 'boxed'; readonly prompt: RegExp }
-  /** The last line that starts with `prompt`, and the lines after it up to a blank line. */
-  | { readonly kind: 'prompt-line'; readonly prompt: RegExp }
+  | { readonly kind: 'ruled'; readonly top: RegExp; readonly bottom: RegExp; readonly prompt: RegExp }
+  /**
+   * The last line that starts with `prompt`, and the indented lines after it up to one that
+   * matches `end` (a status line under the input).
+   */
+  | { readonly kind: 'prompt-line'; readonly prompt: RegExp; readonly end: readonly RegExp[] }
   /** A line reader (a shell, `cat`, a script): the text on the cursor's line. */
   | { readonly kind: 'cursor-line' };
 
@@ -30,7 +31,8 @@ export interface AgentScreen {
   readonly name: string;
   /** The screen is this agent's when one of these matches it. */
   readonly recognise: readonly RegExp[];
-  readonly input: InputArea;
+  /** Where its input area is: the first of these that the screen has. */
+  readonly input: readonly InputArea[];
   /** What an empty input area shows (placeholders, hints); removed before deciding it is empty. */
   readonly emptyInput: readonly RegExp[];
   /** What a long paste is shown as in the input area: the input holds a paste. */
@@ -56,36 +58,42 @@ export const commonDialogs: readonly RegExp[] = [
   /Press enter to confirm or esc to cancel/i,
 ];
 
+const fullRule = /^\s*─{20,}\s*$/;
+
 export const agentScreens: readonly AgentScreen[] = [
   {
     id: 'claude-code',
     name: 'Claude Code',
-    // Its input box: a full-width rule, then the `❯` prompt line (always on screen at its prompt).
-    recognise: [/^─{20,}\s*\n❯/m],
-    input: { kind: 'ruled', prompt: /^❯\s?/ },
-    emptyInput: [/^Press up to edit queued messages$/, /^Try ".*"$/],
+    // Its input box (a full-width rule, then the `❯` line), or a dialog's footer, which
+    // replaces the box while the dialog is open.
+    recognise: [/^─{20,}\s*\n❯/m, /Esc to cancel · Tab to amend/, /Claude Code v\d/],
+    input: [{ kind: 'ruled', top: fullRule, bottom: fullRule, prompt: /^❯\s?/ }],
+    emptyInput: [/^Press up to edit queued messages$/],
     pastePlaceholders: [/\[Pasted text #\d+[^\]]*\]/],
     blocked: [
       /Do you want to proceed\?/,
       /Do you want to make this edit/,
       /Do you want to create /,
       /Do you trust the files in this folder\?/,
-      /❯ 1\. Yes/,
       /Esc to cancel · Tab to amend/,
     ],
-    busy: [/esc to interrupt/],
+    // The footer while a turn runs, or the spinner line above the box (`✻ Leavening…`).
+    busy: [/esc to interrupt/, /^[✻✽✢✶✳✺·*] [A-Z][a-z]+…/m],
     enterDelayMs: 60,
   },
   {
     id: 'codex',
     name: 'Codex CLI',
-    recognise: [/OpenAI Codex/, /Ask Codex to do anything/, /tab to queue message/, /^› /m],
-    input: { kind: 'prompt-line', prompt: /^›\s?/ },
-    emptyInput: [
-      /^Ask Codex to do anything$/,
-      /^Find and fix a bug in @filename$/,
-      /^Improve documentation in @filename$/,
+    recognise: [/OpenAI Codex \(v/, /Ask Codex to do anything/, /Press enter to confirm or esc to cancel/],
+    input: [
+      {
+        kind: 'prompt-line',
+        prompt: /^›\s?/,
+        // The model and working directory under the input (`GPT-… default · /path`), the footer.
+        end: [/^\s+\S.*\s·\s\//, /← for agents|tab to queue message|\? for shortcuts/],
+      },
     ],
+    emptyInput: [/^Ask Codex to do anything$/],
     pastePlaceholders: [/\[Pasted Content \d+ chars\]/],
     blocked: [
       /Would you like to run the following command\?/,
@@ -100,8 +108,17 @@ export const agentScreens: readonly AgentScreen[] = [
   {
     id: 'gemini',
     name: 'Gemini CLI',
-    recognise: [/Type your message or @path\/to\/file/, /gemini-[\d.]+-(pro|flash)/],
-    input: { kind: 'boxed', prompt: /^>\s*/ },
+    recognise: [
+      /Type your message or @path\/to\/file/,
+      /Shift\+Tab to accept edits/,
+      /Allow execution of \[/,
+    ],
+    // Its input sits between a line of lower half blocks and one of upper half blocks; on a
+    // terminal without true colour the blocks are not drawn, and the `>` line stands alone.
+    input: [
+      { kind: 'ruled', top: /^\s*▄{20,}\s*$/, bottom: /^\s*▀{20,}\s*$/, prompt: /^>\s*/ },
+      { kind: 'prompt-line', prompt: /^>\s+/, end: [/^\s*$/, /workspace \(\/directory\)/] },
+    ],
     emptyInput: [/^Type your message or @path\/to\/file$/],
     pastePlaceholders: [/\[Pasted Text: \d+ lines?\]/],
     blocked: [
@@ -110,17 +127,23 @@ export const agentScreens: readonly AgentScreen[] = [
       /Waiting for user confirmation/,
       /Do you trust this folder\?/,
     ],
-    busy: [/esc to cancel, \d+s/, /Thinking\.\.\./],
+    busy: [/esc to cancel, \d+s/],
+    // Enter within ~40 ms of a paste becomes a newline in its input.
     enterDelayMs: 80,
   },
 ];
+
+/** Whether `agent` is the fallback: a program read as a line reader. */
+export function isLineReader(agent: AgentScreen): boolean {
+  return agent.input.some((area) => area.kind === 'cursor-line');
+}
 
 /** The fallback for programs no entry recognises: a line reader, typed at its cursor. */
 export const lineReader: AgentScreen = {
   id: 'line-reader',
   name: 'line reader',
   recognise: [],
-  input: { kind: 'cursor-line' },
+  input: [{ kind: 'cursor-line' }],
   emptyInput: [],
   pastePlaceholders: [],
   blocked: [],

@@ -3,7 +3,14 @@
  * is busy, and what its input area holds. Pure: it gets the captured text and the cursor, so
  * the same reading serves tmux captures, herdr's `pane.read` and the fixtures in the tests.
  */
-import { type AgentScreen, agentScreens, commonDialogs, type InputArea, lineReader } from './agentScreens.js';
+import {
+  type AgentScreen,
+  agentScreens,
+  commonDialogs,
+  type InputArea,
+  isLineReader,
+  lineReader,
+} from './agentScreens.js';
 import type { PaneMessage } from './paneInjector.js';
 
 /** A pane's visible screen as captured, and where the cursor is (row 0 = the screen's top line). */
@@ -28,9 +35,6 @@ export interface ScreenReading {
   readonly above: string;
 }
 
-const rule = /^\s*[─━]{20,}\s*$/;
-const boxSide = /^\s*[│┃]\s?|\s?[│┃]\s*$/g;
-
 /** Reads `screen` with the first agent entry that recognises it, else as a line reader. */
 export function readScreen(screen: Screen, agents: readonly AgentScreen[] = agentScreens): ScreenReading {
   const agent =
@@ -41,7 +45,9 @@ export function readScreen(screen: Screen, agents: readonly AgentScreen[] = agen
 /** Reads `screen` as `agent`'s. */
 export function readAs(agent: AgentScreen, screen: Screen): ScreenReading {
   const lines = screen.text.replace(/\s+$/, '').split('\n');
-  const area = findInput(agent.input, lines, screen.cursor);
+  const area = agent.input
+    .map((input) => findInput(input, lines, screen.cursor))
+    .find((found) => found !== undefined);
   const below = area ? lines.slice(area.end).join('\n') : '';
   const raw = area ? area.lines.join('\n') : null;
   const above = (area ? lines.slice(0, area.start) : lines).join('\n');
@@ -51,8 +57,10 @@ export function readAs(agent: AgentScreen, screen: Screen): ScreenReading {
   const dialogScope = area ? `${raw}\n${below}` : screen.text;
   const dialogs = [...agent.blocked, ...commonDialogs];
   const dialog = dialogs.map((pattern) => pattern.exec(dialogScope)).find((match) => match !== null);
+  // Busy lines sit just above or below the input area (a spinner, a footer), not far up in
+  // the transcript.
   const busyScope = area
-    ? `${below}\n${lines.slice(Math.max(0, area.start - 3), area.start).join('\n')}`
+    ? `${below}\n${lines.slice(Math.max(0, area.start - 10), area.start).join('\n')}`
     : screen.text;
   let input: string | null = null;
   let pasted = false;
@@ -89,25 +97,19 @@ interface Area {
 function findInput(input: InputArea, lines: readonly string[], cursor: Screen['cursor']): Area | undefined {
   switch (input.kind) {
     case 'ruled': {
-      const rules = lines.flatMap((line, index) => (rule.test(line) ? [index] : []));
-      for (let i = rules.length - 1; i > 0; i--) {
-        const top = rules[i - 1] as number;
-        const bottom = rules[i] as number;
+      // The last top line with a bottom line after it, the prompt on the line below the top.
+      for (let top = lines.length - 1; top >= 0; top--) {
+        if (!input.top.test(lines[top] as string)) continue;
         const first = lines[top + 1];
-        if (bottom - top < 2 || first === undefined || !input.prompt.test(first.trimStart())) continue;
-        const body = lines.slice(top + 1, bottom);
-        return { start: top + 1, end: bottom, lines: stripPrompt(body, input.prompt) };
-      }
-      return undefined;
-    }
-    case 'boxed': {
-      for (let i = lines.length - 1; i >= 0; i--) {
-        const line = (lines[i] as string).replace(boxSide, '');
-        if (!input.prompt.test(line.trimStart()) || !/[│┃]/.test(lines[i] as string)) continue;
-        let end = i + 1;
-        while (end < lines.length && /^\s*[│┃]/.test(lines[end] as string)) end++;
-        const body = lines.slice(i, end).map((l) => l.replace(boxSide, ''));
-        return { start: i, end, lines: stripPrompt(body, input.prompt) };
+        if (first === undefined || !input.prompt.test(first.trimStart())) continue;
+        let bottom = top + 1;
+        while (bottom < lines.length && !input.bottom.test(lines[bottom] as string)) bottom++;
+        if (bottom >= lines.length) continue;
+        return {
+          start: top + 1,
+          end: bottom,
+          lines: stripPrompt(lines.slice(top + 1, bottom), input.prompt),
+        };
       }
       return undefined;
     }
@@ -115,7 +117,13 @@ function findInput(input: InputArea, lines: readonly string[], cursor: Screen['c
       for (let i = lines.length - 1; i >= 0; i--) {
         if (!input.prompt.test((lines[i] as string).trimStart())) continue;
         let end = i + 1;
-        while (end < lines.length && /^ {2}\S/.test(lines[end] as string)) end++;
+        while (
+          end < lines.length &&
+          /^ {2,}\S/.test(lines[end] as string) &&
+          !input.end.some((pattern) => pattern.test(lines[end] as string))
+        ) {
+          end++;
+        }
         return { start: i, end, lines: stripPrompt(lines.slice(i, end), input.prompt) };
       }
       return undefined;
@@ -147,7 +155,7 @@ export function messageHead(message: PaneMessage): string {
 /** Whether the input area holds this message (or a collapsed paste, which can only be ours). */
 export function inputHolds(reading: ScreenReading, message: PaneMessage): boolean {
   if (reading.input === null) return false;
-  if (reading.agent.input.kind === 'cursor-line') return cursorHolds(reading.input, message);
+  if (isLineReader(reading.agent)) return cursorHolds(reading.input, message);
   if (reading.pasted) return true;
   const head = messageHead(message);
   return head !== '' && (reading.input.includes(head) || reading.input.includes(head.slice(0, 40)));

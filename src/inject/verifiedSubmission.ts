@@ -9,6 +9,7 @@
  * Esc (it brings a submitted message back into Claude Code's input).
  */
 
+import { isLineReader } from './agentScreens.js';
 import {
   DeferReason,
   type PaneHold,
@@ -81,7 +82,7 @@ export function holdReason(reading: ScreenReading): PaneHold | undefined {
       detail: `${name} shows a dialog ("${reading.blocked}"): held until it is answered`,
     };
   }
-  if (reading.agent.input.kind === 'cursor-line') return undefined;
+  if (isLineReader(reading.agent)) return undefined;
   if (reading.input === null) {
     return { reason: DeferReason.busy, detail: `${name} shows no input area: held until its prompt is back` };
   }
@@ -114,7 +115,7 @@ export function createVerifiedSubmission(
 
   /** The last reading, if it is a line reader's and was taken a moment ago. */
   function recentLineReader(): ScreenReading | undefined {
-    if (!last || last.reading.agent.input.kind !== 'cursor-line' || Date.now() - last.at > 250) return undefined;
+    if (!last || !isLineReader(last.reading.agent) || Date.now() - last.at > 250) return undefined;
     return last.reading;
   }
 
@@ -248,7 +249,7 @@ export function createVerifiedSubmission(
  * (a program printing while the paste arrives), so the echo anywhere on screen counts.
  */
 function echoed(reading: ScreenReading, message: PaneMessage): boolean {
-  return reading.agent.input.kind === 'cursor-line' && compact(reading.above).includes(messageHead(message));
+  return isLineReader(reading.agent) && compact(reading.above).includes(messageHead(message));
 }
 
 function describeSubmitted(reading: ScreenReading, enters: number): string {
