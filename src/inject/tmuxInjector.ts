@@ -93,7 +93,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
       return toScreen(await run(look, 'read'));
     },
     history: (lines) => run(['capture-pane', '-p', '-J', '-S', `-${lines}`, '-t', target], 'read'),
-    async paste(text) {
+    async paste(text, enter) {
       const buffer = `bridge-${process.pid}-${randomUUID()}`;
       // - `copy-mode -q` first: a pane in copy mode (or any other mode) would swallow the
       //   paste. It also fails fast on a missing pane, before a buffer is created that could leak.
@@ -104,6 +104,9 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
         'copy-mode', '-q', '-t', target, ';',
         'load-buffer', '-b', buffer, '-', ';',
         'paste-buffer', '-p', '-d', '-b', buffer, '-t', target,
+        // A line reader's Enter goes in the same client: tmux runs one client's commands back
+        // to back, so no other keys land between the paste and it.
+        ...(enter ? [';', 'send-keys', '-t', target, 'Enter'] : []),
         ...lookSoon,
       ];
       try {

@@ -35,10 +35,11 @@ export interface PanePort {
   /** The last `lines` lines of output, scrollback included. */
   history(lines: number): Promise<string>;
   /**
-   * Pastes `text` as one paste, without submitting it. May return the screen read a moment
-   * after (in the same round trip), which saves the first look.
+   * Pastes `text` as one paste, followed by Enter in the same step when `enter` (a line
+   * reader), else not submitting it. May return the screen read a moment after (in the same
+   * round trip), which saves the first look.
    */
-  paste(text: string): Promise<Screen | undefined>;
+  paste(text: string, enter: boolean): Promise<Screen | undefined>;
   /** Presses Enter, alone; may return the screen read a moment after, as `paste` does. */
   pressEnter(): Promise<Screen | undefined>;
 }
@@ -157,11 +158,18 @@ export function createVerifiedSubmission(
       }
       const hold = holdReason(before);
       if (hold) return { kind: 'deferred', ...hold };
-      await port.paste(message.text);
+      // A line reader gets today's paste with Enter, then the read-back: its terminal echoes
+      // the line, and the cursor leaves it once the program has read it. An agent TUI gets the
+      // paste alone; Enter follows in `submit`, once the paste shows in its input.
+      const lineReader = isLineReader(before.agent);
+      const pasted = await port.paste(message.text, lineReader);
       pastedAt.set(message.marker, Date.now());
       const [after, shown] = await until(
         timing.showTimeoutMs,
-        (r) => r.blocked !== null || inputHolds(r, message) || echoed(r, message),
+        lineReader
+          ? (r) => r.blocked !== null || (echoed(r, message) && !inputHolds(r, message))
+          : (r) => r.blocked !== null || inputHolds(r, message),
+        pasted,
       );
       if (after.blocked !== null && !inputHolds(after, message)) {
         // A dialog opened under the paste; dialogs drop pasted text, so nothing waits to be submitted.
@@ -170,6 +178,14 @@ export function createVerifiedSubmission(
           reason: DeferReason.blocked,
           detail: `${after.agent.name} opened a dialog ("${after.blocked}") as the message was pasted`,
         };
+      }
+      if (lineReader) {
+        if (shown) {
+          pastedAt.delete(message.marker);
+          return { kind: 'submitted', how: `${after.agent.name} echoed it and read the line` };
+        }
+        // Echoed and still on the cursor's line: `submit` presses Enter again and looks.
+        if (inputHolds(after, message)) return { kind: 'typed' };
       }
       if (!shown) {
         return {
@@ -249,7 +265,7 @@ export function createVerifiedSubmission(
  * (a program printing while the paste arrives), so the echo anywhere on screen counts.
  */
 function echoed(reading: ScreenReading, message: PaneMessage): boolean {
-  return isLineReader(reading.agent) && compact(reading.above).includes(messageHead(message));
+  return compact(`${reading.above}\n${reading.input ?? ''}`).includes(messageHead(message));
 }
 
 function describeSubmitted(reading: ScreenReading, enters: number): string {

@@ -36,7 +36,7 @@ class FakeAgentPane implements PanePort {
   async history(): Promise<string> {
     return (await this.capture()).text;
   }
-  async paste(text: string): Promise<undefined> {
+  async paste(text: string, enter: boolean): Promise<undefined> {
     this.sent.push(`paste ${text}`);
     if (this.dialog || this.dropPastes > 0) {
       this.dropPastes = Math.max(0, this.dropPastes - 1);
