@@ -461,8 +461,11 @@ export function runTmux(socket: string, args: readonly string[], input?: string)
         else resolve(stdout);
       },
     );
+    // A tmux that exits without reading its stdin (an error, or a command that takes none) closes
+    // the pipe: its exit status, in the callback above, says what happened.
+    child.stdin?.on('error', () => undefined);
     // Only `load-buffer -` reads stdin; closing it at once keeps any other command from waiting.
-    child.stdin?.end(input ?? '');
+    child.stdin?.end(input);
   });
 }
 
