@@ -298,7 +298,8 @@ async function prepareGemini(home: string, apiUrl: string | undefined): Promise<
   await mkdir(join(home, '.gemini'), { recursive: true });
   const settings = {
     security: { auth: { selectedType: 'gemini-api-key' }, folderTrust: { enabled: false } },
-    general: { disableAutoUpdate: true },
+    // The current names; Gemini migrates the older `disableAutoUpdate` / `disableUpdateNag`.
+    general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
   };
   await writeFile(join(home, '.gemini', 'settings.json'), JSON.stringify(settings, null, 2));
   // GOOGLE_GEMINI_BASE_URL is read by the bundled @google/genai client (getBaseUrl).
