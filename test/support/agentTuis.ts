@@ -80,8 +80,9 @@ export interface AgentTuiSession {
   /** Polls the screen until `probe` returns something other than undefined; fails with the screen. */
   waitForScreen<T>(what: string, probe: (screen: string) => T | undefined, timeoutMs?: number): Promise<T>;
   /**
-   * Kills the session and every process that still runs with this HOME (Codex's app-server
-   * daemon outlives its TUI), then removes the temp dirs. Safe to call twice.
+   * Kills the session and every process that still runs with this HOME, then removes the temp
+   * dirs. Killing the session is not enough: Codex's app-server daemon outlives its TUI, and
+   * Gemini CLI (both its node processes) survives the hang-up of its pane. Safe to call twice.
    */
   stop(): Promise<void>;
 }
@@ -396,8 +397,9 @@ async function pollScreen<T>(
 }
 
 /**
- * Ends every process started with this HOME, by pid: the agent's own children and Codex's
- * `codex app-server` daemon, which detaches (new session) and outlives the TUI. A process's
+ * Ends every process started with this HOME, by pid: the agent's own children, Codex's
+ * `codex app-server` daemon, which detaches (new session) and outlives the TUI, and Gemini CLI,
+ * which ignores the SIGHUP of a killed pane. A process's
  * initial environment is in /proc/<pid>/environ; HOME is a fresh temp dir, so a match is ours.
  */
 export async function killProcessesWithHome(home: string): Promise<void> {
