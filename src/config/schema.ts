@@ -143,6 +143,8 @@ export const configSchema = z.strictObject({
       submitTimeoutMs: z.number().int().min(10).default(1_500),
       /** …how often the pane is read meanwhile… */
       pollMs: z.number().int().min(1).default(25),
+      /** The least pause between a paste into an agent TUI and its Enter (the agent table's own pause applies when longer). */
+      enterPauseMs: z.number().int().min(0).max(60_000).default(0),
       /** …and how many Enters, at most, before the attempt counts as not submitted. */
       enterAttempts: z.number().int().min(1).max(10).default(3),
     })

@@ -22,6 +22,7 @@ export function submissionTiming(delivery: Config['delivery']): SubmissionTiming
     pollMs: delivery.pollMs,
     enterAttempts: delivery.enterAttempts,
     historyLines: delivery.captureLines,
+    enterPauseMs: delivery.enterPauseMs,
   };
 }
 

@@ -55,6 +55,8 @@ export interface SubmissionTiming {
   readonly enterAttempts: number;
   /** Lines of scrollback `locate` searches for the marker. */
   readonly historyLines: number;
+  /** The least pause between an agent's paste and its Enter (the agent table's own applies when longer). */
+  readonly enterPauseMs: number;
 }
 
 export const defaultSubmissionTiming: SubmissionTiming = {
@@ -63,6 +65,7 @@ export const defaultSubmissionTiming: SubmissionTiming = {
   pollMs: 25,
   enterAttempts: 3,
   historyLines: 500,
+  enterPauseMs: 0,
 };
 
 export interface VerifiedSubmission {
@@ -202,7 +205,7 @@ export function createVerifiedSubmission(
       // A line reader has no dialog to open between two looks: the look that saw the paste
       // will do, if it is recent. An agent is looked at again right before Enter.
       let reading = recentLineReader() ?? (await read());
-      const pause = reading.agent.enterDelayMs - since;
+      const pause = Math.max(reading.agent.enterDelayMs, timing.enterPauseMs) - since;
       if (pause > 0) {
         await sleep(pause);
         reading = await read();

@@ -66,6 +66,7 @@ describe('loadConfig: defaults', () => {
       showTimeoutMs: 2_000,
       submitTimeoutMs: 1_500,
       pollMs: 25,
+      enterPauseMs: 0,
       enterAttempts: 3,
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });

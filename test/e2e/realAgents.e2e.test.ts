@@ -1,0 +1,329 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AgentTui, type AgentTuiSession, launchAgentTui } from '../support/agentTuis.js';
+import { startCpuLoad } from '../support/cpuLoad.js';
+import { type FakeModelApi, startFakeModelApi } from '../support/fakeModelApi.js';
+import { GatewayProcess } from '../support/gatewayProcess.js';
+import { callTool, connectMcp } from '../support/mcpClient.js';
+import { waitFor } from '../support/waitFor.js';
+
+/**
+ * "Delivered" on real agent TUIs (R-DL6): Claude Code, Codex CLI and Gemini CLI from the npm
+ * registry, each in a real tmux pane at its prompt (offline, a pre-seeded HOME), registered as
+ * workers of a gateway process; a main sends over MCP with the official SDK client. Most agents
+ * point at the fake model API, so what reached the model is what the agent submitted: each
+ * message there exactly once, whole. Claude without any API shows its own proof of submission
+ * ("Not logged in").
+ */
+
+interface Registered {
+  gid: string;
+  token: string;
+  name: string;
+}
+
+interface Sent {
+  msgId: string;
+  stage: string | null;
+  timed_out?: boolean;
+}
+
+const dialogOf: Record<AgentTui, RegExp> = {
+  claude: /Do you want to proceed\?/,
+  codex: /Would you like to run the following command\?/,
+  gemini: /Allow execution of \[Shell\]\?/,
+};
+
+describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tmux panes', () => {
+  let dir: string;
+  let socket: string;
+  let api: FakeModelApi;
+  let gateway: GatewayProcess;
+  let lead: Client;
+  const agents = new Map<string, AgentTuiSession>();
+  const marker = (name: string): string => join(dir, `${name}-PWNED`);
+
+  const register = async (args: string[]): Promise<Registered> => {
+    const result = await gateway.cli(['register', ...args, '--json']);
+    expect(result.code, result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as Registered;
+  };
+  const agent = (name: string): AgentTuiSession => {
+    const session = agents.get(name);
+    if (!session) throw new Error(`no agent ${name}`);
+    return session;
+  };
+  const send = async (to: string, text: string, extra: Record<string, unknown> = {}): Promise<Sent> => {
+    const result = await callTool(lead, 'bridge_send', { to, text, ...extra }, 180_000);
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    return result.structuredContent as unknown as Sent;
+  };
+  const status = async (msgId: string) => {
+    const result = await callTool(lead, 'bridge_status', { msg_id: msgId });
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    return result.structuredContent as { stage: string | null; stages: Array<{ stage: string }> };
+  };
+  /** The prompts the model got that carry this message. */
+  const promptsWith = (msgId: string): string[] => api.prompts().filter((p) => p.includes(msgId));
+  const deliveryTrail = (msgId: string): string[] => {
+    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
+    try {
+      return (
+        db
+          .prepare("SELECT to_state FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq")
+          .all(msgId) as Array<{ to_state: string }>
+      ).map((r) => r.to_state);
+    } finally {
+      db.close();
+    }
+  };
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'bridge-real-agents-'));
+    socket = join(dir, 'tmux.sock');
+    api = await startFakeModelApi({
+      // "run the command NAME": a shell tool call that would create NAME-PWNED in dir.
+      command: (prompt) => {
+        const match = /run the command (\w+)/.exec(prompt);
+        return match ? `touch ${marker(match[1] ?? 'unknown')}` : undefined;
+      },
+      replyDelayMs: (prompt) => (prompt.includes('take your time') ? 4_000 : 0),
+    });
+    gateway = new GatewayProcess();
+    await gateway.start();
+    const launches: Array<[string, AgentTui, boolean]> = [
+      ['claude', 'claude', true],
+      ['claudeoffline', 'claude', false],
+      ['codex', 'codex', true],
+      ['gemini', 'gemini', true],
+    ];
+    await Promise.all(
+      launches.map(async ([name, tui, withApi]) => {
+        const session = await launchAgentTui(tui, {
+          socket,
+          timeoutMs: 120_000,
+          ...(withApi ? { apiUrl: api.url } : {}),
+        });
+        agents.set(name, session);
+        await register(['--kind', 'worker', '--name', name, '--tmux', session.target, '--tmux-socket', socket]);
+      }),
+    );
+    const main = await register(['--kind', 'main', '--name', 'lead']);
+    lead = await connectMcp(gateway.mcpUrl, main.token);
+  }, 240_000);
+
+  afterAll(async () => {
+    await lead?.close().catch(() => undefined);
+    await Promise.all([...agents.values()].map((session) => session.stop()));
+    await gateway?.dispose();
+    await api?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('Claude Code without a login: the message is submitted once (it answers "Not logged in")', async () => {
+    const claude = agent('claudeoffline');
+    const sent = await send('claudeoffline', 'rebase onto main', { wait_for: 'submitted' });
+    expect(sent.stage).toBe('submitted');
+    const screen = await claude.waitForScreen('the answer', (s) => (s.includes('Not logged in · Please run') ? s : undefined));
+    expect(screen.split(sent.msgId).length - 1, screen).toBe(1);
+    // The input box is empty again: nothing was left unsent.
+    expect(screen).toMatch(/─{20,}\n❯\s*\n─{20,}/);
+    expect((await status(sent.msgId)).stages.map((s) => s.stage)).toEqual(
+      expect.arrayContaining(['queued', 'submitted']),
+    );
+    expect(deliveryTrail(sent.msgId)).toEqual(['pending', 'injecting', 'typed', 'submitted', 'acked']);
+  });
+
+  for (const name of ['claude', 'codex', 'gemini']) {
+    it(`${name}: a message from a main over MCP is submitted exactly once, and bridge_status says submitted`, async () => {
+      const sent = await send(name, `say hello, ${name}`, { wait_for: 'submitted' });
+      expect(sent.stage).toBe('submitted');
+      await waitFor('the model to get the prompt', () => (promptsWith(sent.msgId).length > 0 ? true : undefined));
+      await sleep(1_000); // a second submission would reach the model now
+      expect(promptsWith(sent.msgId)).toHaveLength(1);
+      expect((await status(sent.msgId)).stage).toBe('submitted');
+    });
+
+    it(`${name}: a multi-line message with quotes, $VARS, backticks and a 4 KB body arrives whole`, async () => {
+      const body = Array.from({ length: 80 }, (_, i) => `line ${i}: ${'x'.repeat(40)}`).join('\n');
+      const text = `check "this" and 'that' with $HOME, \`uname -a\` and $(id)\n${body}\nthe end`;
+      expect(Buffer.byteLength(text)).toBeGreaterThan(4_000);
+      const sent = await send(name, text, { wait_for: 'submitted' });
+      expect(sent.stage).toBe('submitted');
+      await waitFor('the model to get the prompt', () => (promptsWith(sent.msgId).length > 0 ? true : undefined));
+      const [prompt] = promptsWith(sent.msgId);
+      // The header, then the text as sent, byte for byte (line endings as typed).
+      expect(prompt?.replace(/\r\n?/g, '\n')).toContain(text);
+      expect(promptsWith(sent.msgId)).toHaveLength(1);
+    });
+  }
+
+  for (const name of ['claude', 'codex']) {
+    it(`${name}: a message for a pane that shows a permission dialog is held: nothing is approved, nothing runs; it is submitted once the owner answers`, async () => {
+      const session = agent(name);
+      const first = await send(name, `please run the command ${name}`, { wait_for: 'submitted' });
+      expect(first.stage).toBe('submitted');
+      await session.waitForScreen('the dialog', (s) => (dialogOf[session.agent].test(s) ? s : undefined), 30_000);
+
+      const held = await send(name, 'a second message while the dialog is open', { wait_for: 'queued' });
+      expect(held.stage).toBe('queued');
+      await sleep(4_000);
+      // Not approved: the command did not run, the dialog is still open, the model saw nothing new.
+      expect(existsSync(marker(name))).toBe(false);
+      expect(await session.capture()).toMatch(dialogOf[session.agent]);
+      expect(promptsWith(held.msgId)).toHaveLength(0);
+      expect((await status(held.msgId)).stage).toBe('queued');
+      expect(deliveryTrail(held.msgId).at(-1)).toBe('waiting-pane');
+
+      // Its owner answers the dialog (approves: the command runs by the owner's choice).
+      await session.sendKeys('Enter');
+      await waitFor('the approved command', () => (existsSync(marker(name)) ? true : undefined), 30_000);
+      await waitFor(
+        'the held message to be submitted',
+        async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
+        60_000,
+      );
+      await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
+      await sleep(1_000);
+      expect(promptsWith(held.msgId)).toHaveLength(1);
+      expect(deliveryTrail(held.msgId)).toEqual([
+        'pending',
+        'injecting',
+        'waiting-pane',
+        'pending',
+        'injecting',
+        'typed',
+        'submitted',
+        'acked',
+      ]);
+    });
+  }
+
+  it('claude: a message for a pane with half-typed input is held, and submitted once the owner has sent their own', async () => {
+    const session = agent('claude');
+    await session.paste('a thought the owner is still typing');
+    await session.waitForScreen('the half-typed input', (s) => (s.includes('a thought the owner') ? s : undefined));
+    const held = await send('claude', 'a message for later', { wait_for: 'queued' });
+    await sleep(3_000);
+    expect(promptsWith(held.msgId)).toHaveLength(0);
+    expect((await status(held.msgId)).stage).toBe('queued');
+    // The owner's text was not submitted with ours, nor by ours.
+    expect(api.prompts().filter((p) => p.includes('a thought the owner'))).toHaveLength(0);
+    await session.sendKeys('Enter');
+    await waitFor(
+      'the held message to be submitted',
+      async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
+      60_000,
+    );
+    const owners = api.prompts().filter((p) => p.includes('a thought the owner'));
+    expect(owners).toHaveLength(1);
+    expect(owners[0]).not.toContain(held.msgId);
+    expect(promptsWith(held.msgId)).toHaveLength(1);
+  });
+
+  it('claude and gemini under CPU load: every message submitted exactly once', async () => {
+    const load = startCpuLoad();
+    try {
+      for (const name of ['claude', 'gemini']) {
+        for (let i = 0; i < 4; i++) {
+          const sent = await send(name, `loaded message ${i} for ${name}`, { wait_for: 'submitted' });
+          expect(sent.stage, `${name} ${i}`).toBe('submitted');
+          await waitFor('the model to get it', () => (promptsWith(sent.msgId).length > 0 ? true : undefined), 30_000);
+          expect(promptsWith(sent.msgId), `${name} ${i}`).toHaveLength(1);
+        }
+      }
+    } finally {
+      load.stop();
+    }
+  });
+});
+
+describe('SIGKILL of the gateway between typing into a real agent and submitting', () => {
+  let dir: string;
+  let socket: string;
+  let api: FakeModelApi;
+  let gateway: GatewayProcess;
+  let session: AgentTuiSession | undefined;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'bridge-real-agents-kill-'));
+    socket = join(dir, 'tmux.sock');
+    api = await startFakeModelApi();
+    // Enter waits 2 s after the paste: wide enough to kill the gateway in between, every time.
+    gateway = new GatewayProcess({ config: { delivery: { enterPauseMs: 2_000 } } });
+    await gateway.start();
+    session = await launchAgentTui('claude', { socket, apiUrl: api.url, timeoutMs: 120_000 });
+  }, 180_000);
+
+  afterAll(async () => {
+    await session?.stop();
+    await gateway?.dispose();
+    await api?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('types nothing twice and submits once after the restart (R-DL5 extended to submission)', async () => {
+    const claude = session as AgentTuiSession;
+    const worker = await gateway.cli(['register', '--kind', 'worker', '--name', 'claude', '--tmux', claude.target, '--tmux-socket', socket, '--json']);
+    expect(worker.code, worker.stderr).toBe(0);
+    const main = JSON.parse((await gateway.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout) as Registered;
+    let lead = await connectMcp(gateway.mcpUrl, main.token);
+    const sent = (await callTool(lead, 'bridge_send', { to: 'claude', text: 'survive the crash' })).structuredContent as unknown as Sent;
+    await lead.close();
+
+    // Wait for `typed` on disk, then kill -9 while Enter is still 2 s away.
+    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
+    try {
+      await waitFor(
+        'the delivery to be typed',
+        () => (db.prepare("SELECT 1 FROM events WHERE msg_id = ? AND event = 'delivery.typed'").get(sent.msgId) ? true : undefined),
+        30_000,
+      );
+    } finally {
+      db.close();
+    }
+    await gateway.kill9();
+    const screen = await claude.capture();
+    expect(screen).toContain(sent.msgId); // in the input box, not submitted
+    expect(api.prompts().filter((p) => p.includes(sent.msgId))).toHaveLength(0);
+
+    await gateway.start();
+    lead = await connectMcp(gateway.mcpUrl, main.token);
+    try {
+      await waitFor(
+        'submitted after the restart',
+        async () =>
+          ((await callTool(lead, 'bridge_status', { msg_id: sent.msgId })).structuredContent as { stage: string })
+            .stage === 'submitted'
+            ? true
+            : undefined,
+        60_000,
+      );
+      await waitFor('the model to get it', () => (api.prompts().some((p) => p.includes(sent.msgId)) ? true : undefined));
+      await sleep(1_000);
+      expect(api.prompts().filter((p) => p.includes(sent.msgId))).toHaveLength(1);
+      const after = await claude.capture();
+      // Typed once: the message stands once in the transcript, and the input box is empty.
+      expect(after.split(sent.msgId).length - 1).toBe(1);
+      const log = new Database(join(gateway.home, 'events.db'), { readonly: true });
+      try {
+        const trail = (
+          log
+            .prepare("SELECT event, to_state FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq")
+            .all(sent.msgId) as Array<{ event: string; to_state: string }>
+        ).map((r) => r.to_state);
+        expect(trail).toEqual(['pending', 'injecting', 'typed', 'verifying', 'typed', 'submitted', 'acked']);
+      } finally {
+        log.close();
+      }
+    } finally {
+      await lead.close();
+    }
+  });
+});
