@@ -555,7 +555,7 @@ export class EntityActor {
       );
       if (this.injector && isReadyStatus(this.paneStatus)) {
         this.injector
-          .inject(text)
+          .type({ text, marker: 'bridge NUDGE' })
           .catch((err: unknown) =>
             this.deps.logger.warn({ err, entity: this.record.name }, 'could not type a nudge into the pane'),
           );
@@ -661,8 +661,13 @@ export class EntityActor {
     if (!live || !injector) return;
     const envelope = this.envelopeOf(msgId, live);
     if (!envelope) return;
-    injector.inject(formatInjection(envelope)).then(
-      () => live.cell.send({ type: 'delivery.injected' }),
+    // SHIM: the old injectors behind the new contract; a deferred type counts as a failed try.
+    const message = { text: formatInjection(envelope), marker: injectionMarker(msgId) };
+    injector.type(message).then(
+      (outcome) =>
+        outcome.kind === 'deferred'
+          ? this.injectFailed(live.cell, new Error(`${outcome.reason}: ${outcome.detail}`))
+          : live.cell.send({ type: 'delivery.injected' }),
       (err: unknown) => this.injectFailed(live.cell, err),
     );
   }

@@ -369,7 +369,9 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
   }
 
   return {
-    async inject(text) {
+    // SHIM (to be replaced by verified submission, R-DL6): `type` sends the text with Enter in
+    // one step, as the old inject did, and reports it submitted; `submit` and `locate` are trivial.
+    async type({ text }) {
       if (text === '') {
         // Enter alone would submit whatever the user has half-typed (R-DL2).
         throw new ChannelError(
@@ -378,6 +380,13 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
         );
       }
       await request(HerdrMethod.paneSendInput, { pane_id: paneId, text, keys: ['Enter'] });
+      return { kind: 'submitted', how: 'pane.send_input with Enter (shim)' };
+    },
+    async submit() {
+      return { kind: 'submitted', how: 'shim' };
+    },
+    async locate(message) {
+      return (await this.contains(message.marker)) ? 'submitted' : 'absent';
     },
 
     async contains(marker, lines = defaultReadLines) {

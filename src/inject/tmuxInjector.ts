@@ -1,7 +1,14 @@
 import { type ExecFileException, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { ChannelError, ErrorCode, MessageError } from '../errors.js';
-import { type PaneInjector, PaneStatus } from './paneInjector.js';
+import {
+  type PaneInjector,
+  type PaneMessage,
+  PaneStatus,
+  type SubmitOutcome,
+  type TypeOutcome,
+  type Whereabouts,
+} from './paneInjector.js';
 
 export interface TmuxInjectorOptions {
   /** tmux target pane: a pane id (`%12`) or `session:window.pane`. */
@@ -73,25 +80,35 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     }
   };
 
+  // SHIM (to be replaced by verified submission, R-DL6): `type` pastes and presses Enter in one
+  // step, as the old inject did, and reports it submitted; `submit` and `locate` are trivial.
+  const inject = (text: string): Promise<void> => {
+    if (closed) {
+      return Promise.reject(
+        new ChannelError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
+      );
+    }
+    const pasted = toPasteText(text);
+    if (pasted === '') {
+      return Promise.reject(
+        new MessageError(ErrorCode.badRequest, `nothing to type into tmux pane ${target}: the text is empty`),
+      );
+    }
+    const run = tail.then(() => typeOnce(pasted));
+    tail = run.catch(() => undefined);
+    return run;
+  };
+
   return {
-    inject(text: string): Promise<void> {
-      if (closed) {
-        return Promise.reject(
-          new ChannelError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
-        );
-      }
-      const pasted = toPasteText(text);
-      if (pasted === '') {
-        return Promise.reject(
-          new MessageError(
-            ErrorCode.badRequest,
-            `nothing to type into tmux pane ${target}: the text is empty`,
-          ),
-        );
-      }
-      const run = tail.then(() => typeOnce(pasted));
-      tail = run.catch(() => undefined);
-      return run;
+    async type(message: PaneMessage): Promise<TypeOutcome> {
+      await inject(message.text);
+      return { kind: 'submitted', how: 'paste+Enter (shim)' };
+    },
+    async submit(): Promise<SubmitOutcome> {
+      return { kind: 'submitted', how: 'shim' };
+    },
+    async locate(message: PaneMessage): Promise<Whereabouts> {
+      return (await this.contains(message.marker)) ? 'submitted' : 'absent';
     },
 
     async contains(marker: string, lines: number = defaultContainsLines): Promise<boolean> {

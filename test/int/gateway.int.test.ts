@@ -6,7 +6,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { Gateway } from '../../src/actors/gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import type { PaneInjector, PaneStatus } from '../../src/inject/paneInjector.js';
+import type {
+  PaneInjector,
+  PaneMessage,
+  PaneStatus,
+  SubmitOutcome,
+  TypeOutcome,
+  Whereabouts,
+} from '../../src/inject/paneInjector.js';
 import { silentLogger } from '../../src/log/logger.js';
 
 /** A pane that records what is typed and fails when told to: the gateway's side is under test. */
@@ -16,10 +23,17 @@ class ScriptedPane implements PaneInjector {
   /** While set, inject() never settles: the gateway is "killed" mid-typing. */
   hanging = false;
   private listener: ((s: PaneStatus) => void) | undefined;
-  async inject(text: string): Promise<void> {
+  async type({ text }: PaneMessage): Promise<TypeOutcome> {
     if (this.failing) throw new Error('pane is gone');
     if (this.hanging) return new Promise(() => {});
     this.typed.push(text);
+    return { kind: 'submitted', how: 'scripted' };
+  }
+  async submit(): Promise<SubmitOutcome> {
+    return { kind: 'submitted', how: 'scripted' };
+  }
+  async locate({ marker }: PaneMessage): Promise<Whereabouts> {
+    return (await this.contains(marker)) ? 'submitted' : 'absent';
   }
   async contains(marker: string): Promise<boolean> {
     return this.typed.some((t) => t.includes(marker));

@@ -66,7 +66,7 @@ describe('herdr injector against a fake herdr', () => {
   });
 
   it('types the text and then Enter, in one pane.send_input', async () => {
-    await injector(PANE_A).inject('[from alice msg 01J] hello\nsecond line');
+    await injector(PANE_A).type({ text: '[from alice msg 01J] hello\nsecond line', marker: '' });
 
     expect(herdr.inputs(PANE_A)).toEqual([
       { method: 'pane.send_input', text: '[from alice msg 01J] hello\nsecond line', keys: ['Enter'] },
@@ -75,7 +75,7 @@ describe('herdr injector against a fake herdr', () => {
   });
 
   it('refuses to type an empty message, which would submit half-typed input', async () => {
-    const err = await rejection(injector(PANE_A).inject(''));
+    const err = await rejection(injector(PANE_A).type({ text: '', marker: '' }));
     expect(err.code).toBe(ErrorCode.injectFailed);
     expect(herdr.inputs(PANE_A)).toEqual([]);
   });
@@ -117,7 +117,7 @@ describe('herdr injector against a fake herdr', () => {
 
     herdr.setStatus('w5f00-1', 'idle');
     await eventually(() => expect(seen).toEqual(['unknown', 'working', 'idle']));
-    await pane.inject('hi');
+    await pane.type({ text: 'hi', marker: '' });
     expect(herdr.typed('w5f00-1')).toEqual(['hi']);
   });
 
@@ -134,7 +134,7 @@ describe('herdr injector against a fake herdr', () => {
 
   it('finds a marker that was typed and not one that was not', async () => {
     const pane = injector(PANE_A);
-    await pane.inject('[bridge msg 01JABCDEF] please review');
+    await pane.type({ text: '[bridge msg 01JABCDEF] please review', marker: '' });
     herdr.print(PANE_A, 'agent output line\n');
 
     expect(await pane.contains('01JABCDEF')).toBe(true);
@@ -144,7 +144,7 @@ describe('herdr injector against a fake herdr', () => {
 
   it('looks only at the last lines it is asked for', async () => {
     const pane = injector(PANE_A);
-    await pane.inject('[bridge msg OLDMARK]');
+    await pane.type({ text: '[bridge msg OLDMARK]', marker: '' });
     herdr.print(PANE_A, `${Array.from({ length: 30 }, (_, i) => `line ${i}`).join('\n')}\n`);
 
     expect(await pane.contains('OLDMARK', 10)).toBe(false);
@@ -154,7 +154,7 @@ describe('herdr injector against a fake herdr', () => {
   it('says clearly when the pane does not exist', async () => {
     const ghost = injector('w64e95948145ed1-9');
 
-    const err = await rejection(ghost.inject('hello'));
+    const err = await rejection(ghost.type({ text: 'hello', marker: '' }));
     expect(err.code).toBe(ErrorCode.paneUnavailable);
     expect(err.message).toContain('herdr has no pane w64e95948145ed1-9');
     expect(err.message).toContain('HERDR_PANE_ID');
@@ -179,7 +179,7 @@ describe('herdr injector against a fake herdr', () => {
       const pane = createHerdrInjector({ paneId: PANE_A, socketPath: missing });
       injectors.push(pane);
 
-      const err = await rejection(pane.inject('hello'));
+      const err = await rejection(pane.type({ text: 'hello', marker: '' }));
       expect(err.code).toBe(ErrorCode.paneUnavailable);
       expect(err.retryable).toBe(true);
       expect(err.message).toBe(
@@ -194,7 +194,9 @@ describe('herdr injector against a fake herdr', () => {
     herdr.mute('pane.send_input');
     const started = Date.now();
 
-    const err = await rejection(injector(PANE_A, { requestTimeoutMs: 300 }).inject('hello'));
+    const err = await rejection(
+      injector(PANE_A, { requestTimeoutMs: 300 }).type({ text: 'hello', marker: '' }),
+    );
     expect(Date.now() - started).toBeLessThan(3000);
     expect(err.code).toBe(ErrorCode.injectFailed);
     expect(err.message).toContain('herdr did not answer within 300 ms');
@@ -241,7 +243,7 @@ describe('herdr injector against a fake herdr', () => {
     herdr.setResponsePrefix(['garbage', '{"id":"someone-else","result":{"type":"ok"}}', '{"nope":true}']);
     const pane = injector(PANE_A);
 
-    await pane.inject('still typed');
+    await pane.type({ text: 'still typed', marker: '' });
     expect(herdr.typed(PANE_A)).toEqual(['still typed']);
     expect(await pane.contains('still typed')).toBe(true);
   });
@@ -266,7 +268,7 @@ describe('herdr injector against a fake herdr', () => {
     await eventually(() => expect(a.seen).toEqual(['unknown', 'idle']));
 
     await pane.close();
-    const err = await rejection(pane.inject('late'));
+    const err = await rejection(pane.type({ text: 'late', marker: '' }));
     expect(err.code).toBe(ErrorCode.shuttingDown);
     await eventually(() => expect(herdr.subscriberCount()).toBe(0));
     herdr.setStatus(PANE_A, 'working');

@@ -386,9 +386,12 @@ describe('receive path: property-based fuzz (hostile input)', () => {
   const entityOf = (target: Target): EntityActor => (target === 'worker' ? worker : main);
 
   const recordingPane = (): PaneInjector => ({
-    inject: async (text) => {
+    type: async ({ text }) => {
       typed.push(text);
+      return { kind: 'submitted', how: 'recorded' };
     },
+    submit: async () => ({ kind: 'submitted', how: 'recorded' }),
+    locate: async ({ marker }) => (typed.some((line) => line.includes(marker)) ? 'submitted' : 'absent'),
     contains: async (marker) => typed.some((line) => line.includes(marker)),
     watchStatus: (listener) => {
       queueMicrotask(() => listener('idle'));

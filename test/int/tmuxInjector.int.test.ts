@@ -69,9 +69,9 @@ describe('tmux injector against real tmux panes', () => {
   it('types one message as exactly one line', async () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('hello from bridge');
+    await injector.type({ text: 'hello from bridge', marker: '' });
     // The sentinel shows nothing else (no empty line, no second Enter) arrived in between.
-    await injector.inject('sentinel');
+    await injector.type({ text: 'sentinel', marker: '' });
     expect(await linesOf(file, 2)).toEqual(['hello from bridge', 'sentinel']);
     expect(await readText(file)).toBe('hello from bridge\nsentinel\n');
     await injector.close();
@@ -80,8 +80,8 @@ describe('tmux injector against real tmux panes', () => {
   it('delivers multi-line text as plain lines to a line-reading program, trailing newline dropped', async () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('first\r\nsecond\nthird\n\n');
-    await injector.inject('sentinel');
+    await injector.type({ text: 'first\r\nsecond\nthird\n\n', marker: '' });
+    await injector.type({ text: 'sentinel', marker: '' });
     expect(await linesOf(file, 4)).toEqual(['first', 'second', 'third', 'sentinel']);
     await injector.close();
   });
@@ -92,7 +92,7 @@ describe('tmux injector against real tmux panes', () => {
     const sent = Array.from({ length: 200 }, (_, i) => `msg ${String(i).padStart(3, '0')} ${randomUUID()}`);
 
     const started = performance.now();
-    await Promise.all(sent.map((text) => injector.inject(text)));
+    await Promise.all(sent.map((text) => injector.type({ text: text, marker: '' })));
     const elapsed = performance.now() - started;
 
     expect(await linesOf(file, 200)).toEqual(sent);
@@ -110,8 +110,8 @@ describe('tmux injector against real tmux panes', () => {
       `\\ back\\\\slash \\; \\n %% %s #{pane_id} #(touch ${pwned}) ~ * ? [a] {b} <c> ! & ` +
       `tab\there ünïcødé 日本語 🚀 -t %0`;
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject(text);
-    await injector.inject('-sentinel starting with a dash');
+    await injector.type({ text: text, marker: '' });
+    await injector.type({ text: '-sentinel starting with a dash', marker: '' });
     expect(await linesOf(file, 2)).toEqual([text, '-sentinel starting with a dash']);
     expect(existsSync(pwned)).toBe(false);
     await injector.close();
@@ -121,8 +121,8 @@ describe('tmux injector against real tmux panes', () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
     // Raw, ^C would kill cat, ^D would end its input and ^U would erase the line.
-    await injector.inject('a\u0003b\u0004c\u0015d\u001b[201~e\u009bf');
-    await injector.inject('still alive');
+    await injector.type({ text: 'a\u0003b\u0004c\u0015d\u001b[201~e\u009bf', marker: '' });
+    await injector.type({ text: 'still alive', marker: '' });
     expect(await linesOf(file, 2)).toEqual(['a\uFFFDb\uFFFDc\uFFFDd\uFFFD[201~e\uFFFDf', 'still alive']);
     await injector.close();
   });
@@ -151,8 +151,8 @@ describe('tmux injector against real tmux panes', () => {
     );
 
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('line one\nline two');
-    await injector.inject('x\u001b[201~y');
+    await injector.type({ text: 'line one\nline two', marker: '' });
+    await injector.type({ text: 'x\u001b[201~y', marker: '' });
     const expected =
       '\u001b[200~line one\rline two\u001b[201~\r' + // one paste; tmux pastes LF as CR
       '\u001b[200~x\uFFFD[201~y\u001b[201~\r'; // an embedded paste end cannot escape the paste
@@ -171,8 +171,8 @@ describe('tmux injector against real tmux panes', () => {
     await server.run('copy-mode', '-t', paneId);
     expect((await server.run('display-message', '-p', '-t', paneId, '#{pane_in_mode}')).trim()).toBe('1');
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    await injector.inject('typed while scrolling');
-    await injector.inject('sentinel');
+    await injector.type({ text: 'typed while scrolling', marker: '' });
+    await injector.type({ text: 'sentinel', marker: '' });
     expect(await linesOf(file, 2)).toEqual(['typed while scrolling', 'sentinel']);
     await injector.close();
   });
@@ -185,7 +185,7 @@ describe('tmux injector against real tmux panes', () => {
     expect(target).toMatch(/^bridge-test:\d+\.0$/);
     expect(await tmuxPaneExists(target, server.socket)).toBe(true);
     const injector = createTmuxInjector({ target, socket: server.socket });
-    await injector.inject('by name');
+    await injector.type({ text: 'by name', marker: '' });
     expect(await linesOf(file, 1)).toEqual(['by name']);
     await injector.close();
   });
@@ -196,7 +196,7 @@ describe('tmux injector against real tmux panes', () => {
     const typed = `bridge-msg-${randomUUID()}`;
     const untyped = `bridge-msg-${randomUUID()}`;
     expect(await injector.contains(typed)).toBe(false);
-    await injector.inject(`[from alice, msg ${typed}] please rebase`);
+    await injector.type({ text: `[from alice, msg ${typed}] please rebase`, marker: '' });
     // The echo reaches tmux's screen asynchronously, after the paste returns.
     await waitFor(
       'the echo of the typed marker',
@@ -204,7 +204,7 @@ describe('tmux injector against real tmux panes', () => {
       (found) => found,
     );
     expect(await injector.contains(untyped)).toBe(false);
-    await injector.inject('a later line');
+    await injector.type({ text: 'a later line', marker: '' });
     await waitFor(
       'the echo of the later line',
       () => injector.contains('a later line'),
@@ -218,7 +218,7 @@ describe('tmux injector against real tmux panes', () => {
 
   it('reports a missing pane as PANE_UNAVAILABLE with a message naming it and what to do', async () => {
     const injector = createTmuxInjector({ target: '%999', socket: server.socket });
-    const err = await rejection(injector.inject('hello'));
+    const err = await rejection(injector.type({ text: 'hello', marker: '' }));
     expect(err).toBeInstanceOf(ChannelError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
     const message = (err as ChannelError).message;
@@ -235,9 +235,9 @@ describe('tmux injector against real tmux panes', () => {
     const { paneId, file } = await catPane();
     const ok = createTmuxInjector({ target: paneId, socket: server.socket });
     const missing = createTmuxInjector({ target: '%998', socket: server.socket });
-    await ok.inject('one');
-    await rejection(missing.inject('two'));
-    await ok.inject('three');
+    await ok.type({ text: 'one', marker: '' });
+    await rejection(missing.type({ text: 'two', marker: '' }));
+    await ok.type({ text: 'three', marker: '' });
     expect(await linesOf(file, 2)).toEqual(['one', 'three']);
     expect(await server.run('list-buffers', '-F', '#{buffer_name}')).toBe('');
   });
@@ -248,10 +248,10 @@ describe('tmux injector against real tmux panes', () => {
       const paneId = await doomed.newPane('exec cat > /dev/null');
       expect(await tmuxPaneExists(paneId, doomed.socket)).toBe(true);
       const injector = createTmuxInjector({ target: paneId, socket: doomed.socket });
-      await injector.inject('before the crash');
+      await injector.type({ text: 'before the crash', marker: '' });
       await doomed.kill();
 
-      const err = await rejection(injector.inject('after the crash'));
+      const err = await rejection(injector.type({ text: 'after the crash', marker: '' }));
       expect(err).toBeInstanceOf(ChannelError);
       expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
       const message = (err as ChannelError).message;
@@ -272,7 +272,7 @@ describe('tmux injector against real tmux panes', () => {
       socket: server.socket,
       tmuxPath: '/nonexistent/tmux',
     });
-    const err = await rejection(injector.inject('hello'));
+    const err = await rejection(injector.type({ text: 'hello', marker: '' }));
     expect(err).toBeInstanceOf(ChannelError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
     expect((err as ChannelError).message).toMatch(/could not run "\/nonexistent\/tmux": install tmux/);
@@ -284,7 +284,9 @@ describe('tmux injector against real tmux panes', () => {
     await expect(tmuxPaneExists('%1\n', server.socket)).rejects.toMatchObject({ code: ErrorCode.badRequest });
     const { paneId } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
-    expect(await rejection(injector.inject('\n\n'))).toMatchObject({ code: ErrorCode.badRequest });
+    expect(await rejection(injector.type({ text: '\n\n', marker: '' }))).toMatchObject({
+      code: ErrorCode.badRequest,
+    });
   });
 
   it('reports idle once, and refuses injects after close', async () => {
@@ -298,10 +300,12 @@ describe('tmux injector against real tmux panes', () => {
     expect(seen).toEqual([PaneStatus.idle]);
     expect(unsubscribed).toEqual([]);
 
-    const pending = injector.inject('queued before close');
+    const pending = injector.type({ text: 'queued before close', marker: '' });
     await injector.close(); // waits for the queued inject
     await pending;
     expect(await linesOf(file, 1)).toEqual(['queued before close']);
-    expect(await rejection(injector.inject('too late'))).toMatchObject({ code: ErrorCode.shuttingDown });
+    expect(await rejection(injector.type({ text: 'too late', marker: '' }))).toMatchObject({
+      code: ErrorCode.shuttingDown,
+    });
   });
 });
