@@ -570,7 +570,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     }
   };
 
-  /** The part schema 1.1 requires of some kinds (a turn, a spawn request, a result). */
+  /** The part schema 1.1 requires of some kinds (a turn, a spawn request, a result; a receipt since 1.2). */
   const partOf = (kind: string, gid: string): Record<string, unknown> => {
     const requestId = randomUUID();
     switch (kind) {
@@ -584,6 +584,8 @@ describe('receive path: property-based fuzz (hostile input)', () => {
         return { stop: { requestId, gid } };
       case WireKind.spawnResult:
         return { result: { requestId, op: 'spawn', ok: true, gid } };
+      case WireKind.receipt:
+        return { receipt: { msgId: requestId, recipient: gid, stage: 'queued', at: Date.now() } };
       default:
         return {};
     }
