@@ -135,6 +135,8 @@ export const configSchema = z.strictObject({
       retryBaseMs: z.number().int().min(1).default(500),
       /** Lines of pane output searched when recovering an interrupted injection (R-DL5). */
       captureLines: z.number().int().min(10).default(500),
+      /** Longest a bridge_send with wait_for waits for the stage it names (R-RC1). */
+      receiptWaitMs: z.number().int().min(0).default(120_000),
     })
     .prefault({}),
   ask: z
