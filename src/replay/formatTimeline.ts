@@ -14,12 +14,22 @@ function wallTime(hlc: string): string {
   return `${new Date(wall).toISOString()}+${counter}`;
 }
 
+/**
+ * An event as a timeline names it: its type, and for a receipt the stage it reported (and a
+ * dead letter's reason): `send.receipt submitted`, `send.receipt dead-lettered (expired)`.
+ */
+export function eventLabel(event: ReplayEvent): string {
+  if (event.event !== 'send.receipt' || typeof event.data?.stage !== 'string') return event.event;
+  const reason = typeof event.data.reason === 'string' ? ` (${event.data.reason})` : '';
+  return `${event.event} ${event.data.stage}${reason}`;
+}
+
 /** One timeline line: when (HLC), host, actor, event, from → to, msg. */
 export function formatEventLine(event: ReplayEvent): string {
   const actor = `${event.actorKind} ${shortId(event.actorId)}`;
   const move = `${event.fromState ?? '∅'} → ${event.toState}`;
   const msg = event.msgId === null ? '' : `  msg ${shortId(event.msgId)}`;
-  return `${wallTime(event.hlc)}  ${event.host}  ${actor.padEnd(24)}  ${event.event.padEnd(36)}  ${move}${msg}`;
+  return `${wallTime(event.hlc)}  ${event.host}  ${actor.padEnd(24)}  ${eventLabel(event).padEnd(36)}  ${move}${msg}`;
 }
 
 export function formatDivergence(d: Divergence): string {
