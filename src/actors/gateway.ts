@@ -518,8 +518,9 @@ export class Gateway {
   }
 
   /**
-   * Resolves once the message reached `wanted` (or a later stage, or a dead end: endsWait) or
-   * after `ms` (timedOut, with the stage reached so far); `cancel` ends it at once.
+   * Resolves once the message reached `wanted` (or a later stage, or a dead end: endsWait) and
+   * that is on disk, or after `ms` (timedOut, with the stage reached so far); `cancel` ends it
+   * at once.
    */
   private waitForStage(
     msgId: string,
@@ -536,7 +537,12 @@ export class Gateway {
         done = true;
         stopWatching();
         this.clock.clearTimeout(timer);
-        resolve({ stage: seen, timedOut });
+        // What the call reports is on disk first: bridge_status says the same after a crash.
+        const ended = { stage: seen, timedOut };
+        this.store.batch.flush().then(
+          () => resolve(ended),
+          () => resolve(ended),
+        );
       };
       const timer = this.clock.setTimeout(() => finish(true), ms);
       if (endsWait(seen, wanted)) {
