@@ -62,6 +62,7 @@ describe('loadConfig: defaults', () => {
       maxAttempts: 5,
       retryBaseMs: 500,
       captureLines: 500,
+      receiptWaitMs: 120_000,
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });
     expect(config.log).toEqual({ level: 'info' });
