@@ -1,3 +1,4 @@
+import { inFlightSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { judgeReceipt } from '../receipts/judgeReceipt.js';
 import { type Receipt, type ReceiptRoute, type ReceiptSink, stageRank } from '../receipts/receipt.js';
@@ -108,8 +109,7 @@ export class Receipts implements ReceiptSink {
           inbound.ack();
           return;
         }
-        this.apply(cell, receipt, from);
-        store.batch.afterCommit(() => inbound.ack());
+        this.apply(cell, receipt, from, () => store.batch.afterCommit(() => inbound.ack()));
       },
       (err: unknown) => {
         logger.error({ err, traceId: envelope.traceId, msgId: receipt.msgId }, 'could not record a receipt');
@@ -174,16 +174,18 @@ export class Receipts implements ReceiptSink {
     const { receipt } = entry;
     try {
       const cell = await this.deps.router.loadSend(receipt.msgId);
-      if (cell) this.apply(cell, receipt, this.deps.host);
-      else {
-        this.deps.metrics.receipts.inc({ outcome: 'unknown-message' });
-        this.deps.logger.debug(
-          { traceId: entry.traceId, msgId: receipt.msgId },
-          'receipt for a message with no send actor here (a gateway-written one); dropped',
-        );
-      }
       // In the batch of the receipt's own event: recorded and dropped together.
-      dropOutboxReceipt(this.deps.store, receipt.msgId, receipt.recipient, receipt.stage);
+      const drop = () => dropOutboxReceipt(this.deps.store, receipt.msgId, receipt.recipient, receipt.stage);
+      if (cell) {
+        this.apply(cell, receipt, this.deps.host, drop);
+        return;
+      }
+      this.deps.metrics.receipts.inc({ outcome: 'unknown-message' });
+      this.deps.logger.debug(
+        { traceId: entry.traceId, msgId: receipt.msgId },
+        'receipt for a message with no send actor here (a gateway-written one); dropped',
+      );
+      drop();
     } catch (err) {
       this.deps.logger.error(
         { err, traceId: entry.traceId, msgId: receipt.msgId },
@@ -192,8 +194,27 @@ export class Receipts implements ReceiptSink {
     }
   }
 
-  /** Checks who wrote the receipt, then lets the send machine decide whether it is news. */
-  private apply(cell: SendCell, receipt: Receipt, from: string): void {
+  /**
+   * Checks who wrote the receipt, then lets the send machine decide whether it is news; `then`
+   * runs once that is done (in the same tick as the receipt's event, if any). A receipt that
+   * overtook its send's confirm (or, same host, its routing) waits until the send has left
+   * accepted or published.
+   */
+  private apply(cell: SendCell, receipt: Receipt, from: string, then?: () => void): void {
+    if (inFlightSendStates.includes(cell.state)) {
+      const stop = this.deps.router.watchSend(receipt.msgId, (next) => {
+        if (inFlightSendStates.includes(next.state)) return;
+        stop();
+        // Not inside the send's own transition: next in this tick, after it.
+        queueMicrotask(() => this.apply(next, receipt, from, then));
+      });
+      return;
+    }
+    this.decide(cell, receipt, from);
+    then?.();
+  }
+
+  private decide(cell: SendCell, receipt: Receipt, from: string): void {
     const { context } = cell;
     const { metrics, logger } = this.deps;
     const verdict = judgeReceipt(context, receipt, from, (gid) =>

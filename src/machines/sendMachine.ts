@@ -14,13 +14,14 @@ import { ReceiptStage, receiptStages, stagesAfter } from '../receipts/receipt.js
  *   published ──confirmed──▶ confirmed ──────┤
  *      │ failed   ▲ published                │
  *      ▼          │                          ▼
- *   failed ───────┘                 queued ──▶ typed ──▶ submitted | handed-over |
- *                                                        dead-lettered | too-late   (final)
+ *   failed ───────┴─────────receipt──▶ queued ──▶ typed ──▶ submitted | handed-over |
+ *                                                         dead-lettered | too-late   (final)
  *
  * A receipt moves the send forward only, and may skip stages (confirmed → submitted); one for
- * an earlier or the same stage, or for another recipient, is no transition at all. Published
- * and failed take receipts too: a receipt can overtake the broker's confirm, and a publish
- * reported failed (the connection dropped before the confirm) may still have got through.
+ * an earlier or the same stage, or for another recipient, is no transition at all. Failed takes
+ * receipts too: a publish reported failed (the connection dropped before the confirm) may still
+ * have got through. A receipt that overtakes the broker's confirm waits in the runtime until the
+ * send has left `published` (so the log always reads published → confirmed → a stage).
  * Broadcasts get no receipts (their recipient is a routing key): they stay in confirmed or
  * routed-local.
  */
@@ -76,6 +77,9 @@ export interface SendContext extends SendInput {
 /** States in which the send never got its confirm (nor a receipt): a keyed retry publishes again. */
 export const unconfirmedSendStates: readonly string[] = ['accepted', 'published', 'failed'];
 
+/** States whose call is still under way: a receipt waits until the send has left them. */
+export const inFlightSendStates: readonly string[] = ['accepted', 'published'];
+
 export const sendMachine = setup({
   types: {
     context: {} as SendContext,
@@ -122,7 +126,6 @@ export const sendMachine = setup({
       on: {
         'send.confirmed': { target: 'confirmed' },
         'send.failed': { target: 'failed', actions: 'recordFailure' },
-        'send.receipt': receiptTransitions(null),
       },
     },
     'routed-local': { on: { 'send.receipt': receiptTransitions(null) } },
