@@ -28,6 +28,7 @@ export const ErrorCode = {
   askExpired: 'ASK_EXPIRED',
   askAbandoned: 'ASK_ABANDONED',
   unknownAsk: 'UNKNOWN_ASK',
+  unknownMessage: 'UNKNOWN_MESSAGE',
   unknownProfile: 'UNKNOWN_PROFILE',
   spawnRefused: 'SPAWN_REFUSED',
   launchFailed: 'LAUNCH_FAILED',

@@ -21,6 +21,8 @@ import { type EntityEvent, type EntityInput, entityMachine } from '../machines/e
 import type { ActorKind } from '../machines/index.js';
 import { type RemindContext, type RemindEvent, remindMachine } from '../machines/remindMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { ReceiptSink } from '../receipts/receipt.js';
+import { receiptForTransition } from '../receipts/receiptForTransition.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
 import type { EntityRecord } from '../store/entities.js';
@@ -68,6 +70,8 @@ export interface EntityActorDeps extends RuntimeDeps {
   onTooLate?: ((answer: Envelope, why: string) => void) | undefined;
   /** A nudge went out (besides the pane, interfaces pass it on: MCP notifications). */
   onNudge?: ((nudge: Nudge) => void) | undefined;
+  /** Where the stages of deliveries go back to their senders (R-RC1). */
+  receipts?: ReceiptSink | undefined;
 }
 
 type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
@@ -315,6 +319,7 @@ export class EntityActor {
       this.deps,
     );
     const live = this.track(cell, envelope, inbound);
+    this.reportReceipt(live, { event: 'xstate.init', from: null, to: cell.state, done: false, data: null });
     if (envelope.kind === WireKind.answer && this.deps.answers) this.resumeTurn(live, envelope);
     else if (this.mode === DeliveryMode.hold) this.hold(envelope.msgId);
     else this.schedulePump();
@@ -605,8 +610,20 @@ export class EntityActor {
     this.schedulePump();
   }
 
+  // ── Receipts (R-RC1): which transition tells the sender what is src/receipts/receiptForTransition.ts.
+  // The route comes from the envelope while it is in memory; the sink looks it up otherwise.
+  private reportReceipt(live: LiveDelivery, transition: Transition): void {
+    const { context } = live.cell;
+    const receipt = this.deps.receipts && receiptForTransition(transition, context, this.deps.clock.now());
+    if (!receipt) return;
+    const route = { sender: context.sender, senderHost: live.envelope?.from.host, traceId: context.traceId };
+    this.deps.receipts?.record(receipt, route);
+  }
+  // ── end of receipts
+
   private onDeliveryTransition(msgId: string, live: LiveDelivery, transition: Transition): void {
     const { cell } = live;
+    this.reportReceipt(live, transition);
     if (transition.to === 'held' && transition.from !== 'held') this.countHeld(+1);
     else if (transition.from === 'held' && transition.to !== 'held') this.countHeld(-1);
     // Submitted, or found submitted by crash recovery: the entity has it (invariant 5).

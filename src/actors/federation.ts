@@ -40,8 +40,10 @@ export interface FederationDeps extends RuntimeDeps {
   onFatal(err: BridgeError): void;
   /** Signs what is published and verifies what arrives (invariant 6). */
   signer: Signer;
-  /** A SPAWN or STOP for this host, admitted; `inbound` is acked once it is recorded. */
+  /** A SPAWN, STOP or RECEIPT for this host, admitted; `inbound` is acked once it is recorded. */
   onControl(envelope: Envelope, inbound: InboundHandle): void;
+  /** The broker connection is (back) up: whatever waited for it can go out. */
+  onConnected?: (() => void) | undefined;
 }
 
 /** Where an arrival goes once admitted: an entity's inbox, or this gateway's control queue. */
@@ -108,7 +110,10 @@ export class Federation implements DeadLetterSink {
         const connected = state === 'connected';
         deps.metrics.brokerConnected.set(connected ? 1 : 0);
         this.roster.setReachable(connected);
-        if (connected) void this.announce();
+        if (connected) {
+          void this.announce();
+          deps.onConnected?.();
+        }
       },
     });
   }
@@ -513,7 +518,7 @@ export class Federation implements DeadLetterSink {
     this.deps.hlc.receive(envelope.hlc);
     try {
       destination.accept(envelope, message);
-      metrics.accepted.inc({ route: 'broker' });
+      if (envelope.kind !== 'RECEIPT') metrics.accepted.inc({ route: 'broker' });
     } catch (err) {
       logger.error(
         { err, traceId: envelope.traceId, msgId: envelope.msgId },
@@ -661,8 +666,8 @@ export class Federation implements DeadLetterSink {
   }
 }
 
-/** What a control queue takes. */
-const controlKinds: ReadonlySet<string> = new Set(['SPAWN', 'STOP']);
+/** What a control queue takes: requests to this host, and receipts for its sends (R-RC1). */
+const controlKinds: ReadonlySet<string> = new Set(['SPAWN', 'STOP', 'RECEIPT']);
 
 /** What an inbox takes; control and presence kinds travel on their own exchanges. */
 const inboxKinds: ReadonlySet<string> = new Set([

@@ -9,7 +9,9 @@ import type { PaneInjector, PaneTarget } from '../inject/paneInjector.js';
 import type { Logger } from '../log/logger.js';
 import { newTraceId } from '../log/logger.js';
 import { deliveryMachine } from '../machines/deliveryMachine.js';
+import type { StageRecord } from '../machines/sendMachine.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { endsWait, type ReceiptStage, receiptStages, type WaitableStage } from '../receipts/receipt.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
 import { createNoSigner, createSigner, type Signer } from '../security/messageSigning.js';
@@ -42,13 +44,16 @@ import {
   type Nudge,
 } from './entityActor.js';
 import { type DeadLetterView, Federation } from './federation.js';
+import { Receipts } from './receipts.js';
 import {
   addressOf,
   type BroadcastRequest,
   type BroadcastResult,
   Router,
+  type SendCell,
   type SendRequest,
   type SendResult,
+  sendKind,
 } from './router.js';
 import { Spawner } from './spawner.js';
 import { type TurnOutcome, Turns } from './turns.js';
@@ -152,6 +157,11 @@ export interface RosterEntry extends Address {
 export interface SendOptions extends SendRequest {
   /** How long to hold the call open for the first reply (R-DL3); 0 returns at once. */
   waitMs?: number | undefined;
+  /**
+   * Hold the call open until the message reached this stage (or a later one, or a dead end),
+   * at most `delivery.receiptWaitMs` (R-RC1).
+   */
+  waitFor?: WaitableStage | undefined;
 }
 
 export interface SendOutcome extends SendResult {
@@ -159,6 +169,38 @@ export interface SendOutcome extends SendResult {
   reply?: Envelope | null;
   /** That reply's handover: confirm it once the caller has the reply (see Handover). */
   handover?: Handover;
+  /** The latest stage recorded for the message when the call returned; null: none yet. */
+  stage: ReceiptStage | null;
+  /** With waitFor: the stage was not reached within delivery.receiptWaitMs. */
+  timedOut?: boolean;
+}
+
+/** Where a message this gateway sent is now (bridge_status, R-RC1). */
+export interface MessageStatus {
+  msgId: string;
+  traceId: string;
+  kind: string;
+  /** The recipient's gid (a routing key for a broadcast), with its name and host when known. */
+  to: { gid: string; name?: string; host?: string };
+  /** The latest stage a receipt reported; null: none yet. */
+  stage: ReceiptStage | null;
+  stages: StageRecord[];
+  /** The send actor's own state: accepted, published, confirmed, routed-local, failed, or a stage. */
+  sendState: string;
+  /** Why the send failed, when it did. */
+  failure: string | null;
+}
+
+/** A wait for a stage, as it ended. */
+interface StageWait {
+  stage: ReceiptStage | null;
+  timedOut: boolean;
+}
+
+const dropStages: readonly ReceiptStage[] = ['dead-lettered', 'too-late'];
+
+function stageOfState(state: string | undefined): ReceiptStage | null {
+  return (receiptStages as readonly string[]).includes(state ?? '') ? (state as ReceiptStage) : null;
 }
 
 /**
@@ -180,6 +222,7 @@ export class Gateway {
   private federation: Federation | undefined;
   private turns!: Turns;
   private spawner!: Spawner;
+  private receipts!: Receipts;
   private stopping = false;
   private readonly nudgeListeners = new Set<(nudge: Nudge) => void>();
   private mcpUrlKnown!: (url: string) => void;
@@ -234,6 +277,7 @@ export class Gateway {
           this.options.onFatal?.(err);
         },
         onControl: (envelope, inbound) => this.onControl(envelope, inbound),
+        onConnected: () => this.receipts?.republish(),
       });
     }
     this.turns = new Turns(deps);
@@ -256,6 +300,14 @@ export class Gateway {
       directory: this.directory,
       federation: this.federation,
     });
+    this.receipts = new Receipts({
+      ...deps,
+      metrics: this.metrics,
+      router: this.router,
+      federation: this.federation,
+      isLocal: (gid) => this.directory.byGidOrUndefined(gid) !== undefined,
+    });
+    this.entityDeps.receipts = this.receipts;
 
     this.spawner = new Spawner({
       ...deps,
@@ -296,6 +348,7 @@ export class Gateway {
       resumed++;
     }
     const spawns = this.spawner.rehydrate();
+    this.receipts.start();
     logger.info(
       {
         entities: this.directory.size,
@@ -411,20 +464,143 @@ export class Gateway {
   async send(sender: EntityActor, options: SendOptions): Promise<SendOutcome> {
     this.assertRunning();
     const waitMs = Math.min(options.waitMs ?? 0, this.config.limits.maxWaitMs);
-    if (waitMs <= 0) return this.router.send(sender, options);
-    const recipient = this.router.resolve(options.to);
-    const waiter = sender.waitForReply(recipient.gid, waitMs);
+    const waiter = waitMs > 0 ? sender.waitForReply(this.router.resolve(options.to).gid, waitMs) : undefined;
     let result: SendResult;
     try {
       result = await this.router.send(sender, options);
     } catch (err) {
-      waiter.cancel();
+      waiter?.cancel();
       throw err;
     }
-    waiter.answering(result.msgId);
-    const handover = await waiter.promise;
-    if (!handover) return { ...result, reply: null };
-    return { ...result, reply: handover.envelopes[0] ?? null, handover };
+    waiter?.answering(result.msgId);
+    const staging =
+      options.waitFor === undefined
+        ? undefined
+        : this.waitForStage(result.msgId, options.waitFor, this.config.delivery.receiptWaitMs);
+    if (!waiter) {
+      if (!staging) return { ...result, stage: this.stageOf(result.msgId) };
+      const ended = await staging.promise;
+      return { ...result, stage: ended.stage, ...(ended.timedOut ? { timedOut: true } : {}) };
+    }
+    // Both: a reply ends the call at once, so does a dead end (no reply can come); otherwise it
+    // returns once the stage is reached (or its wait is over) and wait_ms has passed.
+    type First = { reply: Handover | null } | { staged: StageWait };
+    const first: First = staging
+      ? await Promise.race([
+          waiter.promise.then((reply) => ({ reply })),
+          staging.promise.then((staged) => ({ staged })),
+        ])
+      : { reply: await waiter.promise };
+    let handover: Handover | null;
+    let staged: StageWait | undefined;
+    if ('reply' in first) {
+      handover = first.reply;
+      if (handover) staging?.cancel();
+      staged = staging ? await staging.promise : undefined;
+    } else {
+      staged = first.staged;
+      if (staged.stage !== null && dropStages.includes(staged.stage)) waiter.cancel();
+      handover = await waiter.promise;
+    }
+    const stage = staged && !staged.timedOut ? staged.stage : this.stageOf(result.msgId);
+    return {
+      ...result,
+      stage,
+      ...(staged?.timedOut && !handover ? { timedOut: true } : {}),
+      ...(handover ? { reply: handover.envelopes[0] ?? null, handover } : { reply: null }),
+    };
+  }
+
+  /** The latest stage recorded for a message this gateway sent (null: none, or no such send). */
+  private stageOf(msgId: string): ReceiptStage | null {
+    const live = this.router.liveSend(msgId);
+    return stageOfState(live ? live.state : readActorHead(this.store, sendKind, msgId)?.state);
+  }
+
+  /**
+   * Resolves once the message reached `wanted` (or a later stage, or a dead end: endsWait) and
+   * that is on disk, or after `ms` (timedOut, with the stage reached so far); `cancel` ends it
+   * at once.
+   */
+  private waitForStage(
+    msgId: string,
+    wanted: WaitableStage,
+    ms: number,
+  ): { promise: Promise<StageWait>; cancel: () => void } {
+    let finish!: (timedOut: boolean) => void;
+    const promise = new Promise<StageWait>((resolve) => {
+      let seen = this.stageOf(msgId);
+      let done = false;
+      let stopWatching = () => {};
+      finish = (timedOut) => {
+        if (done) return;
+        done = true;
+        stopWatching();
+        this.clock.clearTimeout(timer);
+        // What the call reports is on disk first: bridge_status says the same after a crash.
+        const ended = { stage: seen, timedOut };
+        this.store.batch.flush().then(
+          () => resolve(ended),
+          () => resolve(ended),
+        );
+      };
+      const timer = this.clock.setTimeout(() => finish(true), ms);
+      if (endsWait(seen, wanted)) {
+        finish(false);
+        return;
+      }
+      stopWatching = this.router.watchSend(msgId, (cell: SendCell) => {
+        seen = stageOfState(cell.state) ?? seen;
+        if (endsWait(seen, wanted)) finish(false);
+      });
+    });
+    return { promise, cancel: () => finish(false) };
+  }
+
+  /**
+   * Where a message sent from this gateway is (R-RC1): its send actor's state and every stage
+   * its receipts reported. `requester` (an MCP caller) may ask about its own messages, or any
+   * if it is a main or an orchestrator; the operator (admin socket) passes none.
+   */
+  async messageStatus(requester: EntityActor | undefined, msgId: string): Promise<MessageStatus> {
+    this.assertRunning();
+    const cell = await this.router.loadSend(msgId);
+    if (!cell) {
+      throw new BridgeError(
+        ErrorCode.unknownMessage,
+        `no message ${msgId} was sent from ${this.host}: bridge_status knows the messages sent through ` +
+          'this gateway, by the msgId bridge_send returned',
+        { details: { msgId } },
+      );
+    }
+    const { context } = cell;
+    if (requester && requester.gid !== context.sender && requester.record.kind === 'worker') {
+      throw new BridgeError(
+        ErrorCode.forbidden,
+        `message ${msgId} was not sent by ${requester.record.name}: a worker may ask only about its own ` +
+          'messages (a main or an orchestrator about any)',
+      );
+    }
+    const { stages } = context;
+    return {
+      msgId,
+      traceId: context.traceId,
+      kind: context.kind,
+      to: this.addressOfGid(context.recipient, context.recipientHost),
+      stage: stages.at(-1)?.stage ?? null,
+      stages,
+      sendState: cell.state,
+      failure: context.failure,
+    };
+  }
+
+  /** A gid with the name and host this gateway knows for it. */
+  private addressOfGid(gid: string, host: string | undefined): MessageStatus['to'] {
+    const local = this.directory.byGidOrUndefined(gid);
+    if (local) return { gid, name: local.record.name, host: this.host };
+    const remote = this.federation?.roster.find(gid)[0];
+    if (remote) return { gid, name: remote.name, host: remote.host };
+    return host === undefined ? { gid } : { gid, host };
   }
 
   /**
@@ -683,6 +859,7 @@ export class Gateway {
   private onControl(envelope: Envelope, inbound: InboundHandle | undefined): void {
     if (envelope.kind === WireKind.spawn) this.spawner.receiveSpawn(envelope, inbound);
     else if (envelope.kind === WireKind.stop) void this.spawner.receiveStop(envelope, inbound);
+    else if (envelope.kind === WireKind.receipt && inbound) this.receipts.receive(envelope, inbound);
     else inbound?.ack();
   }
 

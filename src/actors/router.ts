@@ -3,9 +3,14 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { newTraceId } from '../log/logger.js';
 import type { ActorKind } from '../machines/index.js';
-import { type SendContext, type SendEvent, sendMachine } from '../machines/sendMachine.js';
+import {
+  type SendContext,
+  type SendEvent,
+  sendMachine,
+  unconfirmedSendStates,
+} from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
 import { readIdempotentMsgId, recordIdempotencyKey } from '../store/idempotency.js';
 import { purgeMessage, putMessage, readMessage, readTraceOfMessage } from '../store/messageBodies.js';
@@ -72,7 +77,13 @@ export function addressOf(entity: EntityActor, host: string): Address {
   return { gid: entity.gid, name: entity.record.name, host, kind: entity.record.kind };
 }
 
-type SendCell = ActorCell<SendContext, SendEvent>;
+export type SendCell = ActorCell<SendContext, SendEvent>;
+
+/**
+ * Send actors kept in memory after their call, for the receipts that follow (R-RC1). Beyond
+ * this many the oldest is dropped; a receipt for it rebuilds it from the log.
+ */
+export const recentSendLimit = 4096;
 
 interface EnvelopeExtras {
   inReplyTo?: string | undefined;
@@ -85,6 +96,21 @@ interface EnvelopeExtras {
   traceId?: string | undefined;
   expiresAt?: number | undefined;
 }
+/**
+ * The kinds whose deliveries report receipts: not a broadcast (its recipient is a routing
+ * key, not an entity), nor a SPAWN or STOP (a control request, answered by SPAWN_RESULT).
+ */
+const receiptKinds: ReadonlySet<string> = new Set([
+  WireKind.send,
+  WireKind.reply,
+  WireKind.ask,
+  WireKind.answer,
+  WireKind.tooLate,
+  WireKind.spawnResult,
+]);
+
+/** The host of a recipient addressed by a gid the roster does not know. */
+const unknownHost = 'unknown';
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
@@ -96,6 +122,12 @@ const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export class Router {
   /** Idempotency keys written in the current, not yet committed batch. */
   private readonly pendingKeys = new Map<string, string>();
+  /** Live send actors by msgId, oldest first: one cell per actor, whoever asks for it. */
+  private readonly sends = new Map<string, SendCell>();
+  /** Send actors being rebuilt from the log, so that two receipts rebuild one cell, not two. */
+  private readonly loading = new Map<string, Promise<SendCell | undefined>>();
+  /** Who waits for a send's next transition (bridge_send wait_for). */
+  private readonly watchers = new Map<string, Set<(cell: SendCell) => void>>();
 
   constructor(private readonly deps: RouterDeps) {}
 
@@ -112,7 +144,9 @@ export class Router {
 
     const earlier = await this.earlierSend(sender, request.idempotencyKey);
     if (earlier) {
-      if (!local && earlier.state !== 'confirmed') await this.republish(earlier.cell, earlier.msgId);
+      // Only a send that never got its confirm (nor a receipt, which implies it) goes out again.
+      if (!local && unconfirmedSendStates.includes(earlier.state))
+        await this.republish(earlier.cell, earlier.msgId);
       return { msgId: earlier.msgId, traceId: earlier.traceId, to, duplicate: true };
     }
 
@@ -124,7 +158,8 @@ export class Router {
       traceId: request.traceId,
       expiresAt: request.expiresAt,
     });
-    await this.dispatch(envelope, local, size, request.idempotencyKey);
+    const recipientHost = to.host === unknownHost ? undefined : to.host;
+    await this.dispatch(envelope, local, size, request.idempotencyKey, recipientHost);
     return { msgId: envelope.msgId, traceId: envelope.traceId, to, duplicate: false };
   }
 
@@ -136,7 +171,8 @@ export class Router {
   async routeEnvelope(envelope: Envelope): Promise<void> {
     if (this.traceOfSent(envelope.msgId) !== undefined) return;
     const local = this.deps.directory.byGidOrUndefined(envelope.to);
-    await this.dispatch(envelope, local, byteLength(envelope.text), undefined);
+    const host = local ? this.deps.host : this.deps.federation?.roster.find(envelope.to)[0]?.host;
+    await this.dispatch(envelope, local, byteLength(envelope.text), undefined, host);
   }
 
   /** Publishes a SPAWN or STOP to `control.<host>` (U4); returns once the broker has it. */
@@ -145,8 +181,7 @@ export class Router {
     const { store } = this.deps;
     await store.batch.flush();
     const cell =
-      this.rehydrateSend(envelope.msgId, envelope.from.gid) ??
-      this.createSend(envelope, host, byteLength(envelope.text), undefined);
+      this.openSend(envelope.msgId) ?? this.createSend(envelope, host, byteLength(envelope.text), undefined);
     putMessage(store, outbox, envelope);
     await this.published(cell, envelope, host, 'control');
   }
@@ -156,17 +191,91 @@ export class Router {
     return readActorHead(this.deps.store, sendKind, msgId)?.traceId;
   }
 
-  /** A send actor on record, rebuilt from its log (a retry goes on under it); undefined if none. */
-  private rehydrateSend(msgId: string, owner: string): SendCell | undefined {
+  /**
+   * A send actor in memory, or rebuilt from its log (a retry goes on under it, a receipt is
+   * recorded on it); undefined if none. Callers flush the batch first, so the log is complete.
+   */
+  private openSend(msgId: string): SendCell | undefined {
+    const live = this.sends.get(msgId);
+    if (live) return live;
     const rows = readActorEvents(this.deps.store, sendKind, msgId);
     const first = rows[0];
     if (!first) return undefined;
-    return ActorCell.rehydrate<SendContext, SendEvent>(
+    const owner = typeof first.data?.sender === 'string' ? first.data.sender : null;
+    const cell = ActorCell.rehydrate<SendContext, SendEvent>(
       sendMachine,
       rows,
       { kind: sendKind, id: msgId, traceId: first.traceId, msgId, owner },
       this.deps,
     );
+    if (!cell.done) this.keep(cell);
+    return cell;
+  }
+
+  /** The send actor of `msgId` if it is in memory (sent lately, or rebuilt for a receipt). */
+  liveSend(msgId: string): SendCell | undefined {
+    return this.sends.get(msgId);
+  }
+
+  /**
+   * The send actor of `msgId`: in memory, or rebuilt from the log once everything written so
+   * far is on disk. Concurrent callers get the same cell. Undefined: this host sent no such
+   * message.
+   */
+  loadSend(msgId: string): Promise<SendCell | undefined> {
+    const live = this.sends.get(msgId);
+    if (live) return Promise.resolve(live);
+    let loading = this.loading.get(msgId);
+    if (!loading) {
+      loading = this.deps.store.batch
+        .flush()
+        .then(() => this.openSend(msgId))
+        .finally(() => this.loading.delete(msgId));
+      this.loading.set(msgId, loading);
+    }
+    return loading;
+  }
+
+  /**
+   * Calls `listener` with the send actor after each of its transitions, until the returned
+   * function is called.
+   */
+  watchSend(msgId: string, listener: (cell: SendCell) => void): () => void {
+    let listeners = this.watchers.get(msgId);
+    if (!listeners) {
+      listeners = new Set();
+      this.watchers.set(msgId, listeners);
+    }
+    listeners.add(listener);
+    return () => {
+      const set = this.watchers.get(msgId);
+      set?.delete(listener);
+      if (set?.size === 0) this.watchers.delete(msgId);
+    };
+  }
+
+  /** Keeps a live send cell in memory (bounded), and tells watchers of its transitions. */
+  private keep(cell: SendCell): void {
+    if (!receiptKinds.has(cell.context.kind)) return;
+    const msgId = cell.context.msgId;
+    this.sends.set(msgId, cell);
+    cell.onTransition = (transition) => this.onSendTransition(msgId, cell, transition);
+    if (this.sends.size <= recentSendLimit) return;
+    // The oldest goes, unless its call still holds it (accepted, published): a second cell for
+    // the same actor would write a log that contradicts the first.
+    let looked = 0;
+    for (const [id, oldest] of this.sends) {
+      if (++looked > 16) break;
+      if (oldest.state === 'accepted' || oldest.state === 'published') continue;
+      this.sends.delete(id);
+      break;
+    }
+  }
+
+  private onSendTransition(msgId: string, cell: SendCell, transition: Transition): void {
+    if (transition.done && this.sends.get(msgId) === cell) this.sends.delete(msgId);
+    const listeners = this.watchers.get(msgId);
+    if (listeners) for (const listener of [...listeners]) listener(cell);
   }
 
   /** A new envelope from `from` (a local entity, or this gateway), stamped now. */
@@ -211,6 +320,8 @@ export class Router {
     if (this.traceOfSent(envelope.msgId) !== undefined) return;
     const cell = this.createSend(envelope, refusal.to, byteLength(refusal.text), undefined);
     cell.send({ type: 'send.failed', code: refusal.code, detail: refusal.detail });
+    // Refused here: no receipt will come for it.
+    this.sends.delete(envelope.msgId);
   }
 
   /** The send actor, then the local hand-over or the publish; throws what the recipient refused. */
@@ -219,8 +330,9 @@ export class Router {
     local: EntityActor | undefined,
     size: number,
     idempotencyKey: string | undefined,
+    recipientHost: string | undefined,
   ): Promise<void> {
-    const cell = this.createSend(envelope, envelope.to, size, idempotencyKey);
+    const cell = this.createSend(envelope, envelope.to, size, idempotencyKey, recipientHost);
     if (!local) {
       putMessage(this.deps.store, outbox, envelope);
       await this.published(cell, envelope, envelope.to);
@@ -308,7 +420,7 @@ export class Router {
     if (match) return { gid: match.gid, name: match.name, host: match.host, kind: match.kind };
     // The roster resolves existence, the broker resolves location (invariant 2): an unknown
     // gid is still tried, and a mandatory publish tells us if no inbox has it.
-    if (uuidPattern.test(address)) return { gid: address, name: address, host: 'unknown', kind: 'worker' };
+    if (uuidPattern.test(address)) return { gid: address, name: address, host: unknownHost, kind: 'worker' };
     const hosts = [this.deps.host, ...federation.roster.hostIds()].join(', ');
     const { broker } = this.deps.config;
     // Right after a start or a reconnect the roster has not heard every host yet: say so, and
@@ -335,7 +447,7 @@ export class Router {
     const msgId = this.pendingKeys.get(keyId) ?? readIdempotentMsgId(store, sender.gid, key);
     if (msgId === undefined) return undefined;
     await store.batch.flush();
-    const cell = this.rehydrateSend(msgId, sender.gid);
+    const cell = this.openSend(msgId);
     if (!cell) return undefined;
     return { msgId, traceId: cell.context.traceId, state: cell.state, cell };
   }
@@ -379,6 +491,7 @@ export class Router {
     recipient: string,
     size: number,
     idempotencyKey: string | undefined,
+    recipientHost?: string | undefined,
   ): SendCell {
     const sender = envelope.from;
     const { store } = this.deps;
@@ -392,6 +505,7 @@ export class Router {
         recipient,
         digest: digestText(envelope.text),
         size,
+        ...(recipientHost === undefined ? {} : { recipientHost }),
       },
       {
         kind: sendKind,
@@ -402,6 +516,7 @@ export class Router {
       },
       this.deps,
     );
+    this.keep(cell);
     // The message's clock stamp comes after its send actor's creation, so on every host the
     // receive (which merges this stamp) sorts after the send in a replayed timeline.
     envelope.hlc = this.deps.hlc.tick();

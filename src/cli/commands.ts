@@ -1,5 +1,11 @@
 import type { DeadLetterView } from '../actors/federation.js';
-import type { ControlOutcome, Registration, RosterEntry, SendOutcome } from '../actors/gateway.js';
+import type {
+  ControlOutcome,
+  MessageStatus,
+  Registration,
+  RosterEntry,
+  SendOutcome,
+} from '../actors/gateway.js';
 import type { BroadcastResult } from '../actors/router.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { adminSocketPath } from '../daemon/startDaemon.js';
@@ -85,6 +91,10 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
   if (!to || !text)
     throw new BridgeError(ErrorCode.badRequest, 'send needs TO and TEXT: bridge send worker-1 "hello"');
   const waitMs = integerOption('wait', values.wait);
+  const waitFor = values['wait-for'];
+  if (waitFor !== undefined && waitFor !== 'queued' && waitFor !== 'submitted') {
+    throw new BridgeError(ErrorCode.badRequest, `--wait-for takes queued or submitted, got "${waitFor}"`);
+  }
   const result = (await callAdmin(socketOf(values), adminRoutes.send, {
     token: tokenOf(values),
     to,
@@ -93,9 +103,15 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
     ...(values['reply-to'] ? { inReplyTo: values['reply-to'] } : {}),
     ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
     ...(waitMs === undefined ? {} : { waitMs }),
+    ...(waitFor === undefined ? {} : { waitFor }),
   })) as SendOutcome;
   return print(values, result, () => {
-    const head = `${result.duplicate ? 'already sent' : 'sent'} ${result.msgId} to ${result.to.name}@${result.to.host}`;
+    const stage = result.timedOut
+      ? ` (not ${waitFor} within delivery.receiptWaitMs; ${result.stage ?? 'no receipt yet'})`
+      : result.stage === null
+        ? ''
+        : ` (${result.stage})`;
+    const head = `${result.duplicate ? 'already sent' : 'sent'} ${result.msgId} to ${result.to.name}@${result.to.host}${stage}`;
     if (result.reply)
       return `${head}\nreply from ${result.reply.from.name}@${result.reply.from.host}: ${result.reply.text}`;
     return result.reply === null ? `${head}\nno reply within ${waitMs} ms` : head;
@@ -274,7 +290,30 @@ interface StatusView {
   deadLetters: Record<string, number>;
 }
 
-export async function runStatus(values: CliValues): Promise<number> {
+/** `bridge status MSGID`: the stages of a message sent from this gateway (R-RC1). */
+async function runMessageStatus(values: CliValues, msgId: string): Promise<number> {
+  const result = (await callAdmin(socketOf(values), adminRoutes.messageStatus, { msgId })) as MessageStatus;
+  return print(values, result, () => {
+    const to = result.to.name ? `${result.to.name}@${result.to.host} (${result.to.gid})` : result.to.gid;
+    const stages = result.stages.map((s) => {
+      const why = [s.reason, s.detail].filter((part) => part !== undefined).join(': ');
+      return `  ${new Date(s.at).toISOString()}  ${s.stage}${why ? `  ${why}` : ''}`;
+    });
+    return [
+      `message:  ${result.msgId} (${result.kind})`,
+      `to:       ${to}`,
+      `stage:    ${result.stage ?? `none yet (send ${result.sendState})`}`,
+      `send:     ${result.sendState}${result.failure ? ` (${result.failure})` : ''}`,
+      `trace:    ${result.traceId}`,
+      ...(stages.length > 0 ? ['stages:', ...stages] : []),
+    ].join('\n');
+  });
+}
+
+export async function runStatus(values: CliValues, rest: string[] = []): Promise<number> {
+  const [msgId, ...extra] = rest;
+  if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, 'status takes at most one MSGID');
+  if (msgId !== undefined) return runMessageStatus(values, msgId);
   const result = (await callAdmin(socketOf(values), adminRoutes.status)) as StatusView;
   return print(values, result, () => {
     const counts = (record: Record<string, number | undefined>) =>

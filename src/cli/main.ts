@@ -27,7 +27,7 @@ Usage:
                   [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID] [--group G]...
                                                       register an entity; prints its gid and token
   bridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
-  bridge send TO TEXT [--reply-to MSGID] [--wait MS] [--idempotency-key KEY]
+  bridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
   bridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
   bridge drain [--max N]                              collect messages held for that entity
@@ -38,7 +38,8 @@ Usage:
   bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all)
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
-  bridge status                                       the gateway's state
+  bridge status [MSGID]                               the gateway's state; with MSGID, where that message
+                                                      (sent from this gateway) is: its receipts' stages
   bridge export --trace ID [--db FILE] [--out FILE]   this host's slice of a flow as a portable file
   bridge replay --trace ID LOG... [--mermaid] [--no-check] [--progress]
                                                       merge hosts' logs (events.db or exports) into one
@@ -72,6 +73,7 @@ const options = {
   token: { type: 'string' },
   'reply-to': { type: 'string' },
   wait: { type: 'string' },
+  'wait-for': { type: 'string' },
   'idempotency-key': { type: 'string' },
   max: { type: 'string' },
   all: { type: 'boolean' },
@@ -132,7 +134,7 @@ async function main(argv: string[]): Promise<number> {
     case 'roster':
       return runRoster(values);
     case 'status':
-      return runStatus(values);
+      return runStatus(values, rest);
     case 'export':
       return runExport(values, rest);
     case 'replay':

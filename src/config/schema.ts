@@ -147,6 +147,8 @@ export const configSchema = z.strictObject({
       enterPauseMs: z.number().int().min(0).max(60_000).default(0),
       /** …and how many Enters, at most, before the attempt counts as not submitted. */
       enterAttempts: z.number().int().min(1).max(10).default(3),
+      /** Longest a bridge_send with wait_for waits for the stage it names (R-RC1). */
+      receiptWaitMs: z.number().int().min(0).default(120_000),
     })
     .prefault({}),
   ask: z

@@ -20,7 +20,11 @@ export const sendBody = z.strictObject({
   inReplyTo: z.string().uuid().optional(),
   idempotencyKey: z.string().min(1).max(200).optional(),
   waitMs: z.number().int().min(0).optional(),
+  waitFor: z.enum(['queued', 'submitted']).optional(),
 });
+
+/** Where a message sent from this gateway is (R-RC1); the operator may ask about any. */
+export const messageStatusBody = z.strictObject({ msgId: z.string().uuid() });
 
 export const drainBody = z.strictObject({
   token: z.string().min(1),
@@ -65,6 +69,7 @@ export type AdminReply = z.infer<typeof adminReply>;
 
 export const adminRoutes = {
   status: '/v1/status',
+  messageStatus: '/v1/message-status',
   roster: '/v1/roster',
   register: '/v1/register',
   deregister: '/v1/deregister',

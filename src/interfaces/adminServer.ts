@@ -11,6 +11,7 @@ import {
   dlqListBody,
   dlqRequeueBody,
   drainBody,
+  messageStatusBody,
   registerBody,
   sendBody,
   spawnBody,
@@ -31,6 +32,8 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
   await claimSocketPath(socketPath);
   const routes: Record<string, (body: unknown) => Promise<unknown>> = {
     [adminRoutes.status]: async () => gateway.status(),
+    [adminRoutes.messageStatus]: async (body) =>
+      gateway.messageStatus(undefined, parse(messageStatusBody, body).msgId),
     [adminRoutes.roster]: async () => gateway.roster(),
     [adminRoutes.register]: async (body) => {
       const request = parse(registerBody, body);

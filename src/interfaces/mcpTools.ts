@@ -5,6 +5,7 @@ import type { EntityActor } from '../actors/entityActor.js';
 import type { Gateway, SendOutcome } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { withTrace } from '../log/logger.js';
+import { receiptStages, WaitableStage } from '../receipts/receipt.js';
 import { type Envelope, smuggledRunKeys } from '../wire/envelope.js';
 import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
 
@@ -30,12 +31,35 @@ const messageShape = z.object({
   result: z.record(z.string(), z.unknown()).optional(),
 });
 
+const stageShape = z.enum(receiptStages);
+
 const sentShape = {
   msgId: z.string(),
   traceId: z.string(),
   to: z.object(addressShape),
   duplicate: z.boolean(),
   reply: messageShape.nullable().optional(),
+  /** The latest stage recorded for the message when the call returned (R-RC1); null: none yet. */
+  stage: stageShape.nullable(),
+  timed_out: z.boolean().optional(),
+};
+
+const statusShape = {
+  msg_id: z.string(),
+  trace_id: z.string(),
+  kind: z.string(),
+  to: z.object({ gid: z.string(), name: z.string().optional(), host: z.string().optional() }),
+  stage: stageShape.nullable(),
+  stages: z.array(
+    z.object({
+      stage: stageShape,
+      at: z.number(),
+      reason: z.string().optional(),
+      detail: z.string().optional(),
+    }),
+  ),
+  send_state: z.string(),
+  failure: z.string().nullable(),
 };
 
 /** A message as a tool result shows it: no internal fields. */
@@ -75,10 +99,19 @@ function sentView(outcome: SendOutcome): Record<string, unknown> {
     traceId: outcome.traceId,
     to: outcome.to,
     duplicate: outcome.duplicate,
+    stage: outcome.stage,
+    ...(outcome.timedOut ? { timed_out: true } : {}),
     ...(outcome.reply === undefined
       ? {}
       : { reply: outcome.reply === null ? null : messageView(outcome.reply) }),
   };
+}
+
+/** How far a message got, in words, for a tool result's text. */
+function stageWords(outcome: SendOutcome): string {
+  if (outcome.timedOut)
+    return `; not ${outcome.stage === null ? 'queued' : `past ${outcome.stage}`} yet (timed out)`;
+  return outcome.stage === null ? '' : `; ${outcome.stage}`;
 }
 
 /**
@@ -90,7 +123,8 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
     capabilities: { logging: {} },
     instructions:
       `You are ${entity.record.name}@${gateway.host} (${entity.record.kind}) on bridge. ` +
-      'Send with bridge_send (wait_ms keeps the call open for the reply), answer with bridge_reply, ' +
+      'Send with bridge_send (wait_ms keeps the call open for the reply, wait_for until it is queued or ' +
+      'submitted), see where a message is with bridge_status, answer with bridge_reply, ' +
       'collect waiting messages with bridge_drain, see who is reachable with bridge_roster. ' +
       'Ask with bridge_ask when you need an answer to go on; answer an ASK with bridge_answer. ' +
       'Start an agent on a host with bridge_spawn (a profile that host defines), end it with bridge_stop.',
@@ -116,7 +150,12 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
     {
       description:
         'Send a message to an entity (gid, name@host, or a unique name). With wait_ms the call stays open until ' +
-        'the recipient answers (or wait_ms passes) and returns the reply; otherwise the reply waits for bridge_drain.',
+        'the recipient answers (or wait_ms passes) and returns the reply; otherwise the reply waits for bridge_drain. ' +
+        'With wait_for it stays open until the message reached that stage: "queued" (durable at the ' +
+        'recipient\'s gateway) or "submitted" (its pane took it; for a main: handed over), or was dead-lettered ' +
+        '(then `stage` says so), at most delivery.receiptWaitMs (then timed_out: true). With both, a reply returns at ' +
+        'once, a dead letter too; otherwise the call returns when the stage is reached and wait_ms has passed. ' +
+        'The result always has `stage` (null: nothing recorded yet); bridge_status tells it later.',
       inputSchema: {
         to: z.string().min(1).describe('Recipient: gid, name@host, or a unique name'),
         text: z.string().min(1).describe('The message'),
@@ -126,6 +165,12 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
           .min(0)
           .optional()
           .describe('How long to wait for the reply (ms); 0 = return at once'),
+        wait_for: z
+          .enum([WaitableStage.queued, WaitableStage.submitted])
+          .optional()
+          .describe(
+            'Return once the message is queued at the recipient, or submitted (handed over, for a main)',
+          ),
         idempotency_key: idempotencyKey,
       },
       outputSchema: sentShape,
@@ -137,15 +182,53 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
           to: args.to,
           text: args.text,
           waitMs: args.wait_ms,
+          waitFor: args.wait_for,
           idempotencyKey: args.idempotency_key,
         });
         settleOnResponse(outcome.handover);
         return withTrace(outcome.traceId, () => {
           const summary = outcome.reply
             ? `sent ${outcome.msgId}; reply from ${outcome.reply.from.name}@${outcome.reply.from.host}: ${outcome.reply.text}`
-            : `sent ${outcome.msgId} to ${outcome.to.name}@${outcome.to.host}`;
+            : `sent ${outcome.msgId} to ${outcome.to.name}@${outcome.to.host}${stageWords(outcome)}`;
           return ok(sentView(outcome), summary);
         });
+      }),
+  );
+
+  server.registerTool(
+    'bridge_status',
+    {
+      description:
+        'Where a message you sent is (msg_id as bridge_send returned it): queued at the recipient’s gateway, typed ' +
+        'into its pane, submitted (the agent took it), handed-over (a main drained it), dead-lettered (with the ' +
+        'reason) or too-late (an answer whose ask was over); `stages` lists each with its time. Receipts from ' +
+        'another host may come late. A worker may ask about its own messages, a main or an orchestrator about any.',
+      inputSchema: { msg_id: z.string().uuid().describe('msgId of a message sent from this gateway') },
+      outputSchema: statusShape,
+    },
+    (args) =>
+      run('bridge_status', async () => {
+        const status = await gateway.messageStatus(entity, args.msg_id);
+        const where = status.to.name ? `${status.to.name}@${status.to.host}` : status.to.gid;
+        const summary =
+          status.stage === null
+            ? `${status.msgId} to ${where}: ${status.sendState}, no receipt yet`
+            : `${status.msgId} to ${where}: ${status.stage}${status.stages.at(-1)?.reason ? ` (${status.stages.at(-1)?.reason})` : ''}`;
+        return withTrace(status.traceId, () =>
+          ok(
+            {
+              msg_id: status.msgId,
+              trace_id: status.traceId,
+              kind: status.kind,
+              to: status.to,
+              stage: status.stage,
+              stages: status.stages,
+              send_state: status.sendState,
+              failure: status.failure,
+            },
+            summary,
+          ),
+        );
       }),
   );
 

@@ -14,6 +14,7 @@ export interface Metrics {
   readonly nudges: Counter;
   readonly asks: Counter<'outcome'>;
   readonly spawns: Counter<'outcome'>;
+  readonly receipts: Counter<'outcome'>;
 }
 
 export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Metrics {
@@ -45,6 +46,14 @@ export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Me
     spawns: new Counter({
       name: 'bridge_spawns_total',
       help: 'Spawn requests run on this host by outcome (running, refused) (U4)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    receipts: new Counter({
+      name: 'bridge_receipts_total',
+      help:
+        'Receipts (R-RC1) by outcome: sent to another host, unroutable (its gateway is gone), no-route; ' +
+        'received and recorded, stale, unknown-message, wrong-recipient, wrong-host',
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),

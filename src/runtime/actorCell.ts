@@ -32,6 +32,8 @@ export interface Transition {
   from: string | null;
   to: string;
   done: boolean;
+  /** The event's payload without its type, as recorded (null when it has none). */
+  data: Record<string, unknown> | null;
 }
 
 interface ExecutableAction {
@@ -170,7 +172,7 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
     };
     appendEvent(this.deps.store, row, { owner: owner ?? null, done: this.done });
     this.deps.logger.debug({ traceId, actor: kind, id, msgId, event, from, to }, 'transition');
-    this.onTransition?.({ event, from, to, done: this.done });
+    this.onTransition?.({ event, from, to, done: this.done, data });
   }
 
   private runAfterCommit(actions: ExecutableAction[]): void {

@@ -61,4 +61,23 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (sender, key)
   );
   `,
+  `
+  -- Receipts still to be told to a sender's gateway (R-RC1): per delivery, the furthest stage
+  -- reached and where it goes. Written in the batch of the delivery's transition; deleted once
+  -- the broker has confirmed it (or the sender's gateway is gone). What is left is sent again
+  -- when the broker comes back.
+  CREATE TABLE receipt_outbox (
+    msg_id      TEXT    NOT NULL,
+    recipient   TEXT    NOT NULL,
+    stage       TEXT    NOT NULL,
+    rank        INTEGER NOT NULL,
+    reason      TEXT,
+    detail      TEXT,
+    at          INTEGER NOT NULL,
+    sender      TEXT    NOT NULL,
+    sender_host TEXT    NOT NULL,
+    trace_id    TEXT    NOT NULL,
+    PRIMARY KEY (msg_id, recipient)
+  );
+  `,
 ];

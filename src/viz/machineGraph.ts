@@ -122,7 +122,15 @@ function guardName(guard: unknown): string | null {
   if (guard === undefined || guard === null) return null;
   if (typeof guard === 'string') return guard;
   if (typeof guard === 'function') return guard.name || 'guard';
-  if (typeof guard === 'object' && 'type' in guard && typeof guard.type === 'string') return guard.type;
+  if (typeof guard === 'object' && 'type' in guard && typeof guard.type === 'string') {
+    // A parameterized guard shows its parameters: `isReceipt(queued)`, not six alike labels.
+    const params = 'params' in guard ? guard.params : undefined;
+    const values =
+      params !== null && typeof params === 'object'
+        ? Object.values(params).filter((v) => ['string', 'number', 'boolean'].includes(typeof v))
+        : [];
+    return values.length > 0 ? `${guard.type}(${values.join(', ')})` : guard.type;
+  }
   return 'guard';
 }
 

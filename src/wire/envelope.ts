@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { isHlc } from '../clock/hlc.js';
+import { receiptSchema } from '../receipts/receipt.js';
 
 /**
  * The message envelope: what a sender hands to the router and what crosses the broker.
  * `v` is the schema version (R-H3): within a major, unknown fields are ignored; a newer major
  * is refused, never half-parsed.
  */
-export const schemaVersion = { major: 1, minor: 1 } as const;
+export const schemaVersion = { major: 1, minor: 2 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
 export const WireKind = {
@@ -20,6 +21,8 @@ export const WireKind = {
   spawnResult: 'SPAWN_RESULT',
   stop: 'STOP',
   presence: 'PRESENCE',
+  /** A delivery's stage, from the recipient's gateway to the sender's (R-RC1; schema 1.2). */
+  receipt: 'RECEIPT',
 } as const;
 export type WireKind = (typeof WireKind)[keyof typeof WireKind];
 
@@ -87,14 +90,15 @@ export const controlResultSchema = z.object({
 });
 export type ControlResult = z.infer<typeof controlResultSchema>;
 
-/** Which optional part each kind must carry (schema 1.1). */
-const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'result'>> = {
+/** Which optional part each kind must carry (schema 1.1; RECEIPT since 1.2). */
+const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'result' | 'receipt'>> = {
   ASK: 'turnId',
   ANSWER: 'turnId',
   TOO_LATE: 'turnId',
   SPAWN: 'spawn',
   STOP: 'stop',
   SPAWN_RESULT: 'result',
+  RECEIPT: 'receipt',
 };
 
 export const envelopeSchema = z
@@ -119,6 +123,11 @@ export const envelopeSchema = z
     stop: z.object({ requestId: z.string().uuid(), gid: z.string().uuid() }).optional(),
     /** SPAWN_RESULT: how a spawn or stop went. */
     result: controlResultSchema.optional(),
+    /**
+     * RECEIPT: how far a delivery got. Written by the recipient's gateway (`from` is its
+     * gateway address), addressed to the sender's host (`to`), on `control.<host>`.
+     */
+    receipt: receiptSchema.optional(),
   })
   .superRefine((envelope, ctx) => {
     const part = requiredPart[envelope.kind];

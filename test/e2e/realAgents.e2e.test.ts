@@ -111,7 +111,16 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
           ...(withApi ? { apiUrl: api.url } : {}),
         });
         agents.set(name, session);
-        await register(['--kind', 'worker', '--name', name, '--tmux', session.target, '--tmux-socket', socket]);
+        await register([
+          '--kind',
+          'worker',
+          '--name',
+          name,
+          '--tmux',
+          session.target,
+          '--tmux-socket',
+          socket,
+        ]);
       }),
     );
     const main = await register(['--kind', 'main', '--name', 'lead']);
@@ -130,7 +139,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     const claude = agent('claudeoffline');
     const sent = await send('claudeoffline', 'rebase onto main', { wait_for: 'submitted' });
     expect(sent.stage).toBe('submitted');
-    const screen = await claude.waitForScreen('the answer', (s) => (s.includes('Not logged in · Please run') ? s : undefined));
+    const screen = await claude.waitForScreen('the answer', (s) =>
+      s.includes('Not logged in · Please run') ? s : undefined,
+    );
     expect(screen.split(sent.msgId).length - 1, screen).toBe(1);
     // The input box is empty again: nothing was left unsent.
     expect(screen).toMatch(/─{20,}\n❯\s*\n─{20,}/);
@@ -144,7 +155,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     it(`${name}: a message from a main over MCP is submitted exactly once, and bridge_status says submitted`, async () => {
       const sent = await send(name, `say hello, ${name}`, { wait_for: 'submitted' });
       expect(sent.stage).toBe('submitted');
-      await waitFor('the model to get the prompt', () => (promptsWith(sent.msgId).length > 0 ? true : undefined));
+      await waitFor('the model to get the prompt', () =>
+        promptsWith(sent.msgId).length > 0 ? true : undefined,
+      );
       await sleep(1_000); // a second submission would reach the model now
       expect(promptsWith(sent.msgId)).toHaveLength(1);
       expect((await status(sent.msgId)).stage).toBe('submitted');
@@ -156,7 +169,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       expect(Buffer.byteLength(text)).toBeGreaterThan(4_000);
       const sent = await send(name, text, { wait_for: 'submitted' });
       expect(sent.stage).toBe('submitted');
-      await waitFor('the model to get the prompt', () => (promptsWith(sent.msgId).length > 0 ? true : undefined));
+      await waitFor('the model to get the prompt', () =>
+        promptsWith(sent.msgId).length > 0 ? true : undefined,
+      );
       const [prompt] = promptsWith(sent.msgId);
       // The header, then the text as sent, byte for byte (line endings as typed).
       expect(prompt?.replace(/\r\n?/g, '\n')).toContain(text);
@@ -169,7 +184,11 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       const session = agent(name);
       const first = await send(name, `please run the command ${name}`, { wait_for: 'submitted' });
       expect(first.stage).toBe('submitted');
-      await session.waitForScreen('the dialog', (s) => (dialogOf[session.agent].test(s) ? s : undefined), 30_000);
+      await session.waitForScreen(
+        'the dialog',
+        (s) => (dialogOf[session.agent].test(s) ? s : undefined),
+        30_000,
+      );
 
       const held = await send(name, 'a second message while the dialog is open', { wait_for: 'queued' });
       expect(held.stage).toBe('queued');
@@ -208,7 +227,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
   it('claude: a message for a pane with half-typed input is held, and submitted once the owner has sent their own', async () => {
     const session = agent('claude');
     await session.paste('a thought the owner is still typing');
-    await session.waitForScreen('the half-typed input', (s) => (s.includes('a thought the owner') ? s : undefined));
+    await session.waitForScreen('the half-typed input', (s) =>
+      s.includes('a thought the owner') ? s : undefined,
+    );
     const held = await send('claude', 'a message for later', { wait_for: 'queued' });
     await sleep(3_000);
     expect(promptsWith(held.msgId)).toHaveLength(0);
@@ -234,7 +255,11 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
         for (let i = 0; i < 4; i++) {
           const sent = await send(name, `loaded message ${i} for ${name}`, { wait_for: 'submitted' });
           expect(sent.stage, `${name} ${i}`).toBe('submitted');
-          await waitFor('the model to get it', () => (promptsWith(sent.msgId).length > 0 ? true : undefined), 30_000);
+          await waitFor(
+            'the model to get it',
+            () => (promptsWith(sent.msgId).length > 0 ? true : undefined),
+            30_000,
+          );
           expect(promptsWith(sent.msgId), `${name} ${i}`).toHaveLength(1);
         }
       }
@@ -270,11 +295,25 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
 
   it('types nothing twice and submits once after the restart (R-DL5 extended to submission)', async () => {
     const claude = session as AgentTuiSession;
-    const worker = await gateway.cli(['register', '--kind', 'worker', '--name', 'claude', '--tmux', claude.target, '--tmux-socket', socket, '--json']);
+    const worker = await gateway.cli([
+      'register',
+      '--kind',
+      'worker',
+      '--name',
+      'claude',
+      '--tmux',
+      claude.target,
+      '--tmux-socket',
+      socket,
+      '--json',
+    ]);
     expect(worker.code, worker.stderr).toBe(0);
-    const main = JSON.parse((await gateway.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout) as Registered;
+    const main = JSON.parse(
+      (await gateway.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
+    ) as Registered;
     let lead = await connectMcp(gateway.mcpUrl, main.token);
-    const sent = (await callTool(lead, 'bridge_send', { to: 'claude', text: 'survive the crash' })).structuredContent as unknown as Sent;
+    const sent = (await callTool(lead, 'bridge_send', { to: 'claude', text: 'survive the crash' }))
+      .structuredContent as unknown as Sent;
     await lead.close();
 
     // Wait for `typed` on disk, then kill -9 while Enter is still 2 s away.
@@ -282,7 +321,10 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
     try {
       await waitFor(
         'the delivery to be typed',
-        () => (db.prepare("SELECT 1 FROM events WHERE msg_id = ? AND event = 'delivery.typed'").get(sent.msgId) ? true : undefined),
+        () =>
+          db.prepare("SELECT 1 FROM events WHERE msg_id = ? AND event = 'delivery.typed'").get(sent.msgId)
+            ? true
+            : undefined,
         30_000,
       );
     } finally {
@@ -299,13 +341,18 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
       await waitFor(
         'submitted after the restart',
         async () =>
-          ((await callTool(lead, 'bridge_status', { msg_id: sent.msgId })).structuredContent as { stage: string })
-            .stage === 'submitted'
+          (
+            (await callTool(lead, 'bridge_status', { msg_id: sent.msgId })).structuredContent as {
+              stage: string;
+            }
+          ).stage === 'submitted'
             ? true
             : undefined,
         60_000,
       );
-      await waitFor('the model to get it', () => (api.prompts().some((p) => p.includes(sent.msgId)) ? true : undefined));
+      await waitFor('the model to get it', () =>
+        api.prompts().some((p) => p.includes(sent.msgId)) ? true : undefined,
+      );
       await sleep(1_000);
       expect(api.prompts().filter((p) => p.includes(sent.msgId))).toHaveLength(1);
       const after = await claude.capture();
@@ -315,7 +362,9 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
       try {
         const trail = (
           log
-            .prepare("SELECT event, to_state FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq")
+            .prepare(
+              "SELECT event, to_state FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
+            )
             .all(sent.msgId) as Array<{ event: string; to_state: string }>
         ).map((r) => r.to_state);
         expect(trail).toEqual(['pending', 'injecting', 'typed', 'verifying', 'typed', 'submitted', 'acked']);

@@ -173,9 +173,14 @@ describe('bridge viz in Chromium', () => {
         };
       };
       const { machines } = summary.trace;
+      // Same host: routed here, then the receipts of the delivery (R-RC1).
       expect(machines.send).toEqual({
         created: 1,
-        transitions: [{ from: 'accepted', event: 'send.routedLocal', to: 'routed-local', count: 1 }],
+        transitions: [
+          { from: 'accepted', event: 'send.routedLocal', to: 'routed-local', count: 1 },
+          { from: 'routed-local', event: 'send.receipt', to: 'queued', count: 1 },
+          { from: 'queued', event: 'send.receipt', to: 'handed-over', count: 1 },
+        ],
       });
       expect(machines.delivery).toEqual({
         created: 1,
@@ -200,9 +205,9 @@ describe('bridge viz in Chromium', () => {
       expect(mermaid).toContain('  handed_over --> acked : delivery.acked (×1)');
       expect(mermaid).toContain('  pending --> injecting : delivery.inject [isInjectMode]');
       expect(mermaid).toContain('  class handed_over taken');
-      expect(readFileSync(join(out, 'send.mmd'), 'utf8')).toContain(
-        'accepted --> routed_local : send.routedLocal (×1)',
-      );
+      const send = readFileSync(join(out, 'send.mmd'), 'utf8');
+      expect(send).toContain('accepted --> routed_local : send.routedLocal (×1)');
+      expect(send).toContain('queued --> handed_over : send.receipt [isReceipt(handed-over)] (×1)');
 
       const { page, url, requests, problems } = await open(browser, join(out, 'index.html'));
       try {

@@ -124,7 +124,7 @@ function casesFor(label: string): Case[] {
       id: major.msgId,
       body: (to) => json(envelope(to, major.fields)),
       reason: 'newer-major',
-      detail: /^newer-major: schema 2\.0 is newer than this gateway's 1\.1/,
+      detail: /^newer-major: schema 2\.0 is newer than this gateway's 1\.2/,
     },
     {
       name: 'an oversized body',

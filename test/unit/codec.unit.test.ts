@@ -64,7 +64,7 @@ describe('codec: round trip', () => {
   });
 
   const requestId = '01890a5d-ac96-774b-bcce-b302099a805a';
-  /** The part each kind must carry (schema 1.1), for kinds that need one. */
+  /** The part each kind must carry (schema 1.1; RECEIPT since 1.2), for kinds that need one. */
   const partOf: Partial<Record<WireKind, Partial<Envelope>>> = {
     ASK: { turnId: requestId },
     ANSWER: { turnId: requestId },
@@ -73,6 +73,14 @@ describe('codec: round trip', () => {
     STOP: { stop: { requestId, gid: envelope.from.gid } },
     SPAWN_RESULT: {
       result: { requestId, op: 'spawn', ok: true, gid: envelope.from.gid, name: 'rev-1', host: 'host-b' },
+    },
+    RECEIPT: {
+      receipt: {
+        msgId: requestId,
+        recipient: envelope.from.gid,
+        stage: 'handed-over',
+        at: 1_700_000_000_000,
+      },
     },
   };
 
@@ -124,6 +132,57 @@ describe('codec: round trip', () => {
         expect(accepted(decodeEnvelope(encodeEnvelope(message), Number.MAX_SAFE_INTEGER))).toEqual(message);
       }),
     );
+  });
+});
+
+describe('codec: RECEIPT (schema 1.2, R-RC1)', () => {
+  const receiptEnvelope = {
+    ...envelope,
+    kind: 'RECEIPT',
+    to: 'host-a',
+    text: '',
+    from: {
+      gid: '5f0c2a7e-5b6d-8e8f-9a0b-1c2d3e4f5a6b',
+      name: 'gateway',
+      host: 'host-b',
+      kind: 'orchestrator',
+    },
+    receipt: {
+      msgId: '01890a5d-ac96-774b-bcce-b302099a8057',
+      recipient: '9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a',
+      stage: 'dead-lettered',
+      reason: 'expired',
+      detail: 'expired at 2026-12-01T12:00:00.000Z',
+      at: 1_700_000_000_000,
+    },
+  };
+
+  it('the schema version is 1.2', () => {
+    expect(schemaVersionString).toBe('1.2');
+  });
+
+  it('a dead-lettered receipt keeps its reason and detail', () => {
+    expect(accepted(decodeEnvelope(bytesOf(receiptEnvelope), maxBytes)).receipt).toEqual(
+      receiptEnvelope.receipt,
+    );
+  });
+
+  it('unknown fields of the receipt part (a newer minor) are dropped, not refused', () => {
+    const newer = { ...receiptEnvelope, v: '1.7', receipt: { ...receiptEnvelope.receipt, pane: '%3' } };
+    expect(accepted(decodeEnvelope(bytesOf(newer), maxBytes)).receipt).toEqual(receiptEnvelope.receipt);
+  });
+
+  it.each([
+    ['an unknown stage', { stage: 'read' }, 'receipt.stage'],
+    ['a msgId that is no uuid', { msgId: 'x' }, 'receipt.msgId'],
+    ['a recipient that is no gid', { recipient: 'broadcast.all' }, 'receipt.recipient'],
+    ['no time', { at: undefined }, 'receipt.at'],
+    ['a detail past 500 characters', { detail: 'x'.repeat(501) }, 'receipt.detail'],
+  ])('%s is invalid, and says where', (_label, change, path) => {
+    const bad = { ...receiptEnvelope, receipt: { ...receiptEnvelope.receipt, ...change } };
+    const { reason, detail } = refusal(decodeEnvelope(bytesOf(bad), maxBytes));
+    expect(reason).toBe(DecodeFailure.invalid);
+    expect(detail).toContain(path);
   });
 });
 

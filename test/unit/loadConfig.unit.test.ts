@@ -68,6 +68,7 @@ describe('loadConfig: defaults', () => {
       pollMs: 25,
       enterPauseMs: 0,
       enterAttempts: 3,
+      receiptWaitMs: 120_000,
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });
     expect(config.log).toEqual({ level: 'info' });

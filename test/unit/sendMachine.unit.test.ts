@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
-import { type SendEvent, type SendInput, sendMachine } from '../../src/machines/sendMachine.js';
+import {
+  type SendEvent,
+  type SendInput,
+  sendMachine,
+  unconfirmedSendStates,
+} from '../../src/machines/sendMachine.js';
+import { type ReceiptStage, receiptStages } from '../../src/receipts/receipt.js';
 import {
   allStateIds,
   createMachineCoverage,
@@ -32,7 +38,17 @@ const confirmed: SendEvent = { type: 'send.confirmed' };
 const failed = (code = 'UNKNOWN_RECIPIENT', detail?: string): SendEvent =>
   detail === undefined ? { type: 'send.failed', code } : { type: 'send.failed', code, detail };
 const rehydrated: SendEvent = { type: 'actor.rehydrated' };
-const sampleEvents: SendEvent[] = [routedLocal, published, confirmed, failed('X', 'y'), rehydrated];
+const receipt = (stage: ReceiptStage, extra: { reason?: string; detail?: string; recipient?: string } = {}) =>
+  ({ type: 'send.receipt', stage, recipient: input.recipient, at: 1_000, ...extra }) as SendEvent;
+const receipts: SendEvent[] = receiptStages.map((stage) => receipt(stage));
+const sampleEvents: SendEvent[] = [
+  routedLocal,
+  published,
+  confirmed,
+  failed('X', 'y'),
+  rehydrated,
+  ...receipts,
+];
 
 const accepted = (): Snapshot => initialTransition(sendMachine, input)[0];
 const publishedState = (): Snapshot => step(accepted(), published)[0];
@@ -43,16 +59,16 @@ describe('sendMachine: initial state', () => {
     const [snapshot, actions] = initialTransition(sendMachine, input);
     expect(snapshot.value).toBe('accepted');
     expect(snapshot.status).toBe('active');
-    expect(snapshot.context).toEqual({ ...input, failure: null });
+    expect(snapshot.context).toEqual({ ...input, failure: null, stages: [] });
     expect(actions).toEqual([]);
   });
 });
 
 describe('sendMachine: accepted', () => {
-  it('send.routedLocal → routed-local (final)', () => {
+  it('send.routedLocal → routed-local (not final: receipts follow)', () => {
     const [snapshot, actions] = step(accepted(), routedLocal);
     expect(snapshot.value).toBe('routed-local');
-    expect(snapshot.status).toBe('done');
+    expect(snapshot.status).toBe('active');
     expect(snapshot.context.failure).toBeNull();
     expect(actions).toEqual([]);
   });
@@ -80,7 +96,7 @@ describe('sendMachine: accepted', () => {
     expect(snapshot.context.failure).toBe('TEXT_TOO_LARGE');
   });
 
-  it.each([confirmed, rehydrated])('ignores $type', (event) => {
+  it.each([confirmed, rehydrated, receipt('queued')])('ignores $type', (event) => {
     const before = accepted();
     const [after, actions] = transition(sendMachine, before, event);
     expect(after).toBe(before);
@@ -89,10 +105,10 @@ describe('sendMachine: accepted', () => {
 });
 
 describe('sendMachine: published', () => {
-  it('send.confirmed → confirmed (final)', () => {
+  it('send.confirmed → confirmed (not final: receipts follow)', () => {
     const [snapshot, actions] = step(publishedState(), confirmed);
     expect(snapshot.value).toBe('confirmed');
-    expect(snapshot.status).toBe('done');
+    expect(snapshot.status).toBe('active');
     expect(snapshot.context.failure).toBeNull();
     expect(actions).toEqual([]);
   });
@@ -120,7 +136,7 @@ describe('sendMachine: failed', () => {
     const [snapshot, actions] = step(before, published);
     expect(snapshot.value).toBe('published');
     expect(snapshot.status).toBe('active');
-    expect(snapshot.context).toEqual({ ...input, failure: null });
+    expect(snapshot.context).toEqual({ ...input, failure: null, stages: [] });
     expect(actions).toEqual([]);
   });
 
@@ -134,8 +150,8 @@ describe('sendMachine: failed', () => {
     expect(snapshot.context.failure).toBeNull();
     [snapshot] = step(snapshot, confirmed);
     expect(snapshot.value).toBe('confirmed');
-    expect(snapshot.status).toBe('done');
-    expect(snapshot.context).toEqual({ ...input, failure: null });
+    expect(snapshot.status).toBe('active');
+    expect(snapshot.context).toEqual({ ...input, failure: null, stages: [] });
   });
 
   it('retries as often as asked; each failure replaces the previous one, the msgId never changes', () => {
@@ -161,10 +177,115 @@ describe('sendMachine: failed', () => {
   });
 });
 
+const routedLocalState = (): Snapshot => step(accepted(), routedLocal)[0];
+const confirmedState = (): Snapshot => step(publishedState(), confirmed)[0];
+const reached =
+  (start: () => Snapshot, ...stages: ReceiptStage[]) =>
+  (): Snapshot => {
+    let snapshot = start();
+    for (const stage of stages) [snapshot] = step(snapshot, receipt(stage));
+    return snapshot;
+  };
+/** Where a send waits for receipts, and the stages each takes (the later ones, all to their state). */
+const receiving: Record<string, { state: () => Snapshot; takes: ReceiptStage[] }> = {
+  published: { state: publishedState, takes: [] },
+  failed: { state: failedState, takes: [...receiptStages] },
+  'routed-local': { state: routedLocalState, takes: [...receiptStages] },
+  confirmed: { state: confirmedState, takes: [...receiptStages] },
+  queued: {
+    state: reached(confirmedState, 'queued'),
+    takes: ['typed', 'submitted', 'handed-over', 'dead-lettered', 'too-late'],
+  },
+  typed: {
+    state: reached(confirmedState, 'queued', 'typed'),
+    takes: ['submitted', 'handed-over', 'dead-lettered', 'too-late'],
+  },
+};
+const finalStages: ReceiptStage[] = ['submitted', 'handed-over', 'dead-lettered', 'too-late'];
+
+describe('sendMachine: receipts (R-RC1)', () => {
+  const cases = Object.entries(receiving).flatMap(([state, { takes }]) =>
+    takes.map((stage) => [state, stage] as const),
+  );
+
+  it.each(cases)('%s: send.receipt %s → that stage, recorded in the context', (state, stage) => {
+    const before = (receiving[state] as (typeof receiving)[string]).state();
+    expect(before.value).toBe(state);
+    const [snapshot, actions] = step(before, receipt(stage));
+    expect(snapshot.value).toBe(stage);
+    expect(snapshot.status).toBe(finalStages.includes(stage) ? 'done' : 'active');
+    expect(snapshot.context.stages.at(-1)).toEqual({ stage, at: 1_000 });
+    expect(snapshot.context.stages).toHaveLength(before.context.stages.length + 1);
+    expect(actions).toEqual([]);
+  });
+
+  it.each(
+    Object.entries(receiving).flatMap(([state, { takes }]) =>
+      receiptStages.filter((stage) => !takes.includes(stage)).map((stage) => [state, stage] as const),
+    ),
+  )(
+    '%s: a send.receipt %s it does not take (stale, repeated, or still in flight) changes nothing',
+    (state, stage) => {
+      const before = (receiving[state] as (typeof receiving)[string]).state();
+      const [afterward, actions] = transition(sendMachine, before, receipt(stage));
+      expect(afterward).toBe(before);
+      expect(actions).toEqual([]);
+    },
+  );
+
+  it.each(Object.keys(receiving))('%s: a receipt for another recipient changes nothing', (state) => {
+    const before = (receiving[state] as (typeof receiving)[string]).state();
+    const [afterward] = transition(sendMachine, before, receipt('submitted', { recipient: 'someone-else' }));
+    expect(afterward).toBe(before);
+  });
+
+  it.each(['routed-local', 'confirmed', 'queued', 'typed'])(
+    '%s ignores every event but a later receipt',
+    (state) => {
+      const before = (receiving[state] as (typeof receiving)[string]).state();
+      for (const event of [routedLocal, published, confirmed, failed('X', 'y'), rehydrated]) {
+        const [afterward, actions] = transition(sendMachine, before, event);
+        expect(afterward, event.type).toBe(before);
+        expect(actions, event.type).toEqual([]);
+      }
+    },
+  );
+
+  it('a dead letter keeps its reason and detail; every stage is listed in order', () => {
+    let snapshot = confirmedState();
+    [snapshot] = step(snapshot, receipt('queued'));
+    [snapshot] = step(snapshot, {
+      ...receipt('dead-lettered'),
+      reason: 'expired',
+      detail: 'held 24 h',
+    } as SendEvent);
+    expect(snapshot.value).toBe('dead-lettered');
+    expect(snapshot.context.stages).toEqual([
+      { stage: 'queued', at: 1_000 },
+      { stage: 'dead-lettered', at: 1_000, reason: 'expired', detail: 'held 24 h' },
+    ]);
+  });
+
+  it('a failed publish that got through after all takes its receipts; a retry of it is then no transition', () => {
+    let snapshot = failedState();
+    [snapshot] = step(snapshot, receipt('queued'));
+    expect(snapshot.value).toBe('queued');
+    expect(snapshot.context.failure).toBe('BROKER_UNAVAILABLE: broker unreachable');
+    const [later] = transition(sendMachine, snapshot, published);
+    expect(later).toBe(snapshot);
+  });
+
+  it('only accepted, published and failed count as never confirmed (a keyed retry republishes those)', () => {
+    expect(unconfirmedSendStates).toEqual(['accepted', 'published', 'failed']);
+  });
+});
+
 describe('sendMachine: final states ignore every event', () => {
   const finals = {
-    'routed-local': () => step(accepted(), routedLocal)[0],
-    confirmed: () => step(publishedState(), confirmed)[0],
+    submitted: reached(confirmedState, 'submitted'),
+    'handed-over': reached(routedLocalState, 'queued', 'handed-over'),
+    'dead-lettered': reached(confirmedState, 'queued', 'typed', 'dead-lettered'),
+    'too-late': reached(routedLocalState, 'too-late'),
   };
 
   it.each(Object.keys(finals) as Array<keyof typeof finals>)('%s', (state) => {
@@ -188,21 +309,29 @@ describe('sendMachine: graph', () => {
     expect(allStateIds(sendMachine)).toEqual([
       'send.accepted',
       'send.confirmed',
+      'send.dead-lettered',
       'send.failed',
+      'send.handed-over',
       'send.published',
+      'send.queued',
       'send.routed-local',
+      'send.submitted',
+      'send.too-late',
+      'send.typed',
     ]);
     expect(unreachedStateIds(sendMachine, { input, events: sampleEvents })).toEqual([]);
   });
 
-  it('only routed-local and confirmed are final', () => {
+  it('only the final stages are final: routed-local and confirmed wait for receipts', () => {
     const finals = allStateIds(sendMachine).filter((id) => sendMachine.getStateNodeById(id).type === 'final');
-    expect(finals).toEqual(['send.confirmed', 'send.routed-local']);
+    expect(finals).toEqual(['send.dead-lettered', 'send.handed-over', 'send.submitted', 'send.too-late']);
   });
 
   // Must stay last: it checks what the tests above exercised.
   it('every declared (state, transition) pair is exercised by a test above', () => {
-    expect(coverage.declaredCount()).toBe(6);
+    // 6 without receipts; receipts: 6 stages in failed, routed-local and confirmed, 5 in queued,
+    // 4 in typed.
+    expect(coverage.declaredCount()).toBe(6 + 3 * 6 + 5 + 4);
     expect(coverage.uncovered()).toEqual([]);
     expect(coverage.undeclared()).toEqual([]);
   });

@@ -60,7 +60,14 @@ class FakeAgentPane implements PanePort {
   }
 }
 
-const timing = { showTimeoutMs: 60, submitTimeoutMs: 40, pollMs: 5, enterAttempts: 3, historyLines: 100, enterPauseMs: 0 };
+const timing = {
+  showTimeoutMs: 60,
+  submitTimeoutMs: 40,
+  pollMs: 5,
+  enterAttempts: 3,
+  historyLines: 100,
+  enterPauseMs: 0,
+};
 const message = { text: '[bridge SEND from lead@alpha msg 0000-1] rebase onto main', marker: 'msg 0000-1' };
 
 describe('verified submission against an agent-like screen', () => {

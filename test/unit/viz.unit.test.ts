@@ -81,21 +81,23 @@ describe('the machine graph', () => {
     expect(labels('delivery')).toContain('pending delivery.inject [isInjectMode] injecting');
     expect(labels('delivery')).toContain('injecting delivery.injectFailed [canRetry] backoff');
     expect(labels('spawn')).toContain('running spawn.answered (internal) running');
+    // A parameterized guard is labelled with its parameters.
+    expect(labels('send')).toContain('confirmed send.receipt [isReceipt(handed-over)] handed-over');
     const after = graphOf('turn').transitions.find((t) => t.label === 'after untilDeadline');
     expect(after?.event).toBe('xstate.after.untilDeadline.turn.waiting');
   });
 
   it('follows the definition: a changed machine draws differently', () => {
     const config = machines.send.machine.config;
-    // `confirmed` stops being final and can go back: both show, with nothing written by hand.
+    // `submitted` stops being final and can go back: both show, with nothing written by hand.
     const changed = createMachine({
       ...config,
-      states: { ...config.states, confirmed: { on: { 'send.reopened': { target: 'accepted' } } } },
+      states: { ...config.states, submitted: { on: { 'send.reopened': { target: 'accepted' } } } },
     } as unknown as Parameters<typeof createMachine>[0]);
     const lines = renderMermaid(machineGraph('send', changed)).split('\n');
-    expect(lines).toContain('  confirmed --> accepted : send.reopened');
-    expect(lines).not.toContain('  confirmed --> [*]');
-    expect(renderMermaid(graphOf('send')).split('\n')).toContain('  confirmed --> [*]');
+    expect(lines).toContain('  submitted --> accepted : send.reopened');
+    expect(lines).not.toContain('  submitted --> [*]');
+    expect(renderMermaid(graphOf('send')).split('\n')).toContain('  submitted --> [*]');
   });
 });
 

@@ -1,0 +1,86 @@
+import { z } from 'zod';
+import { type Receipt, receiptStages, stageRank } from '../receipts/receipt.js';
+import type { Store } from './openStore.js';
+
+/** A receipt waiting to be told to its sender's gateway, and where it goes. */
+export interface OutboxReceipt {
+  readonly receipt: Receipt;
+  readonly sender: string;
+  readonly senderHost: string;
+  readonly traceId: string;
+}
+
+const upsert = `INSERT INTO receipt_outbox
+    (msg_id, recipient, stage, rank, reason, detail, at, sender, sender_host, trace_id)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (msg_id, recipient) DO UPDATE SET
+    stage = excluded.stage, rank = excluded.rank, reason = excluded.reason, detail = excluded.detail,
+    at = excluded.at, sender = excluded.sender, sender_host = excluded.sender_host, trace_id = excluded.trace_id
+  WHERE excluded.rank > receipt_outbox.rank`;
+
+/**
+ * Keeps the receipt to tell, in the current batch: the delivery's row now holds this stage,
+ * unless it already holds a later one (stages only move forward).
+ */
+export function putOutboxReceipt(store: Store, entry: OutboxReceipt): void {
+  const { receipt } = entry;
+  store.batch.write(upsert, [
+    receipt.msgId,
+    receipt.recipient,
+    receipt.stage,
+    stageRank(receipt.stage),
+    receipt.reason ?? null,
+    receipt.detail ?? null,
+    receipt.at,
+    entry.sender,
+    entry.senderHost,
+    entry.traceId,
+  ]);
+}
+
+/**
+ * Drops a delivery's row once `stage` is told, in the current batch; a row that has moved on to
+ * a later stage meanwhile stays, to be told in turn.
+ */
+export function dropOutboxReceipt(store: Store, msgId: string, recipient: string, stage: string): void {
+  store.batch.write('DELETE FROM receipt_outbox WHERE msg_id = ? AND recipient = ? AND stage = ?', [
+    msgId,
+    recipient,
+    stage,
+  ]);
+}
+
+const rowSchema = z.object({
+  msg_id: z.string(),
+  recipient: z.string(),
+  stage: z.enum(receiptStages),
+  reason: z.string().nullable(),
+  detail: z.string().nullable(),
+  at: z.number(),
+  sender: z.string(),
+  sender_host: z.string(),
+  trace_id: z.string(),
+});
+
+/** Every receipt not yet told (committed rows), oldest stage time first. */
+export function readOutboxReceipts(store: Store): OutboxReceipt[] {
+  return store
+    .prepare('SELECT * FROM receipt_outbox ORDER BY at, rowid')
+    .all()
+    .map((raw) => {
+      const row = rowSchema.parse(raw);
+      return {
+        receipt: {
+          msgId: row.msg_id,
+          recipient: row.recipient,
+          stage: row.stage,
+          at: row.at,
+          ...(row.reason === null ? {} : { reason: row.reason }),
+          ...(row.detail === null ? {} : { detail: row.detail }),
+        },
+        sender: row.sender,
+        senderHost: row.sender_host,
+        traceId: row.trace_id,
+      };
+    });
+}
