@@ -43,6 +43,7 @@ class FakeAgentPane implements PanePort {
       return;
     }
     this.input += text;
+    if (enter) await this.pressEnter();
   }
   async pressEnter(): Promise<undefined> {
     this.sent.push('Enter');
