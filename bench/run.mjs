@@ -17,7 +17,14 @@
 // (convergence across 5 daemons, join and expiry, vs the heartbeat/TTL bound). Each writes its
 // rows into the fleet section of bench/results.md (and `fleet` in results.json), keeping the
 // others'; their own settings (BENCH_LATENCY_*, BENCH_SCALE_*, BENCH_BROADCAST_*, BENCH_ROSTER_*)
-// are documented in their files. A progress bar on stderr shows the step (BENCH_PROGRESS=0: off).
+// are documented in their files.
+// (g) The cost of verified submission (R-DL6, bench/scenarios/submission.mjs): latency to typed and
+// to submitted through the real tmux injector into a `cat` pane and into Claude Code at its prompt
+// (offline, fake model API), beside the old unverified paste + Enter run alternately; ratios of
+// p50 and p99. It writes its own section of bench/results.md (and the `submission` key of
+// results.json), also when run alone (BENCH_ONLY=submission); its settings
+// (BENCH_SUBMISSION_MESSAGES, BENCH_SUBMISSION_CLAUDE, BENCH_SUBMISSION_GATEWAY, ...) are documented
+// in its file. A progress bar on stderr shows the step (BENCH_PROGRESS=0: off).
 // Run: `npm run bench`.
 // Settings (env): BENCH_ROUTER_MESSAGES, BENCH_ROUTER_CONCURRENCY, BENCH_MCP_CALLS,
 // BENCH_MCP_CLIENTS, BENCH_CROSSHOST_MESSAGES, BENCH_CROSSHOST_CONCURRENCY (the signing rows
@@ -25,12 +32,13 @@
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
 // BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
 // BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
-// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster, comma-separated),
+// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|submission,
+// comma-separated),
 // BENCH_DIR (parent of the temp dir),
 // BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_GATEWAY_CONFIG
 // (config JSON for every gateway, e.g. '{"store":{"synchronous":"NORMAL"}}'; the floors copy it
 // too), BENCH_TIMEOUT_MS (whole run; default 180 s, plus 420 s with the replay scenario, plus each
-// fleet scenario's share).
+// fleet scenario's share, plus 300 s with the submission scenario).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -57,6 +65,15 @@ import { mcpScenario } from './scenarios/mcp.mjs';
 import { renderReplay, replayRatioNote, runReplayBench, writeReplayResults } from './scenarios/replay.mjs';
 import { routerScenarios } from './scenarios/router.mjs';
 import { signingPrimitives, signingScenarios } from './scenarios/signing.mjs';
+import {
+  renderSubmission,
+  runSubmissionBench,
+  submissionRatioNote,
+  submissionScenario,
+  submissionSettings,
+  submissionSteps,
+  writeSubmissionResults,
+} from './scenarios/submission.mjs';
 
 const benchDir = new URL('.', import.meta.url).pathname;
 
@@ -81,19 +98,32 @@ const settings = {
   signingOps: intEnv('BENCH_SIGNING_OPS', 5000),
   replayEvents: intEnv('BENCH_REPLAY_EVENTS', 1_000_000),
   replayRuns: Math.max(1, intEnv('BENCH_REPLAY_RUNS', 1)),
-  only: process.env.BENCH_ONLY || ['router,mcp,crosshost,signing,replay', ...fleetNames].join(','),
+  only:
+    process.env.BENCH_ONLY ||
+    ['router,mcp,crosshost,signing,replay', ...fleetNames, submissionScenario.name].join(','),
 };
-const allScenarios = ['router', 'mcp', 'crosshost', 'signing', 'replay', ...fleetNames];
-const replayWanted = settings.only
-  .split(',')
-  .map((part) => part.trim())
-  .includes('replay');
+const allScenarios = [
+  'router',
+  'mcp',
+  'crosshost',
+  'signing',
+  'replay',
+  ...fleetNames,
+  submissionScenario.name,
+];
+const onlyParts = settings.only.split(',').map((part) => part.trim());
+const replayWanted = onlyParts.includes('replay');
+const submissionWanted = onlyParts.includes(submissionScenario.name);
+const submission = submissionWanted ? submissionSettings() : undefined;
 // guest/guest only logs in over loopback (SPEC §12).
 const brokerUri = process.env.BENCH_BROKER_URI || 'amqp://guest:guest@127.0.0.1:5672';
 const deliveryTimeoutMs = intEnv('BENCH_DELIVERY_TIMEOUT_MS', 30_000);
 const timeoutMs = intEnv(
   'BENCH_TIMEOUT_MS',
-  180_000 + (replayWanted ? 420_000 : 0) + fleetTimeoutMs(settings.only),
+  180_000 +
+    (replayWanted ? 420_000 : 0) +
+    fleetTimeoutMs(settings.only) +
+    (submissionWanted ? submissionScenario.timeoutMs : 0),
 );
 const keep = process.env.BENCH_KEEP === '1';
 const cpuProfDir = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : undefined;
@@ -207,7 +237,8 @@ async function main() {
     scenarios.reduce((sum, scenario) => sum + scenario.baselines.length + 1, 0) +
       (wanted.includes('signing') ? 1 : 0) +
       (wanted.includes('replay') ? 1 : 0) +
-      fleetSteps(wanted),
+      fleetSteps(wanted) +
+      (submission ? submissionSteps(submission) : 0),
   );
   const rows = [];
   for (const scenario of scenarios) {
@@ -282,6 +313,10 @@ async function main() {
     progress,
   });
   const fleetRan = Object.keys(fleet).length > 0;
+
+  const submitted = submission
+    ? await runSubmissionBench({ dir, settings: submission, progress, configFile: gatewayConfigFile })
+    : undefined;
   progress.done();
 
   const results = {
@@ -308,6 +343,7 @@ async function main() {
   if (primitives.length > 0) console.log(`\n${renderPrimitives(primitives)}`);
   if (replay) console.log(`\n${renderReplay(replay)}\n\n${replayRatioNote}`);
   if (fleetRan) console.log(`\n${renderFleetResults(fleet)}`);
+  if (submitted) console.log(`\n${renderSubmission(submitted)}\n\n${submissionRatioNote}`);
   console.log(
     `${results.machine.cpu}, ${results.machine.cores} cores, node ${results.machine.node}, ` +
       `temp dir on ${results.machine.tempDirFilesystem}; load average ${loadAtStart} → ${loadAverage()}; ` +
@@ -318,13 +354,20 @@ async function main() {
     writeResults({ ...files, results });
     writeReplayResults({ ...files, results: replay });
     writeFleetResults({ ...files, results: fleet });
+    writeSubmissionResults({ ...files, results: submitted });
     console.log('wrote bench/results.json and bench/results.md');
-  } else if (replay || fleetRan) {
-    // The replay and fleet sections stand on their own: written alone, the other rows left as they were.
+  } else if (replay || fleetRan || submitted) {
+    // The replay, fleet and submission sections stand on their own: written alone, the other rows left as they were.
     if (replay) writeReplayResults({ ...files, results: replay });
     if (fleetRan) writeFleetResults({ ...files, results: fleet });
+    if (submitted) writeSubmissionResults({ ...files, results: submitted });
+    const sections = [
+      replay ? 'replay' : '',
+      fleetRan ? `fleet (${Object.keys(fleet).join(', ')})` : '',
+      submitted ? 'submission' : '',
+    ].filter(Boolean);
     console.log(
-      `partial run (BENCH_ONLY): wrote the ${[replay ? 'replay' : '', fleetRan ? `fleet (${Object.keys(fleet).join(', ')})` : ''].filter(Boolean).join(' and ')} section of bench/results.md and results.json`,
+      `partial run (BENCH_ONLY): wrote the ${sections.join(' and ')} section${sections.length > 1 ? 's' : ''} of bench/results.md and results.json`,
     );
   } else {
     console.log('partial run (BENCH_ONLY): bench/results.* left as they were');

@@ -7,8 +7,10 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentTui, type AgentTuiSession, launchAgentTui } from '../support/agentTuis.js';
+import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { startCpuLoad } from '../support/cpuLoad.js';
 import { type FakeModelApi, startFakeModelApi } from '../support/fakeModelApi.js';
+import { brokerUri, removeDeadLettersOf } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { waitFor } from '../support/waitFor.js';
@@ -374,5 +376,100 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
     } finally {
       await lead.close();
     }
+  });
+});
+
+describe('a real agent on another host: the receipt "submitted" reaches the sender', () => {
+  let dir: string;
+  let socket: string;
+  let api: FakeModelApi;
+  let a: GatewayProcess;
+  let b: GatewayProcess;
+  let session: AgentTuiSession | undefined;
+  let lead: Client | undefined;
+  const queues: string[] = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'bridge-real-agents-xhost-'));
+    socket = join(dir, 'tmux.sock');
+    api = await startFakeModelApi();
+    const federated = (prefix: string) =>
+      new GatewayProcess({
+        hostId: uniqueHostId(prefix),
+        env: { BRIDGE_BROKER_URI: brokerUri },
+        config: { broker: { heartbeatMs: 300 } },
+      });
+    a = federated('agents-a');
+    b = federated('agents-b');
+    [session] = await Promise.all([
+      launchAgentTui('claude', { socket, apiUrl: api.url, timeoutMs: 120_000 }),
+      a.start(),
+      b.start(),
+    ]);
+  }, 180_000);
+
+  afterAll(async () => {
+    await lead?.close().catch(() => undefined);
+    await session?.stop();
+    await a?.dispose();
+    await b?.dispose();
+    await api?.close();
+    await deleteQueues(queues);
+    await removeDeadLettersOf([a?.hostId, b?.hostId].filter((h): h is string => h !== undefined));
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a main on A sends to Claude Code in a pane on B with wait_for submitted; A records queued, typed, submitted', async () => {
+    const claude = session as AgentTuiSession;
+    const worker = await b.cli([
+      'register',
+      '--kind',
+      'worker',
+      '--name',
+      'claude',
+      '--tmux',
+      claude.target,
+      '--tmux-socket',
+      socket,
+      '--json',
+    ]);
+    expect(worker.code, worker.stderr).toBe(0);
+    queues.push(`agent.${(JSON.parse(worker.stdout) as Registered).gid}.inbox`);
+    const main = JSON.parse(
+      (await a.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
+    ) as Registered;
+    queues.push(`agent.${main.gid}.inbox`);
+    lead = await connectMcp(a.mcpUrl, main.token);
+    const address = `claude@${b.hostId}`;
+    await waitFor('claude in A’s roster', async () => {
+      const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
+        name: string;
+        host: string;
+      }>;
+      return roster.some((e) => e.name === 'claude' && e.host === b.hostId) ? true : undefined;
+    });
+    const result = await callTool(
+      lead,
+      'bridge_send',
+      { to: address, text: 'from another host', wait_for: 'submitted' },
+      180_000,
+    );
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    const sent = result.structuredContent as unknown as Sent;
+    expect(sent.stage).toBe('submitted');
+    const status = (await callTool(lead, 'bridge_status', { msg_id: sent.msgId })).structuredContent as {
+      stage: string;
+      stages: Array<{ stage: string }>;
+    };
+    expect(status.stage).toBe('submitted');
+    expect(status.stages.map((s) => s.stage)).toEqual(expect.arrayContaining(['submitted']));
+    await waitFor('the model to get it', () =>
+      api.prompts().some((p) => p.includes(sent.msgId)) ? true : undefined,
+    );
+    expect(api.prompts().filter((p) => p.includes(sent.msgId))).toHaveLength(1);
+    // The CLI on A says the same.
+    const cli = await a.cli(['status', sent.msgId, '--json']);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout)).toMatchObject({ stage: 'submitted' });
   });
 });

@@ -135,7 +135,7 @@ describe('replay of recorded multi-host logs (golden fixtures)', () => {
     const dropped = tampered(beta, (e) => (e.event === 'delivery.inject' ? null : undefined));
     expect(replayTrace({ sources: [alpha, dropped], traceId }).divergences[0]).toMatchObject({
       kind: 'state-mismatch',
-      event: 'delivery.injected',
+      event: 'delivery.typed',
       computed: 'pending',
     });
     const invented = tampered(alpha, (e) =>
@@ -170,11 +170,11 @@ describe('bridge export / bridge replay (CLI)', () => {
     expect(text.stdout).toBe(readFileSync(join(fixtures, 'send-reply.timeline.txt'), 'utf8'));
     const json = await runCli(['replay', '--trace', traceId, '--json', ...files]);
     const parsed = JSON.parse(json.stdout) as { events: number; hosts: string[]; timeline: ReplayEvent[] };
-    expect(parsed.events).toBe(18);
-    expect(parsed.timeline).toHaveLength(18);
+    expect(parsed.events).toBe(20);
+    expect(parsed.timeline).toHaveLength(20);
     const progress = await runCli(['replay', '--trace', traceId, '--progress', '--quiet', ...files]);
-    expect(progress.stderr).toMatch(/replay \[#+\] 100% 18\/18 events\n$/);
-    expect(progress.stdout).toMatch(/^18 events from 2 host\(s\)/);
+    expect(progress.stderr).toMatch(/replay \[#+\] 100% 20\/20 events\n$/);
+    expect(progress.stdout).toMatch(/^20 events from 2 host\(s\)/);
     const mermaid = await runCli(['replay', '--trace', traceId, '--mermaid', ...files]);
     expect(mermaid.stdout).toBe(readFileSync(join(fixtures, 'send-reply.mermaid.txt'), 'utf8'));
 
