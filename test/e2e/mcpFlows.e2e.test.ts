@@ -128,12 +128,16 @@ describe('single-host flows through MCP (gateway, tmux and clients as separate p
     expect(herdr.typed('w9-1')).toEqual([]); // nor into an approval prompt
 
     herdr.setStatus('w9-1', 'idle');
-    const typed = await waitFor('the message typed into the herdr pane', () => {
-      const inputs = herdr.inputs('w9-1');
-      return inputs.length > 0 ? inputs : undefined;
+    // herdr's agent.prompt types it and presses Enter itself, after its pause: submitted.
+    await waitFor('the message submitted into the herdr pane', async () => {
+      const status = await callTool(lead, 'bridge_status', { msg_id: msgId });
+      return (status.structuredContent as { stage: string | null }).stage === 'submitted' ? true : undefined;
     });
+    const typed = herdr.inputs('w9-1');
     expect(typed).toHaveLength(1);
+    expect(typed[0]?.method).toBe('agent.prompt');
     expect(typed[0]?.text).toContain(`msg ${msgId}] run the tests`);
+    await waitFor('herdr to press Enter', () => (typed[0]?.keys.includes('Enter') ? true : undefined));
     expect(typed[0]?.keys).toEqual(['Enter']);
   });
 });
