@@ -419,7 +419,7 @@ describe('a real agent on another host: the receipt "submitted" reaches the send
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('a main on A sends to Claude Code in a pane on B with wait_for submitted; A records queued, typed, submitted', async () => {
+  it('a main on A sends to Claude Code in a pane on B with wait_for submitted; A records queued, then submitted', async () => {
     const claude = session as AgentTuiSession;
     const worker = await b.cli([
       'register',
@@ -462,7 +462,10 @@ describe('a real agent on another host: the receipt "submitted" reaches the send
       stages: Array<{ stage: string }>;
     };
     expect(status.stage).toBe('submitted');
-    expect(status.stages.map((s) => s.stage)).toEqual(expect.arrayContaining(['submitted']));
+    // Each stage as B's gateway reported it (a stage may be skipped when two fall in one tick).
+    const stages = status.stages.map((s) => s.stage);
+    expect(stages).toEqual(expect.arrayContaining(['queued', 'submitted']));
+    expect(stages.at(-1)).toBe('submitted');
     await waitFor('the model to get it', () =>
       api.prompts().some((p) => p.includes(sent.msgId)) ? true : undefined,
     );
