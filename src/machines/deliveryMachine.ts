@@ -120,36 +120,10 @@ const deadLetterOnRequest = {
   }),
 } as const;
 
-/** A failed typing or submitting: retried after a backoff, dead-lettered once attempts are used up. */
+/** A failed typing: retried after a backoff, dead-lettered as delivery-limit once attempts are used up. */
 const injectFailed = [
-  {
-    guard: 'canRetry',
-    target: 'backoff',
-    actions: assign<
-      DeliveryContext,
-      Extract<DeliveryEvent, { type: 'delivery.injectFailed' }>,
-      undefined,
-      DeliveryEvent,
-      never
-    >({
-      attempts: ({ context }) => context.attempts + 1,
-      lastError: ({ event }) => event.error,
-    }),
-  },
-  {
-    target: 'dead-lettered',
-    actions: assign<
-      DeliveryContext,
-      Extract<DeliveryEvent, { type: 'delivery.injectFailed' }>,
-      undefined,
-      DeliveryEvent,
-      never
-    >({
-      attempts: ({ context }) => context.attempts + 1,
-      lastError: ({ event }) => event.error,
-      reason: DeadLetterReason.deliveryLimit,
-    }),
-  },
+  { guard: 'canRetry', target: 'backoff', actions: 'countAttempt' },
+  { target: 'dead-lettered', actions: ['countAttempt', 'deliveryLimitReached'] },
 ] as const;
 
 export const deliveryMachine = setup({
@@ -159,6 +133,17 @@ export const deliveryMachine = setup({
     input: {} as DeliveryInput,
   },
   actions: {
+    /** One more attempt spent, and what went wrong with it. */
+    countAttempt: assign({
+      attempts: ({ context }) => context.attempts + 1,
+      lastError: ({ event }) => {
+        if (event.type === 'delivery.injectFailed') return event.error;
+        if (event.type === 'delivery.notSubmitted') return event.detail;
+        return null;
+      },
+    }),
+    deliveryLimitReached: assign({ reason: DeadLetterReason.deliveryLimit }),
+    neverSubmitted: assign({ reason: DeadLetterReason.notSubmitted }),
     /** Why the pane held it, for status and receipts. */
     recordDeferral: assign({
       lastError: ({ event }) => (event.type === 'delivery.deferred' ? event.detail : null),
@@ -224,23 +209,10 @@ export const deliveryMachine = setup({
       on: {
         'delivery.deadLettered': deadLetterOnRequest,
         'delivery.submitted': { target: 'submitted' },
+        // Enter did not take: pressed again after a backoff; dead-lettered once attempts are used up.
         'delivery.notSubmitted': [
-          {
-            guard: 'canRetry',
-            target: 'unsubmitted',
-            actions: assign({
-              attempts: ({ context }) => context.attempts + 1,
-              lastError: ({ event }) => event.detail,
-            }),
-          },
-          {
-            target: 'dead-lettered',
-            actions: assign({
-              attempts: ({ context }) => context.attempts + 1,
-              lastError: ({ event }) => event.detail,
-              reason: DeadLetterReason.notSubmitted,
-            }),
-          },
+          { guard: 'canRetry', target: 'unsubmitted', actions: 'countAttempt' },
+          { target: 'dead-lettered', actions: ['countAttempt', 'neverSubmitted'] },
         ],
         // A dialog came up before Enter: nothing pressed; typing resumes once it is gone
         // (the text, if still there, is found in the input and not typed again).

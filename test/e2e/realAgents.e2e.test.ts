@@ -36,6 +36,28 @@ interface Sent {
   timed_out?: boolean;
 }
 
+/** Registers the agent in `session`'s pane as worker `name` of `gateway`. */
+async function registerPane(
+  gateway: GatewayProcess,
+  name: string,
+  session: AgentTuiSession,
+): Promise<Registered> {
+  const result = await gateway.cli([
+    'register',
+    '--kind',
+    'worker',
+    '--name',
+    name,
+    '--tmux',
+    session.target,
+    '--tmux-socket',
+    session.socket,
+    '--json',
+  ]);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as Registered;
+}
+
 const dialogOf: Record<AgentTui, RegExp> = {
   claude: /Do you want to proceed\?/,
   codex: /Would you like to run the following command\?/,
@@ -113,16 +135,7 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
           ...(withApi ? { apiUrl: api.url } : {}),
         });
         agents.set(name, session);
-        await register([
-          '--kind',
-          'worker',
-          '--name',
-          name,
-          '--tmux',
-          session.target,
-          '--tmux-socket',
-          socket,
-        ]);
+        await registerPane(gateway, name, session);
       }),
     );
     const main = await register(['--kind', 'main', '--name', 'lead']);
@@ -297,19 +310,7 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
 
   it('types nothing twice and submits once after the restart (R-DL5 extended to submission)', async () => {
     const claude = session as AgentTuiSession;
-    const worker = await gateway.cli([
-      'register',
-      '--kind',
-      'worker',
-      '--name',
-      'claude',
-      '--tmux',
-      claude.target,
-      '--tmux-socket',
-      socket,
-      '--json',
-    ]);
-    expect(worker.code, worker.stderr).toBe(0);
+    const worker = await registerPane(gateway, 'claude', claude);
     const main = JSON.parse(
       (await gateway.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
     ) as Registered;
@@ -421,20 +422,8 @@ describe('a real agent on another host: the receipt "submitted" reaches the send
 
   it('a main on A sends to Claude Code in a pane on B with wait_for submitted; A records queued, then submitted', async () => {
     const claude = session as AgentTuiSession;
-    const worker = await b.cli([
-      'register',
-      '--kind',
-      'worker',
-      '--name',
-      'claude',
-      '--tmux',
-      claude.target,
-      '--tmux-socket',
-      socket,
-      '--json',
-    ]);
-    expect(worker.code, worker.stderr).toBe(0);
-    queues.push(`agent.${(JSON.parse(worker.stdout) as Registered).gid}.inbox`);
+    const worker = await registerPane(b, 'claude', claude);
+    queues.push(`agent.${worker.gid}.inbox`);
     const main = JSON.parse(
       (await a.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
     ) as Registered;
