@@ -310,7 +310,7 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
 
   it('types nothing twice and submits once after the restart (R-DL5 extended to submission)', async () => {
     const claude = session as AgentTuiSession;
-    const worker = await registerPane(gateway, 'claude', claude);
+    await registerPane(gateway, 'claude', claude);
     const main = JSON.parse(
       (await gateway.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
     ) as Registered;
