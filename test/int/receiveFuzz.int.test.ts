@@ -570,7 +570,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     }
   };
 
-  /** The part schema 1.1 requires of some kinds (a turn, a spawn request, a result; a receipt since 1.2). */
+  /** The part schema 1.1 requires of some kinds (a turn, a spawn request, a result; receipts since 1.2). */
   const partOf = (kind: string, gid: string): Record<string, unknown> => {
     const requestId = randomUUID();
     switch (kind) {
@@ -585,7 +585,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
       case WireKind.spawnResult:
         return { result: { requestId, op: 'spawn', ok: true, gid } };
       case WireKind.receipt:
-        return { receipt: { msgId: requestId, recipient: gid, stage: 'queued', at: Date.now() } };
+        return { receipts: [{ msgId: requestId, recipient: gid, stage: 'queued', at: Date.now() }] };
       default:
         return {};
     }
