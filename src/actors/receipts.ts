@@ -29,7 +29,19 @@ export interface ReceiptsDeps extends RuntimeDeps {
   federation?: Federation | undefined;
   /** Whether `gid` is an entity of this gateway (its messages' receipts stay here). */
   isLocal(gid: string): boolean;
+  /**
+   * How long committed receipts gather before they are published (default
+   * `receiptGatherMs`); 0 publishes each commit's at once.
+   */
+  gatherMs?: number | undefined;
 }
+
+/**
+ * Committed receipts gather this long before they go out: a burst of deliveries (and the
+ * queued and handed-over of a message drained at once) shares one RECEIPT per host. Receipts
+ * are reports, not the message: a few milliseconds more is cheap, a publish per stage is not.
+ */
+export const receiptGatherMs = 10;
 
 /** A receipt waiting for the end of the tick, with where it goes. */
 interface Pending {
@@ -56,6 +68,9 @@ export class Receipts implements ReceiptSink {
   private scheduled = false;
   /** Stage being published per delivery, so a reconnect does not publish it a second time. */
   private readonly inFlight = new Map<string, string>();
+  /** Committed receipts waiting for the end of the gathering window, the furthest per delivery. */
+  private readonly gathered = new Map<string, OutboxReceipt>();
+  private gathering: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly deps: ReceiptsDeps) {}
 
@@ -156,7 +171,31 @@ export class Receipts implements ReceiptSink {
       outgoing.push(entry);
     }
     if (outgoing.length === 0) return;
-    this.deps.store.batch.afterCommit(() => this.publishAll(outgoing));
+    this.deps.store.batch.afterCommit(() => this.gather(outgoing));
+  }
+
+  /** Holds committed receipts for the gathering window, then publishes what is there. */
+  private gather(entries: readonly OutboxReceipt[]): void {
+    const ms = this.deps.gatherMs ?? receiptGatherMs;
+    if (ms <= 0) {
+      this.publishAll(entries);
+      return;
+    }
+    for (const entry of entries) {
+      const key = keyOf(entry.receipt);
+      const earlier = this.gathered.get(key);
+      if (!earlier || stageRank(entry.receipt.stage) > stageRank(earlier.receipt.stage))
+        this.gathered.set(key, entry);
+    }
+    if (this.gathering) return;
+    this.gathering = setTimeout(() => {
+      this.gathering = undefined;
+      const due = [...this.gathered.values()];
+      this.gathered.clear();
+      this.publishAll(due);
+    }, ms);
+    // A gateway stopping does not wait for it: the rows are on disk, and go out at the next start.
+    this.gathering.unref();
   }
 
   /** Where the message came from, when the delivery's envelope is no longer in memory. */

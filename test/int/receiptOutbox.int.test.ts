@@ -63,8 +63,8 @@ describe('receipt outbox (recipient side)', () => {
   const count = async (outcome: string) =>
     (await metrics.receipts.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
-  /** The receipts actor on the current store, with the fake broker. */
-  const build = (): Receipts => {
+  /** The receipts actor on the current store, with the fake broker; no gathering window unless asked. */
+  const build = (gatherMs = 0): Receipts => {
     const federation = {
       broker: {
         get connected() {
@@ -98,6 +98,7 @@ describe('receipt outbox (recipient side)', () => {
       router,
       federation,
       isLocal: () => false,
+      gatherMs,
     });
   };
 
@@ -278,6 +279,27 @@ describe('receipt outbox (recipient side)', () => {
     await settle();
     expect(rows()).toEqual([]);
     expect(await count('sent')).toBe(150);
+  });
+
+  it('receipts of several commits within the gathering window share one RECEIPT; a message queued and drained in it is told once, handed-over', async () => {
+    receipts = build(80);
+    const [drained, waiting] = [msgId(), msgId()];
+    receipts.record(receipt(drained, 'queued'), route);
+    await settle(); // committed: gathering
+    receipts.record(receipt(waiting, 'queued'), route);
+    await settle();
+    receipts.record(receipt(drained, 'handed-over'), route);
+    await settle();
+    expect(published).toEqual([]);
+    expect(rows().sort()).toEqual([`${drained}:handed-over`, `${waiting}:queued`].sort());
+    await new Promise((r) => setTimeout(r, 120));
+    expect(published).toHaveLength(1);
+    expect(published[0]?.envelope.receipts?.map((r) => `${r.msgId}:${r.stage}`).sort()).toEqual(
+      [`${drained}:handed-over`, `${waiting}:queued`].sort(),
+    );
+    published[0]?.settle({ ok: true });
+    await settle();
+    expect(rows()).toEqual([]);
   });
 
   it('a receipt whose route is lost (no envelope, no body, no roster entry) is dropped and counted', async () => {
