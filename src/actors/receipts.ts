@@ -57,11 +57,12 @@ function keyOf(receipt: Receipt): string {
  * Receipts (R-RC1), both ways. As the recipient's gateway it is the entity actors' sink: the
  * stages their deliveries reach go to the message's send actor, directly when the sender is
  * on this host (same tick, same batch, no broker), otherwise through a durable outbox row
- * (written in the batch of the delivery's transition) published after commit in a signed
- * RECEIPT to `control.<senderHost>` (one per host per commit, carrying that commit's receipts
- * for it), and deleted once the broker confirms it. Several stages in one tick coalesce into the
- * latest; rows left by a crash or an outage are published again when the broker connects. As the sender's gateway it records each RECEIPT its control queue admits
- * on the send actor it is about, after checking who wrote it.
+ * (written in the batch of the delivery's transition), published after commit in a signed
+ * RECEIPT to `control.<senderHost>` and deleted once the broker confirms it. Several stages in
+ * one tick coalesce into the latest; committed receipts gather for `receiptGatherMs` and go out
+ * together, one RECEIPT per host; rows left by a crash or an outage are published again when
+ * the broker connects. As the sender's gateway it records each receipt of a RECEIPT its control
+ * queue admits on the send actor it is about, after checking who wrote it.
  */
 export class Receipts implements ReceiptSink {
   private readonly pending = new Map<string, Pending>();
