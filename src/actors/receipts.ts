@@ -10,9 +10,15 @@ import {
   putOutboxReceipt,
   readOutboxReceipts,
 } from '../store/receiptOutbox.js';
-import { type Envelope, schemaVersionString, WireKind } from '../wire/envelope.js';
+import {
+  type Envelope,
+  maxReceiptBytesPerEnvelope,
+  maxReceiptsPerEnvelope,
+  schemaVersionString,
+  WireKind,
+} from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
-import { namedUuid } from '../wire/ids.js';
+import { uuidv7 } from '../wire/ids.js';
 import type { InboundHandle } from './entityActor.js';
 import type { Federation } from './federation.js';
 import type { Router, SendCell } from './router.js';
@@ -23,7 +29,19 @@ export interface ReceiptsDeps extends RuntimeDeps {
   federation?: Federation | undefined;
   /** Whether `gid` is an entity of this gateway (its messages' receipts stay here). */
   isLocal(gid: string): boolean;
+  /**
+   * How long committed receipts gather before they are published (default
+   * `receiptGatherMs`); 0 publishes each commit's at once.
+   */
+  gatherMs?: number | undefined;
 }
+
+/**
+ * Committed receipts gather this long before they go out: a burst of deliveries (and the
+ * queued and handed-over of a message drained at once) shares one RECEIPT per host. Receipts
+ * are reports, not the message: a few milliseconds more is cheap, a publish per stage is not.
+ */
+export const receiptGatherMs = 10;
 
 /** A receipt waiting for the end of the tick, with where it goes. */
 interface Pending {
@@ -39,17 +57,21 @@ function keyOf(receipt: Receipt): string {
  * Receipts (R-RC1), both ways. As the recipient's gateway it is the entity actors' sink: the
  * stages their deliveries reach go to the message's send actor, directly when the sender is
  * on this host (same tick, same batch, no broker), otherwise through a durable outbox row
- * (written in the batch of the delivery's transition) published after commit as a signed
- * RECEIPT to `control.<senderHost>`, and deleted once the broker confirms it. Several stages in
- * one tick coalesce into the latest; rows left by a crash or an outage are published again when
- * the broker connects. As the sender's gateway it records each RECEIPT its control queue admits
- * on the send actor it is about, after checking who wrote it.
+ * (written in the batch of the delivery's transition), published after commit in a signed
+ * RECEIPT to `control.<senderHost>` and deleted once the broker confirms it. Several stages in
+ * one tick coalesce into the latest; committed receipts gather for `receiptGatherMs` and go out
+ * together, one RECEIPT per host; rows left by a crash or an outage are published again when
+ * the broker connects. As the sender's gateway it records each receipt of a RECEIPT its control
+ * queue admits on the send actor it is about, after checking who wrote it.
  */
 export class Receipts implements ReceiptSink {
   private readonly pending = new Map<string, Pending>();
   private scheduled = false;
   /** Stage being published per delivery, so a reconnect does not publish it a second time. */
   private readonly inFlight = new Map<string, string>();
+  /** Committed receipts waiting for the end of the gathering window, the furthest per delivery. */
+  private readonly gathered = new Map<string, OutboxReceipt>();
+  private gathering: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly deps: ReceiptsDeps) {}
 
@@ -82,40 +104,47 @@ export class Receipts implements ReceiptSink {
     const rows = readOutboxReceipts(this.deps.store).filter((entry) => entry.senderHost !== this.deps.host);
     if (rows.length > 0)
       this.deps.logger.info({ receipts: rows.length }, 'publishing receipts left in the outbox');
-    for (const entry of rows) void this.publish(entry);
+    this.publishAll(rows);
   }
 
   /**
    * A RECEIPT admitted from this host's control queue (signature, schema, signer = the host it
-   * names, clock, expiry: federation's admission). Acked once what it changed is on disk; one
-   * for a message this host did not send, or that fails the checks, is logged and acked.
+   * names, clock, expiry: federation's admission). Each receipt in it is checked and recorded on
+   * its send; the RECEIPT is acked once all of that is on disk. A receipt for a message this host
+   * did not send, or one that fails the checks, is logged and counted; the others still count.
    */
   receive(envelope: Envelope, inbound: InboundHandle): void {
-    const receipt = envelope.receipt;
+    const receipts = envelope.receipts ?? [];
     const { logger, store } = this.deps;
-    if (!receipt) {
-      inbound.ack();
-      return;
-    }
     const from = envelope.from.host;
-    this.deps.router.loadSend(receipt.msgId).then(
-      (cell) => {
-        if (!cell) {
+    let left = receipts.length;
+    const settled = () => {
+      if (--left === 0) store.batch.afterCommit(() => inbound.ack());
+    };
+    if (left === 0) inbound.ack();
+    for (const receipt of receipts) {
+      this.deps.router.loadSend(receipt.msgId).then(
+        (cell) => {
+          if (cell) {
+            this.apply(cell, receipt, from, settled);
+            return;
+          }
           this.deps.metrics.receipts.inc({ outcome: 'unknown-message' });
           logger.warn(
             { traceId: envelope.traceId, msgId: receipt.msgId, from, stage: receipt.stage },
             'receipt for a message this host did not send; dropped',
           );
-          inbound.ack();
-          return;
-        }
-        this.apply(cell, receipt, from, () => store.batch.afterCommit(() => inbound.ack()));
-      },
-      (err: unknown) => {
-        logger.error({ err, traceId: envelope.traceId, msgId: receipt.msgId }, 'could not record a receipt');
-        inbound.ack();
-      },
-    );
+          settled();
+        },
+        (err: unknown) => {
+          logger.error(
+            { err, traceId: envelope.traceId, msgId: receipt.msgId },
+            'could not record a receipt',
+          );
+          settled();
+        },
+      );
+    }
   }
 
   private takePending(): void {
@@ -143,9 +172,31 @@ export class Receipts implements ReceiptSink {
       outgoing.push(entry);
     }
     if (outgoing.length === 0) return;
-    this.deps.store.batch.afterCommit(() => {
-      for (const entry of outgoing) void this.publish(entry);
-    });
+    this.deps.store.batch.afterCommit(() => this.gather(outgoing));
+  }
+
+  /** Holds committed receipts for the gathering window, then publishes what is there. */
+  private gather(entries: readonly OutboxReceipt[]): void {
+    const ms = this.deps.gatherMs ?? receiptGatherMs;
+    if (ms <= 0) {
+      this.publishAll(entries);
+      return;
+    }
+    for (const entry of entries) {
+      const key = keyOf(entry.receipt);
+      const earlier = this.gathered.get(key);
+      if (!earlier || stageRank(entry.receipt.stage) > stageRank(earlier.receipt.stage))
+        this.gathered.set(key, entry);
+    }
+    if (this.gathering) return;
+    this.gathering = setTimeout(() => {
+      this.gathering = undefined;
+      const due = [...this.gathered.values()];
+      this.gathered.clear();
+      this.publishAll(due);
+    }, ms);
+    // A gateway stopping does not wait for it: the rows are on disk, and go out at the next start.
+    this.gathering.unref();
   }
 
   /** Where the message came from, when the delivery's envelope is no longer in memory. */
@@ -254,59 +305,91 @@ export class Receipts implements ReceiptSink {
     metrics.receipts.inc({ outcome: 'recorded' });
   }
 
-  /** Publishes one receipt to its sender's host; drops its row once the broker has it. */
-  private async publish(entry: OutboxReceipt): Promise<void> {
+  /**
+   * Publishes receipts to their senders' hosts: one RECEIPT per host (up to 64 receipts or
+   * 12 KiB), so a commit's receipts cost one signature and one publish per host, not one per
+   * delivery.
+   */
+  private publishAll(entries: readonly OutboxReceipt[]): void {
+    if (!this.deps.federation?.broker.connected) return; // the rows wait for the broker (republish)
+    const byHost = new Map<string, { entries: OutboxReceipt[]; bytes: number }>();
+    for (const entry of entries) {
+      const key = keyOf(entry.receipt);
+      if (this.inFlight.get(key) === entry.receipt.stage) continue;
+      this.inFlight.set(key, entry.receipt.stage);
+      const bytes = Buffer.byteLength(JSON.stringify(entry.receipt)) + 1;
+      let batch = byHost.get(entry.senderHost);
+      if (
+        !batch ||
+        batch.entries.length >= maxReceiptsPerEnvelope ||
+        batch.bytes + bytes > maxReceiptBytesPerEnvelope
+      ) {
+        if (batch) void this.publish(batch.entries);
+        batch = { entries: [], bytes: 0 };
+        byHost.set(entry.senderHost, batch);
+      }
+      batch.entries.push(entry);
+      batch.bytes += bytes;
+    }
+    for (const batch of byHost.values()) void this.publish(batch.entries);
+  }
+
+  /** Publishes one RECEIPT (receipts for one host); drops their rows once the broker has it. */
+  private async publish(batch: readonly OutboxReceipt[]): Promise<void> {
     const federation = this.deps.federation;
-    if (!federation?.broker.connected) return; // the row waits for the broker (republish)
-    const { receipt } = entry;
-    const key = keyOf(receipt);
-    if (this.inFlight.get(key) === receipt.stage) return;
-    this.inFlight.set(key, receipt.stage);
+    const [first] = batch;
+    if (!federation || !first) return;
     const { logger, metrics, store } = this.deps;
+    const drop = () => {
+      for (const { receipt } of batch)
+        dropOutboxReceipt(store, receipt.msgId, receipt.recipient, receipt.stage);
+    };
+    const where = { traceId: first.traceId, senderHost: first.senderHost, receipts: batch.length };
     try {
-      const outcome = await federation.publishMessage(this.envelopeOf(entry), entry.senderHost, 'control');
+      const outcome = await federation.publishMessage(this.envelopeOf(batch), first.senderHost, 'control');
       if (outcome.ok) {
-        metrics.receipts.inc({ outcome: 'sent' });
-        dropOutboxReceipt(store, receipt.msgId, receipt.recipient, receipt.stage);
+        metrics.receipts.inc({ outcome: 'sent' }, batch.length);
+        drop();
       } else if (outcome.reason === 'unroutable') {
-        metrics.receipts.inc({ outcome: 'unroutable' });
+        metrics.receipts.inc({ outcome: 'unroutable' }, batch.length);
         logger.warn(
-          {
-            traceId: entry.traceId,
-            msgId: receipt.msgId,
-            senderHost: entry.senderHost,
-            stage: receipt.stage,
-          },
-          `receipt dropped: no control.${entry.senderHost} queue on the broker (that gateway is gone)`,
+          { ...where, msgIds: batch.map((e) => e.receipt.msgId) },
+          `receipts dropped: no control.${first.senderHost} queue on the broker (that gateway is gone)`,
         );
-        dropOutboxReceipt(store, receipt.msgId, receipt.recipient, receipt.stage);
+        drop();
       } else {
         logger.warn(
-          { traceId: entry.traceId, msgId: receipt.msgId, detail: outcome.detail },
-          'the broker refused a receipt; it is sent again when the broker reconnects',
+          { ...where, detail: outcome.detail },
+          'the broker refused receipts; they are sent again when the broker reconnects',
         );
       }
     } catch (err) {
-      // The broker went away: the row stays, and goes out again on reconnect.
-      logger.debug({ err, traceId: entry.traceId, msgId: receipt.msgId }, 'receipt waits for the broker');
+      // The broker went away: the rows stay, and go out again on reconnect.
+      logger.debug({ err, ...where }, 'receipts wait for the broker');
     } finally {
-      if (this.inFlight.get(key) === receipt.stage) this.inFlight.delete(key);
+      for (const { receipt } of batch) {
+        const key = keyOf(receipt);
+        if (this.inFlight.get(key) === receipt.stage) this.inFlight.delete(key);
+      }
     }
   }
 
-  /** The RECEIPT as it travels: from this gateway, to the sender's host, in the flow's trace. */
-  private envelopeOf(entry: OutboxReceipt): Envelope {
-    const { receipt } = entry;
+  /**
+   * The RECEIPT as it travels: from this gateway, to the senders' host, in the trace of its
+   * first receipt (each receipt's own send knows its trace).
+   */
+  private envelopeOf(batch: readonly OutboxReceipt[]): Envelope {
+    const [first] = batch as [OutboxReceipt, ...OutboxReceipt[]];
     return {
       v: schemaVersionString,
       kind: WireKind.receipt,
-      msgId: namedUuid(`receipt\u0000${keyOf(receipt)}`, receipt.stage),
-      traceId: entry.traceId,
+      msgId: uuidv7(this.deps.clock.now()),
+      traceId: first.traceId,
       hlc: this.deps.hlc.tick(),
       from: gatewayAddress(this.deps.host),
-      to: entry.senderHost,
+      to: first.senderHost,
       text: '',
-      receipt,
+      receipts: batch.map((entry) => entry.receipt),
     };
   }
 }

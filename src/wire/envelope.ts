@@ -90,15 +90,24 @@ export const controlResultSchema = z.object({
 });
 export type ControlResult = z.infer<typeof controlResultSchema>;
 
+/**
+ * Most receipts one RECEIPT carries: the receipts of one commit for one host travel together
+ * (one signature, one publish, one admission). The sender also keeps a RECEIPT under
+ * `maxReceiptBytesPerEnvelope`, below the smallest wire limit a gateway can have
+ * (limits.maxTextBytes plus 16 KiB).
+ */
+export const maxReceiptsPerEnvelope = 64;
+export const maxReceiptBytesPerEnvelope = 12 * 1024;
+
 /** Which optional part each kind must carry (schema 1.1; RECEIPT since 1.2). */
-const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'result' | 'receipt'>> = {
+const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'result' | 'receipts'>> = {
   ASK: 'turnId',
   ANSWER: 'turnId',
   TOO_LATE: 'turnId',
   SPAWN: 'spawn',
   STOP: 'stop',
   SPAWN_RESULT: 'result',
-  RECEIPT: 'receipt',
+  RECEIPT: 'receipts',
 };
 
 export const envelopeSchema = z
@@ -124,10 +133,11 @@ export const envelopeSchema = z
     /** SPAWN_RESULT: how a spawn or stop went. */
     result: controlResultSchema.optional(),
     /**
-     * RECEIPT: how far a delivery got. Written by the recipient's gateway (`from` is its
-     * gateway address), addressed to the sender's host (`to`), on `control.<host>`.
+     * RECEIPT: how far deliveries got, one receipt each. Written by the recipients' gateway
+     * (`from` is its gateway address), addressed to the senders' host (`to`), on
+     * `control.<host>`.
      */
-    receipt: receiptSchema.optional(),
+    receipts: z.array(receiptSchema).min(1).max(maxReceiptsPerEnvelope).optional(),
   })
   .superRefine((envelope, ctx) => {
     const part = requiredPart[envelope.kind];

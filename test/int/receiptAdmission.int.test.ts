@@ -81,8 +81,16 @@ describe('receipt admission at the sender', () => {
       );
     });
 
-  /** A RECEIPT as a recipient's gateway writes it, signed by `by`, claiming to come from `fromHost`. */
-  const sendReceipt = async (by: FakePeer, fromHost: string, receipt: Partial<Receipt> = {}) => {
+  /**
+   * A RECEIPT as a recipient's gateway writes it, signed by `by`, claiming to come from
+   * `fromHost`, carrying one receipt (or several: `more`).
+   */
+  const sendReceipt = async (
+    by: FakePeer,
+    fromHost: string,
+    receipt: Partial<Receipt> = {},
+    more: Array<Partial<Receipt>> = [],
+  ) => {
     const envelope: Envelope = {
       v: '1.2',
       kind: 'RECEIPT',
@@ -92,7 +100,13 @@ describe('receipt admission at the sender', () => {
       from: gatewayAddress(fromHost),
       to: gateway.host,
       text: '',
-      receipt: { msgId, recipient: bob.gid, stage: 'queued', at: Date.now(), ...receipt },
+      receipts: [receipt, ...more].map((r) => ({
+        msgId,
+        recipient: bob.gid,
+        stage: 'queued' as const,
+        at: Date.now(),
+        ...r,
+      })),
     };
     const content = Buffer.from(JSON.stringify(envelope));
     await publish('bridge.control', gateway.host, content, signed(content, by), envelope.msgId);
@@ -193,11 +207,17 @@ describe('receipt admission at the sender', () => {
     await sendReceipt(peerB, peerB.host, { stage: 'submitted', recipient: carol.gid });
     // B's own signature, for a message this host never sent: logged and acked.
     await sendReceipt(peerB, peerB.host, { stage: 'submitted', msgId: randomUUID() });
+    // One RECEIPT with a bad receipt among good ones: each is judged on its own.
+    await sendReceipt(peerB, peerB.host, { stage: 'submitted', recipient: carol.gid }, [
+      { stage: 'queued' },
+      { stage: 'submitted', msgId: randomUUID() },
+    ]);
 
     await waitFor('every forged receipt handled', async () =>
       (await count('wrong-host')) === 1 &&
-      (await count('wrong-recipient')) === 1 &&
-      (await count('unknown-message')) === 1 &&
+      (await count('wrong-recipient')) === 2 &&
+      (await count('unknown-message')) === 2 &&
+      (await count('stale')) === 1 &&
       (await deadLetters('unknown-sender')) >= 1 &&
       (await deadLetters('bad-signature')) >= 1
         ? true
@@ -206,7 +226,7 @@ describe('receipt admission at the sender', () => {
     expect((await gateway.messageStatus(lead, msgId)).stage).toBe('queued');
     expect(sendEvents().filter((e) => e.event === 'send.receipt')).toHaveLength(1);
     const refused = logLines.filter((l) => l.msg.startsWith('refused a receipt'));
-    expect(refused.map((l) => l.reason).sort()).toEqual(['wrong-host', 'wrong-recipient']);
+    expect(refused.map((l) => l.reason).sort()).toEqual(['wrong-host', 'wrong-recipient', 'wrong-recipient']);
     expect(refused.find((l) => l.reason === 'wrong-host')?.msg).toContain(`${peerC.host} wrote it`);
     expect(logLines.some((l) => l.msg.includes('receipt for a message this host did not send'))).toBe(true);
   });
@@ -217,7 +237,7 @@ describe('receipt admission at the sender', () => {
       (await gateway.messageStatus(lead, msgId)).stage === 'handed-over' ? true : undefined,
     );
     await sendReceipt(peerB, peerB.host, { stage: 'queued' });
-    await waitFor('the stale receipt seen', async () => ((await count('stale')) === 1 ? true : undefined));
+    await waitFor('the stale receipt seen', async () => ((await count('stale')) === 2 ? true : undefined));
     await sleep(200);
     const receipts = sendEvents().filter((e) => e.event === 'send.receipt');
     expect(receipts.map((e) => [e.to_state, JSON.parse(e.data ?? '{}').stage])).toEqual([

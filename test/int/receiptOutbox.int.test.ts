@@ -63,8 +63,8 @@ describe('receipt outbox (recipient side)', () => {
   const count = async (outcome: string) =>
     (await metrics.receipts.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
-  /** The receipts actor on the current store, with the fake broker. */
-  const build = (): Receipts => {
+  /** The receipts actor on the current store, with the fake broker; no gathering window unless asked. */
+  const build = (gatherMs = 0): Receipts => {
     const federation = {
       broker: {
         get connected() {
@@ -98,6 +98,7 @@ describe('receipt outbox (recipient side)', () => {
       router,
       federation,
       isLocal: () => false,
+      gatherMs,
     });
   };
 
@@ -132,7 +133,7 @@ describe('receipt outbox (recipient side)', () => {
       traceId: 'trace-outbox',
       text: '',
       from: { name: 'gateway', host },
-      receipt: { msgId: id, recipient, stage: 'handed-over' },
+      receipts: [{ msgId: id, recipient, stage: 'handed-over' }],
     });
     first.settle({ ok: true });
     await settle();
@@ -144,17 +145,20 @@ describe('receipt outbox (recipient side)', () => {
     const id = msgId();
     receipts.record(receipt(id, 'queued'), route);
     await settle();
-    expect(published.map((p) => p.envelope.receipt?.stage)).toEqual(['queued']);
+    expect(published.map((p) => p.envelope.receipts?.map((r) => r.stage))).toEqual([['queued']]);
     receipts.record(receipt(id, 'dead-lettered', { reason: 'expired', detail: 'held too long' }), route);
     await settle();
-    expect(published.map((p) => p.envelope.receipt?.stage)).toEqual(['queued', 'dead-lettered']);
+    expect(published.map((p) => p.envelope.receipts?.map((r) => r.stage))).toEqual([
+      ['queued'],
+      ['dead-lettered'],
+    ]);
     (published[0] as Published).settle({ ok: true });
     await settle();
     expect(rows()).toEqual([`${id}:dead-lettered`]);
     (published[1] as Published).settle({ ok: true });
     await settle();
     expect(rows()).toEqual([]);
-    expect((published[1] as Published).envelope.receipt).toMatchObject({
+    expect((published[1] as Published).envelope.receipts?.[0]).toMatchObject({
       reason: 'expired',
       detail: 'held too long',
     });
@@ -173,7 +177,9 @@ describe('receipt outbox (recipient side)', () => {
     receipts.republish();
     receipts.republish(); // a second "connected" while the first publishes sends nothing twice
     await settle();
-    expect(published.map((p) => p.envelope.receipt?.msgId).sort()).toEqual([one, two].sort());
+    // One RECEIPT for the host, carrying both.
+    expect(published).toHaveLength(1);
+    expect(published[0]?.envelope.receipts?.map((r) => r.msgId).sort()).toEqual([one, two].sort());
     for (const p of published) p.settle({ ok: true });
     await settle();
     expect(rows()).toEqual([]);
@@ -219,7 +225,7 @@ describe('receipt outbox (recipient side)', () => {
     expect(published).toEqual([]);
     receipts.republish(); // …which is back
     await settle();
-    expect(published.map((p) => p.envelope.receipt)).toMatchObject([{ msgId: id, stage: 'handed-over' }]);
+    expect(published.map((p) => p.envelope.receipts)).toMatchObject([[{ msgId: id, stage: 'handed-over' }]]);
     (published[0] as Published).settle({ ok: true });
     await settle();
     expect(rows()).toEqual([]);
@@ -247,6 +253,53 @@ describe('receipt outbox (recipient side)', () => {
     });
     await store.batch.flush();
     expect(rows()).toEqual([`${id}:submitted`]);
+  });
+
+  it('a commit’s receipts go out as one RECEIPT per host, at most 64 or 12 KiB each; each row is dropped on its confirm', async () => {
+    const elsewhere: ReceiptRoute = { ...route, senderHost: 'host-c' };
+    const ids = Array.from({ length: 150 }, () => msgId());
+    for (const [i, id] of ids.entries()) {
+      // Some with the longest detail a receipt has, so that bytes, not the count, cut some batches.
+      const detail = i % 10 === 0 ? 'x'.repeat(500) : undefined;
+      receipts.record(receipt(id, 'queued', detail ? { detail } : {}), i % 3 === 0 ? elsewhere : route);
+    }
+    await settle();
+    const sizes = published.map((p) => encodeEnvelope(p.envelope).length);
+    expect(published.every((p) => (p.envelope.receipts?.length ?? 0) <= 64)).toBe(true);
+    expect(Math.max(...sizes)).toBeLessThan(16 * 1024);
+    expect(published.flatMap((p) => p.envelope.receipts?.map((r) => r.msgId) ?? []).sort()).toEqual(
+      [...ids].sort(),
+    );
+    for (const p of published) expect(p.envelope.receipts?.length).toBeGreaterThan(0);
+    expect(new Set(published.map((p) => `${p.routingKey}=${p.envelope.to}`))).toEqual(
+      new Set([`${senderHost}=${senderHost}`, 'host-c=host-c']),
+    );
+    expect(published.length).toBeLessThan(10);
+    for (const p of published) p.settle({ ok: true });
+    await settle();
+    expect(rows()).toEqual([]);
+    expect(await count('sent')).toBe(150);
+  });
+
+  it('receipts of several commits within the gathering window share one RECEIPT; a message queued and drained in it is told once, handed-over', async () => {
+    receipts = build(80);
+    const [drained, waiting] = [msgId(), msgId()];
+    receipts.record(receipt(drained, 'queued'), route);
+    await settle(); // committed: gathering
+    receipts.record(receipt(waiting, 'queued'), route);
+    await settle();
+    receipts.record(receipt(drained, 'handed-over'), route);
+    await settle();
+    expect(published).toEqual([]);
+    expect(rows().sort()).toEqual([`${drained}:handed-over`, `${waiting}:queued`].sort());
+    await new Promise((r) => setTimeout(r, 120));
+    expect(published).toHaveLength(1);
+    expect(published[0]?.envelope.receipts?.map((r) => `${r.msgId}:${r.stage}`).sort()).toEqual(
+      [`${drained}:handed-over`, `${waiting}:queued`].sort(),
+    );
+    published[0]?.settle({ ok: true });
+    await settle();
+    expect(rows()).toEqual([]);
   });
 
   it('a receipt whose route is lost (no envelope, no body, no roster entry) is dropped and counted', async () => {

@@ -51,7 +51,7 @@ describe('a receipt that overtakes the confirm', () => {
     from: gatewayAddress(bob.host),
     to: 'host-a',
     text: '',
-    receipt: { msgId, recipient: bob.gid, stage: 'queued', at: Date.now() },
+    receipts: [{ msgId, recipient: bob.gid, stage: 'queued', at: Date.now() }],
   });
 
   beforeEach(() => {

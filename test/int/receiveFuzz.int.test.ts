@@ -558,7 +558,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     }
   };
 
-  /** The part schema 1.1 requires of some kinds (a turn, a spawn request, a result). */
+  /** The part schema 1.1 requires of some kinds (a turn, a spawn request, a result; receipts since 1.2). */
   const partOf = (kind: string, gid: string): Record<string, unknown> => {
     const requestId = randomUUID();
     switch (kind) {
@@ -572,6 +572,8 @@ describe('receive path: property-based fuzz (hostile input)', () => {
         return { stop: { requestId, gid } };
       case WireKind.spawnResult:
         return { result: { requestId, op: 'spawn', ok: true, gid } };
+      case WireKind.receipt:
+        return { receipts: [{ msgId: requestId, recipient: gid, stage: 'queued', at: Date.now() }] };
       default:
         return {};
     }

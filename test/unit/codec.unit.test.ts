@@ -2,7 +2,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { type Decoded, DecodeFailure, decodeEnvelope, encodeEnvelope } from '../../src/wire/codec.js';
-import { type Envelope, schemaVersionString, WireKind } from '../../src/wire/envelope.js';
+import {
+  type Envelope,
+  maxReceiptsPerEnvelope,
+  schemaVersionString,
+  WireKind,
+} from '../../src/wire/envelope.js';
 
 const maxBytes = 64 * 1024;
 
@@ -75,12 +80,9 @@ describe('codec: round trip', () => {
       result: { requestId, op: 'spawn', ok: true, gid: envelope.from.gid, name: 'rev-1', host: 'host-b' },
     },
     RECEIPT: {
-      receipt: {
-        msgId: requestId,
-        recipient: envelope.from.gid,
-        stage: 'handed-over',
-        at: 1_700_000_000_000,
-      },
+      receipts: [
+        { msgId: requestId, recipient: envelope.from.gid, stage: 'handed-over', at: 1_700_000_000_000 },
+      ],
     },
   };
 
@@ -136,6 +138,20 @@ describe('codec: round trip', () => {
 });
 
 describe('codec: RECEIPT (schema 1.2, R-RC1)', () => {
+  const deadLetter = {
+    msgId: '01890a5d-ac96-774b-bcce-b302099a8057',
+    recipient: '9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a',
+    stage: 'dead-lettered',
+    reason: 'expired',
+    detail: 'expired at 2026-12-01T12:00:00.000Z',
+    at: 1_700_000_000_000,
+  };
+  const queued = {
+    msgId: '01890a5d-ac96-774b-bcce-b302099a8058',
+    recipient: '9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a',
+    stage: 'queued',
+    at: 1_700_000_000_000,
+  };
   const receiptEnvelope = {
     ...envelope,
     kind: 'RECEIPT',
@@ -147,40 +163,40 @@ describe('codec: RECEIPT (schema 1.2, R-RC1)', () => {
       host: 'host-b',
       kind: 'orchestrator',
     },
-    receipt: {
-      msgId: '01890a5d-ac96-774b-bcce-b302099a8057',
-      recipient: '9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a',
-      stage: 'dead-lettered',
-      reason: 'expired',
-      detail: 'expired at 2026-12-01T12:00:00.000Z',
-      at: 1_700_000_000_000,
-    },
+    receipts: [deadLetter, queued],
   };
+  const withReceipts = (receipts: unknown) => bytesOf({ ...receiptEnvelope, receipts });
 
   it('the schema version is 1.2', () => {
     expect(schemaVersionString).toBe('1.2');
   });
 
-  it('a dead-lettered receipt keeps its reason and detail', () => {
-    expect(accepted(decodeEnvelope(bytesOf(receiptEnvelope), maxBytes)).receipt).toEqual(
-      receiptEnvelope.receipt,
-    );
+  it('carries several receipts; a dead letter keeps its reason and detail', () => {
+    expect(accepted(decodeEnvelope(bytesOf(receiptEnvelope), maxBytes)).receipts).toEqual([
+      deadLetter,
+      queued,
+    ]);
   });
 
-  it('unknown fields of the receipt part (a newer minor) are dropped, not refused', () => {
-    const newer = { ...receiptEnvelope, v: '1.7', receipt: { ...receiptEnvelope.receipt, pane: '%3' } };
-    expect(accepted(decodeEnvelope(bytesOf(newer), maxBytes)).receipt).toEqual(receiptEnvelope.receipt);
+  it('unknown fields of a receipt (a newer minor) are dropped, not refused', () => {
+    const newer = { ...receiptEnvelope, v: '1.7', receipts: [{ ...deadLetter, pane: '%3' }] };
+    expect(accepted(decodeEnvelope(bytesOf(newer), maxBytes)).receipts).toEqual([deadLetter]);
   });
 
   it.each([
-    ['an unknown stage', { stage: 'read' }, 'receipt.stage'],
-    ['a msgId that is no uuid', { msgId: 'x' }, 'receipt.msgId'],
-    ['a recipient that is no gid', { recipient: 'broadcast.all' }, 'receipt.recipient'],
-    ['no time', { at: undefined }, 'receipt.at'],
-    ['a detail past 500 characters', { detail: 'x'.repeat(501) }, 'receipt.detail'],
-  ])('%s is invalid, and says where', (_label, change, path) => {
-    const bad = { ...receiptEnvelope, receipt: { ...receiptEnvelope.receipt, ...change } };
-    const { reason, detail } = refusal(decodeEnvelope(bytesOf(bad), maxBytes));
+    ['no receipts at all', [], 'receipts'],
+    [
+      `more than ${maxReceiptsPerEnvelope}`,
+      Array.from({ length: maxReceiptsPerEnvelope + 1 }, () => queued),
+      'receipts',
+    ],
+    ['an unknown stage', [{ ...deadLetter, stage: 'read' }], 'receipts.0.stage'],
+    ['a msgId that is no uuid', [queued, { ...deadLetter, msgId: 'x' }], 'receipts.1.msgId'],
+    ['a recipient that is no gid', [{ ...deadLetter, recipient: 'broadcast.all' }], 'receipts.0.recipient'],
+    ['no time', [{ ...deadLetter, at: undefined }], 'receipts.0.at'],
+    ['a detail past 500 characters', [{ ...deadLetter, detail: 'x'.repeat(501) }], 'receipts.0.detail'],
+  ])('%s is invalid, and says where', (_label, receipts, path) => {
+    const { reason, detail } = refusal(decodeEnvelope(withReceipts(receipts), maxBytes));
     expect(reason).toBe(DecodeFailure.invalid);
     expect(detail).toContain(path);
   });
