@@ -1,5 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { renderTable } from './report.mjs';
+import { renderTable, writeResultsSection } from './report.mjs';
 
 /**
  * The fleet scenarios' part of bench/results.json (its `fleet` key: one entry per scenario) and
@@ -113,25 +112,15 @@ function fleetSection(fleet) {
  * scenario) and results.md (the fleet section, replaced or appended).
  */
 export function writeFleetResults({ jsonFile, mdFile, results }) {
-  let json = {};
-  if (existsSync(jsonFile)) {
-    try {
-      json = JSON.parse(readFileSync(jsonFile, 'utf8'));
-    } catch {
-      json = {};
-    }
-  }
-  json.fleet = { ...(json.fleet ?? {}), ...results };
-  writeFileSync(jsonFile, `${JSON.stringify(json, null, 2)}\n`);
-  const md = existsSync(mdFile) ? readFileSync(mdFile, 'utf8') : '';
-  const section = fleetSection(json.fleet);
-  const start = md.indexOf(sectionStart);
-  const end = md.indexOf(sectionEnd);
-  const updated =
-    start >= 0 && end > start
-      ? `${md.slice(0, start)}${section}${md.slice(end + sectionEnd.length).replace(/^\n/, '')}`
-      : md === ''
-        ? section
-        : `${md.replace(/\n*$/, '\n\n')}${section}`;
-  writeFileSync(mdFile, updated);
+  writeResultsSection({
+    jsonFile,
+    mdFile,
+    start: sectionStart,
+    end: sectionEnd,
+    update: (json) => {
+      json.fleet = { ...(json.fleet ?? {}), ...results };
+      return json.fleet;
+    },
+    render: fleetSection,
+  });
 }

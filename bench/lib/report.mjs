@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import BetterSqlite3 from 'better-sqlite3';
 
@@ -191,4 +191,33 @@ export function writeResults({ jsonFile, mdFile, results }) {
     ...signingSummary(rows, results.primitives),
   ].join('\n');
   writeFileSync(mdFile, md);
+}
+
+/**
+ * Writes one scenario's results where a partial run keeps the others': `update(json)` sets its
+ * key of bench/results.json (and returns the value its section is drawn from), and its section
+ * of bench/results.md, between `start` and `end` markers, is replaced (or appended).
+ */
+export function writeResultsSection({ jsonFile, mdFile, start, end, update, render }) {
+  let json = {};
+  if (existsSync(jsonFile)) {
+    try {
+      json = JSON.parse(readFileSync(jsonFile, 'utf8'));
+    } catch {
+      json = {};
+    }
+  }
+  const value = update(json);
+  writeFileSync(jsonFile, `${JSON.stringify(json, null, 2)}\n`);
+  const md = existsSync(mdFile) ? readFileSync(mdFile, 'utf8') : '';
+  const section = render(value);
+  const at = md.indexOf(start);
+  const until = md.indexOf(end);
+  const updated =
+    at >= 0 && until > at
+      ? `${md.slice(0, at)}${section}${md.slice(until + end.length).replace(/^\n/, '')}`
+      : md === ''
+        ? section
+        : `${md.replace(/\n*$/, '\n\n')}${section}`;
+  writeFileSync(mdFile, updated);
 }

@@ -1,9 +1,8 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { runNode } from '../lib/processes.mjs';
 import { replayLogs } from '../lib/replayLog.mjs';
-import { commandLine, loadAverage, machineInfo, renderTable } from '../lib/report.mjs';
+import { commandLine, loadAverage, machineInfo, renderTable, writeResultsSection } from '../lib/report.mjs';
 
 /**
  * (e) Replay throughput (issue 6): `replayTrace` (src/replay/replayTrace.ts) over three hosts'
@@ -196,25 +195,15 @@ function replaySection(results) {
  * own section, between markers, replaced on each run or appended), leaving the rest as it is.
  */
 export function writeReplayResults({ jsonFile, mdFile, results }) {
-  let json = {};
-  if (existsSync(jsonFile)) {
-    try {
-      json = JSON.parse(readFileSync(jsonFile, 'utf8'));
-    } catch {
-      json = {};
-    }
-  }
-  json.replay = results;
-  writeFileSync(jsonFile, `${JSON.stringify(json, null, 2)}\n`);
-  const md = existsSync(mdFile) ? readFileSync(mdFile, 'utf8') : '';
-  const section = replaySection(results);
-  const start = md.indexOf(sectionStart);
-  const end = md.indexOf(sectionEnd);
-  const updated =
-    start >= 0 && end > start
-      ? `${md.slice(0, start)}${section}${md.slice(end + sectionEnd.length).replace(/^\n/, '')}`
-      : md === ''
-        ? section
-        : `${md.replace(/\n*$/, '\n\n')}${section}`;
-  writeFileSync(mdFile, updated);
+  writeResultsSection({
+    jsonFile,
+    mdFile,
+    start: sectionStart,
+    end: sectionEnd,
+    update: (json) => {
+      json.replay = results;
+      return results;
+    },
+    render: replaySection,
+  });
 }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,7 +10,7 @@ import { adminClient, startDaemon } from '../lib/daemon.mjs';
 import { percentile, round } from '../lib/measure.mjs';
 import { createTeardown, runNode } from '../lib/processes.mjs';
 import { noProgress } from '../lib/progress.mjs';
-import { commandLine, loadAverage, machineInfo, renderTable } from '../lib/report.mjs';
+import { commandLine, loadAverage, machineInfo, renderTable, writeResultsSection } from '../lib/report.mjs';
 import {
   baselineSubmission,
   benchMessage,
@@ -714,25 +714,15 @@ function submissionSection(results) {
  * (its own section, between markers, replaced on each run or appended), leaving the rest as it is.
  */
 export function writeSubmissionResults({ jsonFile, mdFile, results }) {
-  let json = {};
-  if (existsSync(jsonFile)) {
-    try {
-      json = JSON.parse(readFileSync(jsonFile, 'utf8'));
-    } catch {
-      json = {};
-    }
-  }
-  json.submission = results;
-  writeFileSync(jsonFile, `${JSON.stringify(json, null, 2)}\n`);
-  const md = existsSync(mdFile) ? readFileSync(mdFile, 'utf8') : '';
-  const section = submissionSection(results);
-  const start = md.indexOf(sectionStart);
-  const end = md.indexOf(sectionEnd);
-  const updated =
-    start >= 0 && end > start
-      ? `${md.slice(0, start)}${section}${md.slice(end + sectionEnd.length).replace(/^\n/, '')}`
-      : md === ''
-        ? section
-        : `${md.replace(/\n*$/, '\n\n')}${section}`;
-  writeFileSync(mdFile, updated);
+  writeResultsSection({
+    jsonFile,
+    mdFile,
+    start: sectionStart,
+    end: sectionEnd,
+    update: (json) => {
+      json.submission = results;
+      return results;
+    },
+    render: submissionSection,
+  });
 }
