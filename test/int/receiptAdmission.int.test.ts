@@ -13,14 +13,12 @@ import { encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/log/logger.js';
 import type { Receipt } from '../../src/receipts/receipt.js';
-import { SignatureHeader } from '../../src/security/messageSigning.js';
-import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/trustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { type FakePeer, fakePeer, type LogLine } from '../support/signedPeer.js';
+import { type FakePeer, fakePeer, type LogLine, publishConfirmed, signedBy } from '../support/signedPeer.js';
 
 /**
  * The sender's side of receipts (R-RC1) on the real broker: a RECEIPT arriving in
@@ -58,15 +56,10 @@ describe('receipt admission at the sender', () => {
       'bridge.roster',
       `roster.${by.host}`,
       content,
-      signed(content, by),
+      signedBy(content, by),
       `presence/${randomUUID()}`,
     );
   };
-
-  const signed = (content: Buffer, by: FakePeer): Record<string, string> => ({
-    [SignatureHeader.signature]: sign(content, by.keys.privateKey),
-    [SignatureHeader.signer]: by.host,
-  });
 
   const publish = (
     exchange: string,
@@ -74,12 +67,7 @@ describe('receipt admission at the sender', () => {
     content: Buffer,
     headers: Record<string, string>,
     messageId: string,
-  ): Promise<void> =>
-    new Promise((resolve, reject) => {
-      channel.publish(exchange, key, content, { messageId, persistent: true, headers }, (err) =>
-        err ? reject(err) : resolve(),
-      );
-    });
+  ): Promise<void> => publishConfirmed(channel, exchange, key, content, headers, messageId);
 
   /**
    * A RECEIPT as a recipient's gateway writes it, signed by `by`, claiming to come from
@@ -109,7 +97,7 @@ describe('receipt admission at the sender', () => {
       })),
     };
     const content = Buffer.from(JSON.stringify(envelope));
-    await publish('bridge.control', gateway.host, content, signed(content, by), envelope.msgId);
+    await publish('bridge.control', gateway.host, content, signedBy(content, by), envelope.msgId);
   };
 
   const count = async (outcome: string) =>

@@ -17,7 +17,7 @@ import { addTrust } from '../../src/security/trustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { type FakePeer, fakePeer, type LogLine } from '../support/signedPeer.js';
+import { type FakePeer, fakePeer, type LogLine, publishConfirmed, signedBy } from '../support/signedPeer.js';
 
 /**
  * Invariant 6 on the receive path: only messages signed by a trusted host, over their exact
@@ -55,12 +55,7 @@ describe('signed envelopes', () => {
     content: Buffer,
     headers: Record<string, string>,
     messageId: string,
-  ): Promise<void> =>
-    new Promise((resolve, reject) => {
-      channel.publish(exchange, key, content, { messageId, persistent: true, headers }, (err) =>
-        err ? reject(err) : resolve(),
-      );
-    });
+  ): Promise<void> => publishConfirmed(channel, exchange, key, content, headers, messageId);
 
   /** Publishes an envelope signed by `by` (or with the given headers), remembering its case. */
   const send = async (
@@ -96,7 +91,7 @@ describe('signed envelopes', () => {
       'bridge.roster',
       `roster.${host}`,
       content,
-      { [SignatureHeader.signature]: sign(content, by.keys.privateKey), [SignatureHeader.signer]: by.host },
+      signedBy(content, by),
       `presence/${randomUUID()}`,
     );
   };

@@ -1,7 +1,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ConfirmChannel } from 'amqplib';
 import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
+import { SignatureHeader } from '../../src/security/messageSigning.js';
+import { sign } from '../../src/security/signature.js';
 import { uniqueHostId } from './broker.js';
 
 /** A gateway's pino line, as the tests read them back. */
@@ -28,4 +31,28 @@ export function fakePeer(prefix: string): FakePeer {
   const keys = initKeys(home);
   const raw = Buffer.from(keys.publicKey.export({ format: 'jwk' }).x as string, 'base64url');
   return { host: uniqueHostId(prefix), keys, home, raw };
+}
+
+/** The AMQP headers a gateway signing as `by` puts on `content`. */
+export function signedBy(content: Buffer, by: FakePeer): Record<string, string> {
+  return {
+    [SignatureHeader.signature]: sign(content, by.keys.privateKey),
+    [SignatureHeader.signer]: by.host,
+  };
+}
+
+/** Publishes raw bytes on a confirm channel, as a peer would, and waits for the broker's confirm. */
+export function publishConfirmed(
+  channel: ConfirmChannel,
+  exchange: string,
+  key: string,
+  content: Buffer,
+  headers: Record<string, string>,
+  messageId: string,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    channel.publish(exchange, key, content, { messageId, persistent: true, headers }, (err) =>
+      err ? reject(err) : resolve(),
+    );
+  });
 }
