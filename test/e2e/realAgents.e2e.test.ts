@@ -257,6 +257,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
       60_000,
     );
+    // Recorded as submitted once its pane took it; the prompt reaches the model a moment later.
+    await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
+    await sleep(1_000);
     const owners = api.prompts().filter((p) => p.includes('a thought the owner'));
     expect(owners).toHaveLength(1);
     expect(owners[0]).not.toContain(held.msgId);
