@@ -226,16 +226,12 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
       await sleep(1_000);
       expect(promptsWith(held.msgId)).toHaveLength(1);
-      expect(deliveryTrail(held.msgId)).toEqual([
-        'pending',
-        'injecting',
-        'waiting-pane',
-        'pending',
-        'injecting',
-        'typed',
-        'submitted',
-        'acked',
-      ]);
+      // Held at the dialog before anything was typed, typed once, after it: the pane may have
+      // been looked at busy once more while the approved command ran (another waiting-pane).
+      const trail = deliveryTrail(held.msgId);
+      expect(trail.slice(0, 3)).toEqual(['pending', 'injecting', 'waiting-pane']);
+      expect(trail.slice(-3)).toEqual(['typed', 'submitted', 'acked']);
+      expect(trail.filter((state) => state === 'typed')).toHaveLength(1);
     });
   }
 
