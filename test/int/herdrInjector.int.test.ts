@@ -16,6 +16,7 @@ import type {
   TypeOutcome,
 } from '../../src/inject/paneInjector.js';
 import { type FakeHerdr, type FakeHerdrVersion, startFakeHerdr } from '../support/fakeHerdr.js';
+import { waitFor } from '../support/waitFor.js';
 
 const PANE_A = 'w64e95948145ed1-1';
 const PANE_B = 'w64e95948145ed1-2';
@@ -192,6 +193,17 @@ describe.each(RELEASES)('herdr injector against a fake herdr $version', ({ versi
     const msg = message('B2');
     herdr().setSwallowEnter(PANE_A, true); // herdr's own Enter (agent.prompt) does not take it
     expect(await pane.type(msg)).toEqual({ kind: 'typed' });
+    // herdr's own Enter (after its pause) may come after agent.prompt answered: let it land
+    // before the dialog comes up, so any Enter into the dialog below is ours.
+    if (prompt) {
+      await waitFor('herdr to press its own Enter', () =>
+        herdr()
+          .inputs(PANE_A)
+          .some((i) => i.method === 'agent.prompt' && i.keys.includes('Enter'))
+          ? true
+          : undefined,
+      );
+    }
     herdr().setSwallowEnter(PANE_A, false);
     herdr().setStatus(PANE_A, 'blocked');
 
