@@ -23,7 +23,7 @@ import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import { byteLength } from '../wire/digest.js';
 import { type Envelope, schemaVersionString } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
-import { decodePresence, encodePresence, type PresenceEntry } from '../wire/presence.js';
+import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
 import { BrokerActor, type InboundMessage, type PublishOutcome, type PublishRequest } from './brokerActor.js';
 import type { DeadLetterSink, EntityActor, InboundHandle } from './entityActor.js';
 import { RemoteRoster } from './roster.js';
@@ -649,13 +649,17 @@ export class Federation implements DeadLetterSink {
       );
       return;
     }
-    const stamped = decodeHlc(presence.hlc).wall;
-    if (stamped > this.deps.clock.now() + this.deps.config.security.maxClockSkewMs) {
-      this.ignorePresence('clock-skew', `stamped in the future (${presence.hlc})`, message.routingKey);
+    const age = judgePresenceAge(presence, {
+      now: this.deps.clock.now(),
+      maxSkewMs: this.deps.config.security.maxClockSkewMs,
+      lastSeenHlc: this.roster.lastSeenHlc(presence.host),
+    });
+    if (!age.ok) {
+      this.ignorePresence(age.reason, age.detail, message.routingKey);
       return;
     }
     this.deps.hlc.receive(presence.hlc);
-    this.roster.apply(decoded.presence);
+    this.roster.apply(presence);
     // Senders this presence announced may be what held lines are waiting for.
     for (const key of [...this.waiting.keys()]) this.retryWaiting(key);
   }

@@ -12,7 +12,6 @@ interface RemoteHost {
   entities: PresenceEntry[];
   expiresAt: number;
   ttlMs: number;
-  lastHlc: string;
 }
 
 export const unknownStatus = 'unknown';
@@ -24,6 +23,8 @@ export const unknownStatus = 'unknown';
  */
 export class RemoteRoster {
   private readonly hosts = new Map<string, RemoteHost>();
+  /** Host → newest PRESENCE hlc taken; outlives the host's expiry (one short string per host). */
+  private readonly lastSeen = new Map<string, string>();
   private reachable = false;
   /** When the broker last became reachable: until a heartbeat round has passed, the view is still filling. */
   private reachableSince: number | undefined;
@@ -34,19 +35,30 @@ export class RemoteRoster {
     private readonly logger: Logger,
   ) {}
 
-  /** Takes a PRESENCE snapshot from another host; older snapshots than the last one are ignored. */
-  apply(presence: Presence): void {
-    if (presence.host === this.selfHost) return;
-    const known = this.hosts.get(presence.host);
-    if (known && known.lastHlc > presence.hlc) return;
-    if (!known)
+  /**
+   * Takes a PRESENCE snapshot from another host. A snapshot not newer (by hlc) than the last one
+   * taken from that host is ignored, also after the host expired: the newest stamp seen is kept
+   * for as long as this gateway runs, so a captured snapshot played back cannot revive a host.
+   * Returns whether the snapshot was taken.
+   */
+  apply(presence: Presence): boolean {
+    if (presence.host === this.selfHost) return false;
+    const last = this.lastSeen.get(presence.host);
+    if (last !== undefined && presence.hlc <= last) return false;
+    this.lastSeen.set(presence.host, presence.hlc);
+    if (!this.hosts.has(presence.host))
       this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
     this.hosts.set(presence.host, {
       entities: presence.entities,
       expiresAt: this.clock.now() + presence.ttlMs,
       ttlMs: presence.ttlMs,
-      lastHlc: presence.hlc,
     });
+    return true;
+  }
+
+  /** The newest PRESENCE stamp taken from `host`, whether or not it is still in the roster. */
+  lastSeenHlc(host: string): string | undefined {
+    return this.lastSeen.get(host);
   }
 
   /**

@@ -1,12 +1,13 @@
 import { z } from 'zod';
-import { entityKindSchema, hlcSchema, schemaVersion } from './envelope.js';
+import { decodeHlc } from '../clock/hlc.js';
+import { entityKindSchema, entityNamePattern, hlcSchema, schemaVersion } from './envelope.js';
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
 export const presenceEntrySchema = z.object({
   gid: z.string().uuid(),
-  name: z.string(),
+  name: z.string().regex(entityNamePattern, 'not an entity name'),
   kind: entityKindSchema,
-  groups: z.array(z.string()),
+  groups: z.array(z.string().regex(entityNamePattern, 'not a group name')).max(32),
   status: z.string(),
 });
 export type PresenceEntry = z.infer<typeof presenceEntrySchema>;
@@ -41,4 +42,60 @@ export function decodePresence(bytes: Buffer): DecodedPresence {
     return { ok: false, detail: `presence schema ${parsed.data.v} is newer than this gateway's` };
   }
   return { ok: true, presence: parsed.data };
+}
+
+/** Why a well-formed, correctly signed PRESENCE is still not believed. */
+export const PresenceRefusal = {
+  /** Stamped beyond the allowed clock skew ahead of this host's clock. */
+  clockSkew: 'clock-skew',
+  /** Older than its own TTL plus the allowed skew: nothing alive announced it just now. */
+  stale: 'stale',
+  /** Not newer than the last one seen from that host: the same bytes again, or an older copy. */
+  replayed: 'replayed',
+} as const;
+export type PresenceRefusal = (typeof PresenceRefusal)[keyof typeof PresenceRefusal];
+
+export interface PresenceAgeFacts {
+  /** This host's wall clock. */
+  now: number;
+  /** `security.maxClockSkewMs`. */
+  maxSkewMs: number;
+  /** The newest HLC seen from the announcing host so far, if any (kept after it expired). */
+  lastSeenHlc: string | undefined;
+}
+
+export type PresenceAge = { ok: true } | { ok: false; reason: PresenceRefusal; detail: string };
+
+/**
+ * Whether a PRESENCE is a live announcement rather than a captured one played back. A snapshot
+ * is believed only while its stamp is within its TTL (plus skew) of now, and only when it is
+ * newer than every snapshot already taken from that host, so re-publishing a host's bytes can
+ * neither keep a stopped host in the roster nor bring an expired one back. Pure.
+ */
+export function judgePresenceAge(presence: Presence, facts: PresenceAgeFacts): PresenceAge {
+  const stamped = decodeHlc(presence.hlc).wall;
+  if (stamped > facts.now + facts.maxSkewMs) {
+    return {
+      ok: false,
+      reason: PresenceRefusal.clockSkew,
+      detail: `stamped in the future (${presence.hlc})`,
+    };
+  }
+  const oldest = facts.now - presence.ttlMs - facts.maxSkewMs;
+  if (stamped < oldest) {
+    const age = Math.round((facts.now - stamped) / 1000);
+    return {
+      ok: false,
+      reason: PresenceRefusal.stale,
+      detail: `stamped ${age} s ago, older than its TTL (${presence.ttlMs} ms) plus security.maxClockSkewMs`,
+    };
+  }
+  if (facts.lastSeenHlc !== undefined && presence.hlc <= facts.lastSeenHlc) {
+    return {
+      ok: false,
+      reason: PresenceRefusal.replayed,
+      detail: `stamped ${presence.hlc}, not newer than the last one seen from ${presence.host} (${facts.lastSeenHlc})`,
+    };
+  }
+  return { ok: true };
 }

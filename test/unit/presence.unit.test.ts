@@ -9,8 +9,10 @@ import {
   type DecodedPresence,
   decodePresence,
   encodePresence,
+  judgePresenceAge,
   type Presence,
   type PresenceEntry,
+  PresenceRefusal,
 } from '../../src/wire/presence.js';
 
 const ttlMs = 15_000;
@@ -247,6 +249,25 @@ describe('RemoteRoster', () => {
       roster.apply(presence('host-b', hlcAt(2), [alice]));
       expect(names()).toEqual(['alice@host-b:idle']);
     });
+
+    it('the same snapshot again does not extend the host’s life (a replay of the last one)', () => {
+      expect(roster.apply(presence('host-b', hlcAt(1), [alice]))).toBe(true);
+      clock.increment(ttlMs - 1);
+      expect(roster.apply(presence('host-b', hlcAt(1), [alice]))).toBe(false);
+      clock.increment(1);
+      expect(roster.entries()).toEqual([]);
+    });
+
+    it('a replayed PRESENCE cannot resurrect a host that expired: its newest stamp is remembered', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      roster.apply(presence('host-b', hlcAt(2), [alice, bob]));
+      clock.increment(ttlMs);
+      expect(roster.entries()).toEqual([]);
+      expect(roster.lastSeenHlc('host-b')).toBe(hlcAt(2));
+      expect(roster.apply(presence('host-b', hlcAt(2), [alice, bob]))).toBe(false);
+      expect(roster.apply(presence('host-b', hlcAt(1), [alice]))).toBe(false);
+      expect(roster.entries()).toEqual([]);
+    });
   });
 
   describe('reachability (R-H5)', () => {
@@ -339,5 +360,67 @@ describe('RemoteRoster', () => {
       expect(roster.find('bob')).toEqual([]);
       expect(roster.find(alice.gid)).toEqual([]);
     });
+  });
+});
+
+describe('judgePresenceAge: a live announcement, not a captured one played back', () => {
+  const now = 1_700_000_000_000;
+  const maxSkewMs = 60_000;
+  const at = (wall: number, counter = 0) => presence('host-b', hlcAt(wall, counter), [alice]);
+
+  it('a fresh snapshot from a host never seen is believed', () => {
+    expect(judgePresenceAge(at(now), { now, maxSkewMs, lastSeenHlc: undefined })).toEqual({ ok: true });
+  });
+
+  it('one stamped up to its TTL plus the skew ago is still believed (a slow clock, a slow queue)', () => {
+    expect(judgePresenceAge(at(now - ttlMs - maxSkewMs), { now, maxSkewMs, lastSeenHlc: undefined })).toEqual(
+      { ok: true },
+    );
+  });
+
+  it('one stamped longer ago than its TTL plus the skew → stale, saying how old', () => {
+    const verdict = judgePresenceAge(at(now - ttlMs - maxSkewMs - 1), {
+      now,
+      maxSkewMs,
+      lastSeenHlc: undefined,
+    });
+    expect(verdict).toMatchObject({ ok: false, reason: PresenceRefusal.stale });
+    expect(verdict.ok ? '' : verdict.detail).toMatch(/stamped 75 s ago, older than its TTL/);
+  });
+
+  it('one stamped beyond the skew in the future → clock-skew', () => {
+    expect(
+      judgePresenceAge(at(now + maxSkewMs + 1), { now, maxSkewMs, lastSeenHlc: undefined }),
+    ).toMatchObject({
+      ok: false,
+      reason: PresenceRefusal.clockSkew,
+    });
+  });
+
+  it('the last one seen again, or an older one → replayed, naming both stamps', () => {
+    const lastSeenHlc = hlcAt(now - 1_000, 3);
+    for (const replay of [at(now - 1_000, 3), at(now - 1_000, 2), at(now - 5_000)]) {
+      const verdict = judgePresenceAge(replay, { now, maxSkewMs, lastSeenHlc });
+      expect(verdict).toMatchObject({ ok: false, reason: PresenceRefusal.replayed });
+      expect(verdict.ok ? '' : verdict.detail).toContain(lastSeenHlc);
+    }
+    expect(judgePresenceAge(at(now - 1_000, 4), { now, maxSkewMs, lastSeenHlc })).toEqual({ ok: true });
+  });
+
+  it('property: believed exactly when within [now − ttl − skew, now + skew] and newer than the last seen', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: -10 * ttlMs, max: 10 * ttlMs }),
+        fc.option(fc.integer({ min: -10 * ttlMs, max: 10 * ttlMs })),
+        (offset, lastOffset) => {
+          const snapshot = at(now + offset);
+          const lastSeenHlc = lastOffset === null ? undefined : hlcAt(now + lastOffset);
+          const verdict = judgePresenceAge(snapshot, { now, maxSkewMs: 5_000, lastSeenHlc });
+          const inWindow = offset <= 5_000 && offset >= -ttlMs - 5_000;
+          const newer = lastOffset === null || offset > lastOffset;
+          expect(verdict.ok).toBe(inWindow && newer);
+        },
+      ),
+    );
   });
 });
