@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { continuationMark } from '../../src/inject/paneText.js';
 import { type AgentTui, type AgentTuiSession, launchAgentTui } from '../support/agentTuis.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { startCpuLoad } from '../support/cpuLoad.js';
@@ -188,8 +189,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
         promptsWith(sent.msgId).length > 0 ? true : undefined,
       );
       const [prompt] = promptsWith(sent.msgId);
-      // The header, then the text as sent, byte for byte (line endings as typed).
-      expect(prompt?.replace(/\r\n?/g, '\n')).toContain(text);
+      // The header, then the text as sent, byte for byte, each line after the first marked as
+      // a continuation (line endings as typed).
+      expect(prompt?.replace(/\r\n?/g, '\n')).toContain(text.split('\n').join(`\n${continuationMark}`));
       expect(promptsWith(sent.msgId)).toHaveLength(1);
     });
   }
