@@ -37,7 +37,13 @@ import {
   LEGACY_HERDR_FEATURES,
 } from './herdrProtocol.js';
 import { herdrRequest, openSocket } from './herdrRequest.js';
-import { DEFAULT_PROMPT_LINE, knownAgentScreen, locateOnScreen, pendingInput } from './herdrScreen.js';
+import {
+  DEFAULT_PROMPT_LINE,
+  knownAgentScreen,
+  locateOnScreen,
+  pendingInput,
+  shownOnScreen,
+} from './herdrScreen.js';
 import {
   DeferReason,
   type PaneHold,
@@ -48,6 +54,7 @@ import {
   type TypeOutcome,
   type Whereabouts,
 } from './paneInjector.js';
+import { neutralise } from './paneText.js';
 
 /** The slice of a pino logger the injector uses. */
 export interface HerdrInjectorLogger {
@@ -729,6 +736,12 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
     return undefined;
   }
 
+  // Typed as keys, a message's control characters would act and its bidi or zero-width ones
+  // would change what is read: the neutralisation the tmux injector applies too.
+  function checked(message: PaneMessage): PaneMessage {
+    return { text: neutralise(message.text), marker: message.marker };
+  }
+
   async function holdNow(): Promise<PaneHold | undefined> {
     return statusHold(await statusNow()) ?? screenHold(await readScreen());
   }
@@ -736,7 +749,8 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
   return {
     inspect: holdNow,
 
-    async type(message) {
+    async type(sent) {
+      const message = checked(sent);
       if (message.text === '') {
         // Enter alone would submit whatever the user has half-typed (R-DL2).
         throw new ChannelError(
@@ -754,14 +768,17 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
       if (where === 'submitted') return { kind: 'submitted', how: 'already in herdr pane transcript' };
       const onScreen = screenHold(screen);
       if (onScreen) return deferred(onScreen.reason, onScreen.detail);
+      // Folded into one line unless the table knows the agent: one message, one input.
+      const typed = { ...message, text: shownOnScreen(screen, message.text) };
       if (known.agentPrompt) {
-        const outcome = await typeByPrompt(message);
+        const outcome = await typeByPrompt(typed);
         if (outcome !== undefined) return outcome;
       }
-      return typeByKeys(message);
+      return typeByKeys(typed);
     },
 
-    async submit(message) {
+    async submit(sent) {
+      const message = checked(sent);
       if (prompted.delete(message.marker)) return { kind: 'submitted', how: 'herdr agent.prompt' };
       // herdr's own prompt waits before Enter, so a TUI that reads a paste in chunks has it all.
       await sleep(submitDelayMs);
@@ -811,7 +828,7 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
       }
     },
 
-    locate: whereIs,
+    locate: (message) => whereIs(checked(message)),
 
     async contains(marker, lines = defaultReadLines) {
       return (await readScreen(lines)).includes(marker);

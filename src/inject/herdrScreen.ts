@@ -16,7 +16,8 @@
  */
 import { lineReader } from './agentScreens.js';
 import type { PaneMessage, Whereabouts } from './paneInjector.js';
-import { compact, inputHolds, readScreen, type ScreenReading } from './readScreen.js';
+import { oneLine } from './paneText.js';
+import { compact, inputHolds, readScreen, type ScreenReading, shownTo } from './readScreen.js';
 
 /**
  * The screen as the agent table reads it (Claude Code, Codex, Gemini: `agentScreens.ts`), or
@@ -25,6 +26,15 @@ import { compact, inputHolds, readScreen, type ScreenReading } from './readScree
 export function knownAgentScreen(screen: string): ScreenReading | undefined {
   const reading = readScreen({ text: screen });
   return reading.agent === lineReader ? undefined : reading;
+}
+
+/**
+ * The text as it is typed into the pane whose screen this is: as it is for an agent the table
+ * knows, folded into one line for any other program (a line reader, or an agent whose input
+ * the table cannot read), so one message is one input there.
+ */
+export function shownOnScreen(screen: string, text: string): string {
+  return shownTo(readScreen({ text: screen }), text);
 }
 
 /** A line that starts an agent's input area: a prompt glyph after optional box border and spaces. */
@@ -55,7 +65,8 @@ export function locateOnScreen(
   const lines = screenLines(screen);
   const markerAt = lastIndex(lines, (line) => line.includes(message.marker));
   if (markerAt < 0) return 'absent';
-  const textLines = message.text.split('\n');
+  // Typed as one line: `shownOnScreen` folds it for every program the table does not know.
+  const textLines = oneLine(message.text).split('\n');
   const markerInText = Math.max(
     0,
     textLines.findIndex((line) => line.includes(message.marker)),

@@ -12,6 +12,7 @@ import {
   lineReader,
 } from './agentScreens.js';
 import type { PaneMessage } from './paneInjector.js';
+import { oneLine } from './paneText.js';
 
 /** A pane's visible screen as captured, and where the cursor is (row 0 = the screen's top line). */
 export interface Screen {
@@ -146,7 +147,10 @@ export function compact(text: string): string {
   return text.replace(/\s+/g, '');
 }
 
-/** The part of a message that identifies it on screen: its first line (the `[bridge …]` header), compacted. */
+/**
+ * The part of a message that identifies it on screen: its first line (the `[bridge …]` header),
+ * compacted. The same in both framings: the one line a line reader gets starts with it.
+ */
 export function messageHead(message: PaneMessage): string {
   const firstLine = message.text.split('\n', 1)[0] ?? '';
   return compact(firstLine).slice(0, 80);
@@ -162,13 +166,21 @@ export function inputHolds(reading: ScreenReading, message: PaneMessage): boolea
 }
 
 /**
- * A line reader holds the message while the cursor's line ends with the end of the message's
- * last line (it wraps at the pane's width, and a prompt may stand before a short one).
+ * A line reader holds the message while the cursor's line ends with the end of the one line it
+ * was typed as (`shownTo`; it wraps at the pane's width, and a prompt may stand before a short one).
  */
 function cursorHolds(cursorLine: string, message: PaneMessage): boolean {
-  const lastLine = compact(message.text.split('\n').at(-1) ?? '');
-  if (cursorLine === '' || lastLine === '') return false;
-  return lastLine.endsWith(cursorLine) || cursorLine.endsWith(lastLine);
+  const line = compact(oneLine(message.text));
+  if (cursorLine === '' || line === '') return false;
+  return line.endsWith(cursorLine) || cursorLine.endsWith(line);
+}
+
+/**
+ * The text as typed into the pane `reading` shows: folded into one line for a line reader
+ * (one message, one Enter, one command line at most), as it is for an agent's input area.
+ */
+export function shownTo(reading: ScreenReading, text: string): string {
+  return isLineReader(reading.agent) ? oneLine(text) : text;
 }
 
 /** Whether the input area is empty: nothing anybody typed is waiting there. */

@@ -10,6 +10,7 @@ import {
   type TypeOutcome,
   type Whereabouts,
 } from './paneInjector.js';
+import { hasUnsafeChar, neutralise } from './paneText.js';
 import type { Screen } from './readScreen.js';
 import {
   createVerifiedSubmission,
@@ -138,8 +139,10 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     return next;
   }
 
+  // The pasted bytes reach the pane's terminal as if typed: control characters would act and
+  // bidi or zero-width ones would change what is read (`neutralise`, shared with herdr).
   function checked(message: PaneMessage): PaneMessage {
-    const text = toPasteText(message.text);
+    const text = neutralise(message.text);
     if (text === '') {
       throw new MessageError(
         ErrorCode.badRequest,
@@ -344,7 +347,7 @@ function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, v
  * control characters or surrounding blanks.
  */
 function checkTarget(target: string): string {
-  if (target.trim() === '' || target !== target.trim() || target.includes(';') || hasControl(target)) {
+  if (target.trim() === '' || target !== target.trim() || target.includes(';') || hasUnsafeChar(target)) {
     throw new MessageError(
       ErrorCode.badRequest,
       `"${target}" is not a tmux pane target: use a pane id like %12 or session:window.pane ` +
@@ -352,29 +355,4 @@ function checkTarget(target: string): string {
     );
   }
   return target;
-}
-
-/**
- * The pasted bytes reach the pane's terminal as if typed, so control characters in a message
- * would act: ^C interrupts the agent, ^D ends its input, ESC `[201~` closes the bracketed
- * paste early and turns the rest into keystrokes. They become U+FFFD. Line breaks stay (CR and
- * CRLF become LF, which tmux pastes as CR); trailing ones are dropped because the Enter that
- * follows is the submission, and an extra one would submit an empty line or submit early.
- */
-export function toPasteText(text: string): string {
-  const lines = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '');
-  let out = '';
-  for (const ch of lines) out += ch === '\n' || ch === '\t' || !isControlChar(ch) ? ch : '\uFFFD';
-  return out;
-}
-
-function hasControl(text: string): boolean {
-  for (const ch of text) if (isControlChar(ch)) return true;
-  return false;
-}
-
-/** C0 controls, DEL and C1 controls (some terminals read U+009B as CSI). */
-function isControlChar(ch: string): boolean {
-  const code = ch.codePointAt(0) ?? 0;
-  return code < 0x20 || (code >= 0x7f && code <= 0x9f);
 }

@@ -26,6 +26,7 @@ import {
   readScreen,
   type Screen,
   type ScreenReading,
+  shownTo,
 } from './readScreen.js';
 
 /** What the procedure needs from a pane. */
@@ -161,11 +162,12 @@ export function createVerifiedSubmission(
       }
       const hold = holdReason(before);
       if (hold) return { kind: 'deferred', ...hold };
-      // A line reader gets today's paste with Enter, then the read-back: its terminal echoes
-      // the line, and the cursor leaves it once the program has read it. An agent TUI gets the
-      // paste alone; Enter follows in `submit`, once the paste shows in its input.
+      // A line reader gets the message folded into one line, pasted with its Enter, then the
+      // read-back: its terminal echoes the line, and the cursor leaves it once the program has
+      // read it. An agent TUI gets the paste alone; Enter follows in `submit`, once the paste
+      // shows in its input.
       const lineReader = isLineReader(before.agent);
-      const pasted = await port.paste(message.text, lineReader);
+      const pasted = await port.paste(shownTo(before, message.text), lineReader);
       pastedAt.set(message.marker, Date.now());
       const [after, shown] = await until(
         timing.showTimeoutMs,

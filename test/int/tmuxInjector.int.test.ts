@@ -84,12 +84,12 @@ describe('tmux injector against real tmux panes', () => {
     await injector.close();
   });
 
-  it('delivers multi-line text as plain lines to a line-reading program, trailing newline dropped', async () => {
+  it('delivers multi-line text to a line-reading program as one line (one message, one input), trailing newline dropped', async () => {
     const { paneId, file } = await catPane();
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
     await deliver(injector, 'first\r\nsecond\nthird\n\n');
     await deliver(injector, 'sentinel');
-    expect(await linesOf(file, 4)).toEqual(['first', 'second', 'third', 'sentinel']);
+    expect(await linesOf(file, 2)).toEqual(['first ⏎ second ⏎ third', 'sentinel']);
     await injector.close();
   });
 
@@ -129,12 +129,18 @@ describe('tmux injector against real tmux panes', () => {
     const injector = createTmuxInjector({ target: paneId, socket: server.socket });
     // Raw, ^C would kill cat, ^D would end its input and ^U would erase the line.
     await deliver(injector, 'a\u0003b\u0004c\u0015d\u001b[201~e\u009bf');
+    // Bidi overrides, zero-width characters and line separators would change what is read.
+    await deliver(injector, 'g\u202Eh\u200Bi\u2028j\u2029k\uFEFFl');
     await deliver(injector, 'still alive');
-    expect(await linesOf(file, 2)).toEqual(['a\uFFFDb\uFFFDc\uFFFDd\uFFFD[201~e\uFFFDf', 'still alive']);
+    expect(await linesOf(file, 3)).toEqual([
+      'a\uFFFDb\uFFFDc\uFFFDd\uFFFD[201~e\uFFFDf',
+      'g\uFFFDh\uFFFDi\uFFFDj\uFFFDk\uFFFDl',
+      'still alive',
+    ]);
     await injector.close();
   });
 
-  it('pastes multi-line text as one bracketed paste, then Enter, when the application asked for it', async () => {
+  it('pastes as one bracketed paste, then Enter, when the application asked for it', async () => {
     const file = join(dir, `${randomUUID()}.raw`);
     const script = join(dir, `${randomUUID()}.cjs`);
     // A minimal agent-like TUI: raw mode, bracketed paste on, records every byte it reads.
@@ -169,8 +175,8 @@ describe('tmux injector against real tmux panes', () => {
     await deliver(injector, 'line one\nline two');
     await deliver(injector, 'x\u001b[201~y');
     const expected =
-      '\u001b[200~line one\rline two\u001b[201~\r' + // one paste; tmux pastes LF as CR
-      '\u001b[200~x\uFFFD[201~y\u001b[201~\r'; // an embedded paste end cannot escape the paste
+      // A program the agent table does not know reads lines: the message is folded into one.
+      '\u001b[200~line one ⏎ line two\u001b[201~\r' + '\u001b[200~x\uFFFD[201~y\u001b[201~\r'; // an embedded paste end cannot escape the paste
     expect(
       await waitFor(
         'both pastes',

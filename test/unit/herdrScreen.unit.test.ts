@@ -3,28 +3,29 @@ import { herdrFeatures } from '../../src/inject/herdrProtocol.js';
 import { locateOnScreen, pendingInput } from '../../src/inject/herdrScreen.js';
 
 const message = { text: '[bridge SEND from a@h msg M1] please\nreview this', marker: 'msg M1' };
+/** A program the agent table does not know gets a message folded into one line (`shownOnScreen`). */
+const folded = '[bridge SEND from a@h msg M1] please ⏎ review this';
 
 describe('locateOnScreen', () => {
   it('finds a message still in the input area', () => {
-    const screen = 'agent: hello\n> [bridge SEND from a@h msg M1] please\n  review this\n';
+    const screen = `agent: hello\n> ${folded}\n`;
     expect(locateOnScreen(screen, message)).toBe('typed');
   });
 
   it('keeps a message with box chrome below it in the input area', () => {
-    const screen =
-      '╭────╮\n│ > [bridge SEND from a@h msg M1] please\n│   review this\n╰────╯\n  ? for shortcuts';
+    const screen = `╭────╮\n│ > ${folded}\n╰────╯\n  ? for shortcuts`;
     expect(locateOnScreen(screen, message)).toBe('typed');
   });
 
   it('reads a message with a fresh prompt below it as submitted', () => {
-    const screen = '> [bridge SEND from a@h msg M1] please\n  review this\n• Working…\n> \n';
+    const screen = `> ${folded}\n• Working…\n> \n`;
     expect(locateOnScreen(screen, message)).toBe('submitted');
   });
 
-  it('is not fooled by a quoted line inside the message', () => {
+  it('is not fooled by a quoted line inside the message: folded, it cannot start a line', () => {
     const quoted = { text: '[bridge msg Q1] see\n> quoted line', marker: 'msg Q1' };
-    expect(locateOnScreen('> [bridge msg Q1] see\n  > quoted line\n  ? help', quoted)).toBe('typed');
-    expect(locateOnScreen('> [bridge msg Q1] see\n  > quoted line\nok\n> ', quoted)).toBe('submitted');
+    expect(locateOnScreen('> [bridge msg Q1] see ⏎ > quoted line\n  ? help', quoted)).toBe('typed');
+    expect(locateOnScreen('> [bridge msg Q1] see ⏎ > quoted line\nok\n> ', quoted)).toBe('submitted');
   });
 
   it('without any prompt glyph, reads output below the message as submitted', () => {
@@ -34,8 +35,7 @@ describe('locateOnScreen', () => {
   });
 
   it('uses the last place the marker shows, and says absent when it does not', () => {
-    const screen =
-      '> [bridge SEND from a@h msg M1] please\n  review this\n> [bridge SEND from a@h msg M1] please\n  review this';
+    const screen = `> ${folded}\n> ${folded}`;
     expect(locateOnScreen(screen, message)).toBe('typed');
     expect(locateOnScreen('> \n', message)).toBe('absent');
   });
