@@ -34,6 +34,7 @@ export const ErrorCode = {
   launchFailed: 'LAUNCH_FAILED',
   notSpawned: 'NOT_SPAWNED',
   forbidden: 'FORBIDDEN',
+  hostNotAllowed: 'HOST_NOT_ALLOWED',
   internal: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseAuthority } from '../interfaces/checkHostAndOrigin.js';
 import { hostIdPattern } from '../wire/envelope.js';
 
 /**
@@ -104,6 +105,24 @@ export const configSchema = z.strictObject({
     .strictObject({
       host: z.string().min(1).default('127.0.0.1'),
       port: z.number().int().min(0).max(65535).default(7433),
+      /**
+       * Names besides loopback (and the bind address) that the HTTP server answers to, in `Host`
+       * and in a browser's `Origin` (R-H7): `host` (at the gateway's port) or `host:port` (behind
+       * a proxy). Anything else is refused 403, which is what stops DNS rebinding.
+       */
+      allowedHosts: z
+        .array(
+          z.string().transform((text, ctx) => {
+            const authority = parseAuthority(text);
+            if (authority) return authority;
+            ctx.addIssue({
+              code: 'custom',
+              message: `${JSON.stringify(text)} is not host or host:port (e.g. "bridge.lan" or "bridge.lan:8443")`,
+            });
+            return z.NEVER;
+          }),
+        )
+        .default([]),
     })
     .prefault({}),
   limits: z

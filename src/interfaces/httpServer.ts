@@ -7,6 +7,7 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { EntityActor } from '../actors/entityActor.js';
 import type { Gateway } from '../actors/gateway.js';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { checkHostAndOrigin, createHostAllowList, type HostAllowList } from './checkHostAndOrigin.js';
 import { createMcpSession } from './mcpTools.js';
 import { trackResponse } from './responseOutcome.js';
 
@@ -27,12 +28,18 @@ const jsonRpcServerError = -32001;
 
 /**
  * The gateway's loopback HTTP server: MCP over Streamable HTTP at `/mcp` (bearer token =
- * entity identity, R-ID2), Prometheus metrics at `/metrics`, liveness at `/healthz`.
+ * entity identity, R-ID2), Prometheus metrics at `/metrics`, liveness at `/healthz`. Every
+ * route, known or not, first checks `Host` and `Origin` (R-H7, DNS rebinding). The MCP SDK's
+ * own checks do not fit: the transport's `allowedHosts` (deprecated) guards only `/mcp` and only
+ * once a session's transport exists, and `hostHeaderValidation` is Express middleware that reads
+ * `Host` alone, at any port.
  */
 export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandle> {
   const sessions = new Map<string, Session>();
   const { host, port } = gateway.config.mcp;
   const maxBody = gateway.config.limits.maxTextBytes * 4 + 64 * 1024;
+  // Set once listening: the names are allowed at the port actually bound (`mcp.port` 0 picks one).
+  let allowList: HostAllowList | undefined;
 
   const server: Server = createServer((req, res) => {
     trackResponse(res, () => handle(req, res)).catch((err: unknown) => {
@@ -44,6 +51,16 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
+    // Set before `listen` resolves, and no request comes in before the server listens.
+    const verdict = checkHostAndOrigin(allowList!, { host: req.headers.host, origin: req.headers.origin });
+    if (!verdict.ok) {
+      gateway.metrics.rejectedRequests.inc({ code: ErrorCode.hostNotAllowed });
+      gateway.logger.warn(
+        { path, method: req.method, [verdict.header]: verdict.value, remote: req.socket.remoteAddress },
+        `http request refused: ${verdict.reason}`,
+      );
+      return refuse(res, 403, ErrorCode.hostNotAllowed, verdict.reason);
+    }
     if (path === '/healthz') return json(res, 200, { ok: true, host: gateway.host });
     if (path === '/metrics') {
       res.writeHead(200, { 'content-type': gateway.metrics.registry.contentType });
@@ -174,6 +191,11 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
     );
     server.listen(port, host, () => {
       server.removeAllListeners('error');
+      allowList = createHostAllowList({
+        bindHost: host,
+        port: (server.address() as AddressInfo).port,
+        allowedHosts: gateway.config.mcp.allowedHosts,
+      });
       resolve();
     });
   });
