@@ -1,4 +1,5 @@
 import {
+  controlKey,
   controlSpec,
   dlqName,
   Exchange,
@@ -202,17 +203,20 @@ export class Federation implements DeadLetterSink {
     this.announceSoon();
   }
 
-  /** Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2). */
+  /**
+   * Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2): `to` is a
+   * routing key of `bridge.msg` (a gid, a broadcast key), or for control the target host id.
+   */
   async publishMessage(
     envelope: Envelope,
-    routingKey: string,
+    to: string,
     exchange: 'msg' | 'control' = 'msg',
   ): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
     const content = encodeEnvelope(envelope);
     return this.broker.publish({
       exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
-      routingKey,
+      routingKey: exchange === 'control' ? controlKey(to) : to,
       content,
       messageId: envelope.msgId,
       mandatory: true,
