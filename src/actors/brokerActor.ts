@@ -14,6 +14,9 @@ import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines
 import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 
+/** A channel of the broker connection, for operator tooling run through `withChannel`. */
+export type BrokerChannel = Channel;
+
 /** One message to publish. `mandatory` makes an unroutable message an error (invariant 2). */
 export interface PublishRequest {
   exchange: string;
@@ -280,9 +283,16 @@ export class BrokerActor {
   async withChannel<T>(fn: (channel: Channel) => Promise<T>): Promise<T> {
     if (!this.model || !this.connected) throw this.unavailable();
     const channel = await this.model.createChannel();
-    channel.on('error', () => {});
+    // The broker's reason (403 ACCESS_REFUSED, 404) comes as the channel's error; a failed
+    // basic.get rejects with less, so the caller gets the channel's error instead.
+    let closedWith: Error | undefined;
+    channel.on('error', (err: Error) => {
+      closedWith = err;
+    });
     try {
       return await fn(channel);
+    } catch (err) {
+      throw closedWith ?? err;
     } finally {
       await channel.close().catch(() => {});
     }
@@ -560,16 +570,18 @@ async function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promi
 
 function setupError(err: unknown, what: string): BridgeError {
   const code = (err as { code?: number }).code;
-  const message = (err as Error).message;
   const hint =
     code === 406
-      ? `; an existing ${what.split(' ')[2] ?? 'resource'} has other settings: delete it (after moving what it holds) or keep the old release`
+      ? '; it exists with other settings (another release or application made it): move what it holds and ' +
+        'delete it, or give this deployment its own vhost'
       : code === 403
         ? '; this login may not configure bridge.* resources: run setup with the operator (administrator) login'
         : '';
-  return new BridgeError(ErrorCode.brokerNotSetUp, `bridge broker setup failed ${what}: ${message}${hint}`, {
-    cause: err,
-  });
+  return new BridgeError(
+    ErrorCode.brokerNotSetUp,
+    `bridge broker setup failed ${what}: ${(err as Error).message}${hint}`,
+    { cause: err },
+  );
 }
 
 async function declareQueue(channel: Channel, spec: QueueSpec): Promise<void> {

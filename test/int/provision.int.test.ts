@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import amqp, { type ChannelModel } from 'amqplib';
@@ -153,6 +153,21 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
       code: 'BROKER_NOT_SET_UP',
       message: expect.stringContaining('run `bridge broker setup`'),
     });
+    // `bridge broker setup` with a gateway's login is refused by the broker, and says whose job it is.
+    const configFile = join(a.home, 'setup-as-gateway.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({ broker: { tls: { ca: broker.files.ca.cert, servername: 'localhost' } } }),
+    );
+    const asGateway = await runCli(['broker', 'setup', '--config', configFile], {
+      BRIDGE_HOME: a.home,
+      BRIDGE_BROKER_URI: broker.amqpsUri(a.login.user, a.login.password ?? ''),
+    });
+    expect(asGateway.code).toBe(1);
+    expect(asGateway.stderr).toMatch(
+      /BROKER_NOT_SET_UP: bridge broker setup failed declaring exchange bridge\.msg \(topic\): .*403.*ACCESS_REFUSED.*run setup with the operator \(administrator\) login/,
+    );
+
     // The operator (here guest on the node's own loopback listener) sets it up once.
     const setup = await runCli(['broker', 'setup', '--json'], {
       BRIDGE_HOME: a.home,
@@ -234,6 +249,12 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
       return handover.envelopes;
     });
     expect(received.map((e) => e.text)).toEqual(['over amqps']);
+
+    // `bridge dlq` through a gateway whose login may not read bridge.dlq says whose it is.
+    await expect(a.daemon.gateway.listDeadLetters(10)).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      message: expect.stringContaining(`bridge broker provision ${a.hostId} --read-dlq --apply`),
+    });
 
     // A connection logged in as A's user is refused B's inbox by the broker itself.
     const asA = await connectAs(a.login);
