@@ -185,6 +185,28 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
       queue: 'bridge.dlq',
       legacyControl: 'absent',
     });
+    // An earlier release's direct bridge.control is reported, and removed when asked.
+    const setupAgain = (extra: string[]) =>
+      runCli(['broker', 'setup', '--json', ...extra], {
+        BRIDGE_HOME: a.home,
+        BRIDGE_BROKER_URI: broker.amqpUri,
+      });
+    const operator = await amqp.connect(broker.amqpUri);
+    try {
+      const channel = await operator.createChannel();
+      await channel.assertExchange('bridge.control', 'direct', { durable: true });
+      await channel.close();
+      expect(JSON.parse((await setupAgain([])).stdout)).toMatchObject({ legacyControl: 'present' });
+      expect(JSON.parse((await setupAgain(['--delete-legacy'])).stdout)).toMatchObject({
+        legacyControl: 'deleted',
+      });
+      expect(await refusal(operator, (c) => c.checkExchange('bridge.control'))).toMatch(
+        /^404: .*NOT_FOUND - no exchange 'bridge\.control' in vhost/,
+      );
+      expect(await refusal(operator, (c) => c.checkExchange('bridge.control.topic'))).toBe('allowed');
+    } finally {
+      await operator.close().catch(() => {});
+    }
 
     // Its own login could not have declared it: no configure on shared names.
     const asA = await connectAs(a.login);
