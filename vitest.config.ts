@@ -3,6 +3,9 @@ import { defineConfig } from 'vitest/config';
 // Projects named by cost (STYLE.md): unit tests are pure and fast; int tests use real SQLite
 // files, tmux and RabbitMQ; e2e tests run the CLI and daemon as separate processes; chaos tests
 // stop the shared broker, so they run last and alone.
+// The shared topology on the test broker, as an operator's `bridge broker setup` would make it.
+const sharedTopology = './test/support/sharedTopology.ts';
+
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -11,7 +14,13 @@ export default defineConfig({
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.test.ts'] } },
       {
         extends: true,
-        test: { name: 'int', include: ['test/**/*.int.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 },
+        test: {
+          name: 'int',
+          include: ['test/**/*.int.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          globalSetup: [sharedTopology],
+        },
       },
       {
         // Tests that stop the shared broker or cut links: run alone, after everything else.
@@ -22,6 +31,7 @@ export default defineConfig({
           testTimeout: 300_000,
           hookTimeout: 120_000,
           sequence: { groupOrder: 1 },
+          globalSetup: [sharedTopology],
           // One file at a time: one stops the broker, another cuts a link, another kills gateways.
           poolOptions: { forks: { singleFork: true } },
         },
@@ -33,6 +43,7 @@ export default defineConfig({
           include: ['test/**/*.e2e.test.ts'],
           testTimeout: 180_000,
           hookTimeout: 60_000,
+          globalSetup: [sharedTopology],
         },
       },
     ],

@@ -14,6 +14,7 @@ export const ErrorCode = {
   notAvailable: 'NOT_AVAILABLE',
   brokerUnavailable: 'BROKER_UNAVAILABLE',
   consumerRefused: 'CONSUMER_REFUSED',
+  brokerNotSetUp: 'BROKER_NOT_SET_UP',
   inboxFull: 'INBOX_FULL',
   injectFailed: 'INJECT_FAILED',
   paneUnavailable: 'PANE_UNAVAILABLE',

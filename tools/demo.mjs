@@ -86,6 +86,12 @@ try {
   });
   await probe.close();
 
+  say('the broker operator declares the shared exchanges and bridge.dlq once: bridge broker setup');
+  execFileSync(process.execPath, [cli, 'broker', 'setup'], {
+    env: { ...process.env, BRIDGE_BROKER_URI: brokerUri },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+
   say('starting two gateways, alpha and beta, federated through RabbitMQ');
   const alpha = await gatewayOn('alpha');
   const beta = await gatewayOn('beta');

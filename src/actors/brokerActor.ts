@@ -6,13 +6,16 @@ import amqp, {
   type Options,
 } from 'amqplib';
 import { describeBrokerError } from '../broker/describeBrokerError.js';
-import { dlqSpec, type QueueSpec, sharedExchanges } from '../broker/topology.js';
+import { dlqSpec, legacyControlExchange, type QueueSpec, sharedExchanges } from '../broker/topology.js';
 import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBrokerTls.js';
 import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ConnectionError, ErrorCode } from '../errors.js';
 import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+
+/** A channel of the broker connection, for operator tooling run through `withChannel`. */
+export type BrokerChannel = Channel;
 
 /** One message to publish. `mandatory` makes an unroutable message an error (invariant 2). */
 export interface PublishRequest {
@@ -280,9 +283,16 @@ export class BrokerActor {
   async withChannel<T>(fn: (channel: Channel) => Promise<T>): Promise<T> {
     if (!this.model || !this.connected) throw this.unavailable();
     const channel = await this.model.createChannel();
-    channel.on('error', () => {});
+    // The broker's reason (403 ACCESS_REFUSED, 404) comes as the channel's error; a failed
+    // basic.get rejects with less, so the caller gets the channel's error instead.
+    let closedWith: Error | undefined;
+    channel.on('error', (err: Error) => {
+      closedWith = err;
+    });
     try {
       return await fn(channel);
+    } catch (err) {
+      throw closedWith ?? err;
     } finally {
       await channel.close().catch(() => {});
     }
@@ -326,21 +336,26 @@ export class BrokerActor {
         const id = message.properties.messageId as string | undefined;
         if (id !== undefined) this.returned.set(id, `no queue is bound to "${message.fields.routingKey}"`);
       });
-      for (const exchange of sharedExchanges)
-        await publisher.assertExchange(exchange.name, exchange.type, { durable: exchange.durable });
-      await declareQueue(publisher, dlqSpec);
+      await checkSharedTopology(model);
       this.publisher = publisher;
 
       for (const entry of this.consumers.values()) await this.openConsumer(model, entry);
       this.cell.send({ type: 'broker.connected' });
       logger.info(
         { consumers: this.consumers.size },
-        'broker connected; topology declared and consumers open',
+        'broker connected; shared topology checked, own queues declared and consumers open',
       );
       this.settleFirstAttempt();
     } catch (err) {
+      if (err instanceof BridgeError && err.retryable && !this.firstAttempt) {
+        // The operator can fix it while the gateway runs (set up the topology): keep retrying.
+        logger.error({ err }, `${err.message}; retrying with backoff`);
+        await model?.close().catch(() => {});
+        this.lost(generation, err.message);
+        return;
+      }
       if (err instanceof BridgeError) {
-        // A refusal no retry can fix: stop loudly.
+        // A refusal no retry can fix (or, at start, a broker nobody has set up): stop loudly.
         await model?.close().catch(() => {});
         // At start the caller gets it (and the process exits with it); later it is fatal.
         if (this.firstAttempt) this.settleFirstAttempt(err);
@@ -446,6 +461,127 @@ export class BrokerActor {
     if (err) first.reject(err);
     else first.resolve();
   }
+}
+
+/** Where to connect, for the operator's one-off commands (`bridge broker setup`). */
+export interface OperatorConnectOptions {
+  uri: string;
+  tls?: BrokerTlsConfig | undefined;
+  connectTimeoutMs?: number | undefined;
+}
+
+export interface SetupReport {
+  exchanges: { name: string; type: string }[];
+  queue: string;
+  /** Whether the direct `bridge.control` of earlier releases is still on the broker. */
+  legacyControl: 'present' | 'deleted' | 'absent';
+}
+
+/**
+ * Declares the shared topology of SPEC §4 (the exchanges, `bridge.dlq` bound to `bridge.dlx`)
+ * as the operator, once per broker (idempotent). Gateways only check it: their logins may not
+ * configure shared names. An exchange that exists with another type is a 406 from the broker,
+ * turned into an error that says what to do.
+ */
+export async function setupSharedTopology(
+  options: OperatorConnectOptions & { deleteLegacy?: boolean },
+): Promise<SetupReport> {
+  const model = await amqp.connect(options.uri, {
+    ...readBrokerTls(options.uri, options.tls),
+    timeout: options.connectTimeoutMs ?? 10_000,
+    clientProperties: { connection_name: 'bridge broker setup' },
+  });
+  model.on('error', () => {
+    // The failing operation rejects with the same error; nothing more to tell.
+  });
+  try {
+    for (const exchange of sharedExchanges) {
+      await onChannel(model, (channel) =>
+        channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable }),
+      ).catch((err: unknown) => {
+        throw setupError(err, `declaring exchange ${exchange.name} (${exchange.type})`);
+      });
+    }
+    await onChannel(model, (channel) => declareQueue(channel, dlqSpec)).catch((err: unknown) => {
+      throw setupError(err, `declaring ${dlqSpec.name} bound to ${dlqSpec.bindings[0]?.exchange}`);
+    });
+    const legacy = await onChannel(model, (channel) => channel.checkExchange(legacyControlExchange)).then(
+      () => true,
+      () => false,
+    );
+    if (legacy && options.deleteLegacy) {
+      await onChannel(model, (channel) => channel.deleteExchange(legacyControlExchange)).catch(
+        (err: unknown) => {
+          throw setupError(err, `deleting the legacy exchange ${legacyControlExchange}`);
+        },
+      );
+    }
+    return {
+      exchanges: sharedExchanges.map((e) => ({ name: e.name, type: e.type })),
+      queue: dlqSpec.name,
+      legacyControl: legacy ? (options.deleteLegacy ? 'deleted' : 'present') : 'absent',
+    };
+  } finally {
+    await model.close().catch(() => {});
+  }
+}
+
+/**
+ * Checks passively that the shared topology is there (a passive declare needs no permission),
+ * each on a channel of its own since a missing one closes the channel with 404. Missing is
+ * an error that says to run `bridge broker setup`, retryable: the operator can fix it.
+ */
+async function checkSharedTopology(model: ChannelModel): Promise<void> {
+  const missing: string[] = [];
+  for (const exchange of sharedExchanges) {
+    await onChannel(model, (channel) => channel.checkExchange(exchange.name)).catch((err: unknown) => {
+      if ((err as { code?: number }).code !== 404) throw err;
+      missing.push(`exchange ${exchange.name}`);
+    });
+  }
+  await onChannel(model, (channel) => channel.checkQueue(dlqSpec.name)).catch((err: unknown) => {
+    if ((err as { code?: number }).code !== 404) throw err;
+    missing.push(`queue ${dlqSpec.name}`);
+  });
+  if (missing.length > 0) {
+    throw new ConnectionError(
+      ErrorCode.brokerNotSetUp,
+      `the broker lacks the shared topology (${missing.join(', ')}): run \`bridge broker setup\` once as ` +
+        'the broker operator (a login that may configure bridge.*), then start the gateway again',
+      { retryable: true },
+    );
+  }
+}
+
+/** Runs `fn` on a fresh channel, closed afterwards (a failed operation has closed it already). */
+async function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promise<T>): Promise<T> {
+  const channel = await model.createChannel();
+  channel.on('error', () => {
+    // The operation's promise rejects with this error; the caller handles it there.
+  });
+  try {
+    return await fn(channel);
+  } finally {
+    await channel.close().catch(() => {
+      // Already closed by the broker's error.
+    });
+  }
+}
+
+function setupError(err: unknown, what: string): BridgeError {
+  const code = (err as { code?: number }).code;
+  const hint =
+    code === 406
+      ? '; it exists with other settings (another release or application made it): move what it holds and ' +
+        'delete it, or give this deployment its own vhost'
+      : code === 403
+        ? '; this login may not configure bridge.* resources: run setup with the operator (administrator) login'
+        : '';
+  return new BridgeError(
+    ErrorCode.brokerNotSetUp,
+    `bridge broker setup failed ${what}: ${(err as Error).message}${hint}`,
+    { cause: err },
+  );
 }
 
 async function declareQueue(channel: Channel, spec: QueueSpec): Promise<void> {

@@ -1,4 +1,5 @@
 import {
+  controlKey,
   controlSpec,
   dlqName,
   Exchange,
@@ -13,7 +14,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import { decodeHlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
-import type { BridgeError } from '../errors.js';
+import { type BridgeError, ErrorCode, MessageError } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import type { DeadLetterReason } from '../machines/deliveryMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -24,7 +25,13 @@ import { byteLength } from '../wire/digest.js';
 import { type Envelope, schemaVersionString } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
-import { BrokerActor, type InboundMessage, type PublishOutcome, type PublishRequest } from './brokerActor.js';
+import {
+  BrokerActor,
+  type BrokerChannel,
+  type InboundMessage,
+  type PublishOutcome,
+  type PublishRequest,
+} from './brokerActor.js';
 import type { DeadLetterSink, EntityActor, InboundHandle } from './entityActor.js';
 import { RemoteRoster } from './roster.js';
 
@@ -202,17 +209,20 @@ export class Federation implements DeadLetterSink {
     this.announceSoon();
   }
 
-  /** Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2). */
+  /**
+   * Publishes an envelope to its recipient's inbox, wherever it lives (invariant 2): `to` is a
+   * routing key of `bridge.msg` (a gid, a broadcast key), or for control the target host id.
+   */
   async publishMessage(
     envelope: Envelope,
-    routingKey: string,
+    to: string,
     exchange: 'msg' | 'control' = 'msg',
   ): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
     const content = encodeEnvelope(envelope);
     return this.broker.publish({
       exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
-      routingKey,
+      routingKey: exchange === 'control' ? controlKey(to) : to,
       content,
       messageId: envelope.msgId,
       mandatory: true,
@@ -297,7 +307,7 @@ export class Federation implements DeadLetterSink {
 
   /** Lists the DLQ without consuming it (the channel closes and the broker requeues them). */
   async listDeadLetters(max: number): Promise<DeadLetterView[]> {
-    return this.broker.withChannel(async (channel) => {
+    return this.withDeadLetters(async (channel) => {
       const out: DeadLetterView[] = [];
       while (out.length < max) {
         const message = await channel.get(dlqName, { noAck: false });
@@ -319,7 +329,7 @@ export class Federation implements DeadLetterSink {
    * Returns how many were requeued.
    */
   async requeueDeadLetters(msgId: string | undefined): Promise<number> {
-    return this.broker.withChannel(async (channel) => {
+    return this.withDeadLetters(async (channel) => {
       let requeued = 0;
       const seen = new Set<number>();
       for (;;) {
@@ -583,6 +593,23 @@ export class Federation implements DeadLetterSink {
       signedBy: message.headers,
     }).then((outcome) => {
       if (outcome.ok) message.ack();
+    });
+  }
+
+  /**
+   * Runs operator tooling on bridge.dlq. Every host's dead letters are the operator's: a
+   * gateway login reads them only when provisioned with --read-dlq, so a refusal says so.
+   */
+  private withDeadLetters<T>(fn: (channel: BrokerChannel) => Promise<T>): Promise<T> {
+    return this.broker.withChannel(fn).catch((err: unknown) => {
+      if ((err as { code?: number }).code !== 403) throw err;
+      throw new MessageError(
+        ErrorCode.forbidden,
+        `this gateway's broker login may not read ${dlqName} (every host's dead letters are the ` +
+          `operator's): run \`bridge dlq\` on the operator's gateway, or grant it to this one with ` +
+          `\`bridge broker provision ${this.hostId} --read-dlq --apply\``,
+        { cause: err },
+      );
     });
   }
 

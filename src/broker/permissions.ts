@@ -1,6 +1,7 @@
 import {
   broadcastAllKey,
   broadcastKey,
+  controlKey,
   controlSpec,
   dlqName,
   Exchange,
@@ -62,6 +63,9 @@ export function exactly(names: Iterable<string>): string {
 /** Routing keys a gateway publishes to `bridge.msg` with: a recipient gid, or a broadcast key. */
 const messageKeysPattern = '^([0-9A-Fa-f-]+|broadcast\\..+)$';
 
+/** Routing keys of control messages: `control.<host>` of any host id. */
+const controlKeysPattern = '^control\\.[A-Za-z0-9._-]+$';
+
 export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermissions {
   const { hostId, entities } = input;
   const inboxes = entities.map((e) => inboxName(e.gid));
@@ -69,24 +73,24 @@ export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermi
   const control = controlSpec(hostId).name;
   const roster = rosterSpec(hostId).name;
   const ownQueues = [...inboxes, control, roster];
-  const exchanges = [Exchange.msg, Exchange.roster, Exchange.control, Exchange.dlx];
 
   return {
     user: gatewayUserName(hostId),
-    // Declare its own queues (and quorum locks), and the shared topology every gateway
-    // declares idempotently on connect: the exchanges and the DLQ. RabbitMQ cannot grant
-    // "declare" without "delete", so configure on these also lets the login delete them.
-    configure: exactly([...exchanges, dlqName, ...ownQueues, ...locks]),
+    // Declare (and delete) its own queues and quorum locks, nothing shared: the exchanges and
+    // bridge.dlq are the operator's (`bridge broker setup`), and a gateway only checks them
+    // passively, which needs no permission. RabbitMQ cannot grant declare without delete.
+    configure: exactly([...ownQueues, ...locks]),
     // Publish to the shared exchanges (messages, presence, control, dead letters with a
-    // reason); bind its own queues, and the DLQ to bridge.dlx (done on every connect).
-    write: exactly([...exchanges, ...ownQueues, dlqName]),
-    // Consume its own queues only; bind them to the exchanges they hang off. Not bridge.dlq
-    // (every host's dead letters) unless asked: that is operator tooling.
+    // reason; write on bridge.dlx is also what declaring a queue that dead-letters there
+    // takes) and bind its own queues.
+    write: exactly([Exchange.msg, Exchange.roster, Exchange.control, Exchange.dlx, ...ownQueues]),
+    // Consume its own queues and bind them to the exchanges they hang off. Not bridge.dlx:
+    // binding a queue to that fanout would copy every host's dead letters. Not bridge.dlq
+    // either unless asked (operator tooling).
     read: exactly([
       Exchange.msg,
       Exchange.roster,
       Exchange.control,
-      Exchange.dlx,
       ...ownQueues,
       ...(input.readDeadLetters ? [dlqName] : []),
     ]),
@@ -112,6 +116,13 @@ export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermi
         write: exactly([rosterKey(hostId)]),
         read: exactly(['roster.#']),
       },
+      {
+        // Send control to any host, but bind only its own host's key: a login cannot bind a
+        // queue of its own to another host's control key and read its SPAWNs and receipts.
+        exchange: Exchange.control,
+        write: controlKeysPattern,
+        read: exactly([controlKey(hostId)]),
+      },
     ],
   };
 }
@@ -122,10 +133,15 @@ export interface ProvisionCommandOptions {
   node?: string | undefined;
 }
 
-/** One rabbitmqctl invocation, as argv; `secret` marks the argument holding the password. */
+/** One rabbitmqctl invocation, as argv, and what it reads on standard input. */
 export interface RabbitmqctlCommand {
   args: string[];
-  secret?: number;
+  /**
+   * A secret (the password) fed on standard input, never in argv, where any local user could
+   * read it in `ps` while the command runs: rabbitmqctl's add_user and change_password read the
+   * password from stdin when it is not given as an argument.
+   */
+  stdin?: string;
   /** What it does, for the printed script. */
   why: string;
 }
@@ -141,17 +157,11 @@ export function provisionCommands(
 ): RabbitmqctlCommand[] {
   const node = options.node === undefined ? [] : ['-n', options.node];
   const commands: RabbitmqctlCommand[] = [];
-  if (password && !password.userExists) {
+  if (password) {
     commands.push({
-      args: [...node, 'add_user', permissions.user, password.value],
-      secret: node.length + 2,
-      why: "create the gateway's own login",
-    });
-  } else if (password) {
-    commands.push({
-      args: [...node, 'change_password', permissions.user, password.value],
-      secret: node.length + 2,
-      why: 'set its password',
+      args: [...node, password.userExists ? 'change_password' : 'add_user', permissions.user],
+      stdin: `${password.value}\n`,
+      why: password.userExists ? 'set its password' : "create the gateway's own login",
     });
   }
   commands.push({

@@ -1,13 +1,22 @@
 /**
- * The broker topology of SPEC §4, as data. Names are normative; the broker actor declares
- * them. Pure: no amqplib here.
+ * The broker topology of SPEC §4, as data. Names are normative. The shared part (exchanges,
+ * `bridge.dlq`) is declared once by the operator (`bridge broker setup`) and only checked by
+ * gateways; each gateway declares its own queues. Pure: no amqplib here.
  */
 export const Exchange = {
   msg: 'bridge.msg',
   roster: 'bridge.roster',
-  control: 'bridge.control',
+  /**
+   * Per-host control (SPAWN, STOP, RECEIPT). A topic exchange, keyed `control.<host>`, so topic
+   * permissions can keep a login from binding to another host's key. It replaces the direct
+   * `bridge.control` of earlier releases (RabbitMQ cannot change an exchange's type in place).
+   */
+  control: 'bridge.control.topic',
   dlx: 'bridge.dlx',
 } as const;
+
+/** The direct control exchange of earlier releases; `bridge broker setup --delete-legacy` removes it. */
+export const legacyControlExchange = 'bridge.control';
 
 export const dlqName = 'bridge.dlq';
 
@@ -37,7 +46,7 @@ export type QueueMode = (typeof QueueMode)[keyof typeof QueueMode];
 export const sharedExchanges: readonly ExchangeSpec[] = [
   { name: Exchange.msg, type: 'topic', durable: true },
   { name: Exchange.roster, type: 'topic', durable: true },
-  { name: Exchange.control, type: 'direct', durable: true },
+  { name: Exchange.control, type: 'topic', durable: true },
   { name: Exchange.dlx, type: 'fanout', durable: true },
 ];
 
@@ -109,6 +118,11 @@ export function inboxLockSpec(gid: string): QueueSpec {
   };
 }
 
+/** The routing key of a host's control messages on `bridge.control.topic`. */
+export function controlKey(hostId: string): string {
+  return `control.${hostId}`;
+}
+
 export function controlSpec(hostId: string): QueueSpec {
   return {
     name: `control.${hostId}`,
@@ -116,7 +130,7 @@ export function controlSpec(hostId: string): QueueSpec {
     exclusive: false,
     autoDelete: false,
     arguments: { 'x-dead-letter-exchange': Exchange.dlx },
-    bindings: [{ exchange: Exchange.control, key: hostId }],
+    bindings: [{ exchange: Exchange.control, key: controlKey(hostId) }],
   };
 }
 

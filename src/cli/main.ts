@@ -52,6 +52,8 @@ Usage:
   bridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
   bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
                                                       the peers' public keys this gateway trusts
+  bridge broker setup [--delete-legacy]               declare the shared exchanges and bridge.dlq once,
+                                                      as the broker operator (login from BRIDGE_BROKER_URI)
   bridge broker provision HOST [--apply] [--vhost /] [--password-file F] [--node NODE] [--read-dlq]
                                                       rabbitmqctl commands for HOST's own least-privilege
                                                       broker login (printed; run with --apply)
@@ -83,6 +85,7 @@ const options = {
   'password-file': { type: 'string' },
   node: { type: 'string' },
   'read-dlq': { type: 'boolean' },
+  'delete-legacy': { type: 'boolean' },
   brief: { type: 'string' },
   trace: { type: 'string' },
   db: { type: 'string', multiple: true },

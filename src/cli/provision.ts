@@ -13,6 +13,7 @@ import { hostIdSchema } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { readEntities } from '../store/entities.js';
 import { openStore } from '../store/openStore.js';
+import { runBrokerSetup } from './brokerSetup.js';
 import type { CliValues } from './main.js';
 
 // `bridge broker provision HOST`: the rabbitmqctl commands that give one gateway its own broker
@@ -46,7 +47,9 @@ interface ProvisionView {
 
 export async function runBroker(values: CliValues, rest: string[]): Promise<number> {
   const [sub, ...args] = rest;
-  if (sub !== 'provision') throw new BridgeError(ErrorCode.badRequest, usage);
+  if (sub === 'setup') return runBrokerSetup(values, args);
+  if (sub !== 'provision')
+    throw new BridgeError(ErrorCode.badRequest, `${usage}\n   or: bridge broker setup [--delete-legacy]`);
   return runProvision(values, args);
 }
 
@@ -102,7 +105,7 @@ async function runProvision(values: CliValues, args: string[]): Promise<number> 
         }
         throw err;
       }
-      passwordSet ||= command.secret !== undefined;
+      passwordSet ||= command.stdin !== undefined;
     }
   }
 
@@ -114,7 +117,7 @@ async function runProvision(values: CliValues, args: string[]): Promise<number> 
     eventLog,
     entities: entities.map((e) => ({ gid: e.gid, name: e.name })),
     permissions,
-    commands: commands.map((c) => shellLine(['rabbitmqctl', ...c.args])),
+    commands: commands.map((c) => scriptLine(c)),
     applied: values.apply ?? false,
     userExisted,
     password: password ?? null,
@@ -137,7 +140,7 @@ function human(view: ProvisionView, commands: RabbitmqctlCommand[]): string {
   ];
   if (view.applied) {
     lines.push(`# Applied${view.node ? ` on node ${view.node}` : ''}:`);
-    for (const command of commands) lines.push(`  ok  ${shellLine(['rabbitmqctl', ...masked(command)])}`);
+    for (const command of commands) lines.push(`  ok  ${appliedLine(command)}`);
     if (view.userExisted && view.password === null) lines.push('# The user existed and keeps its password.');
   } else {
     lines.push('# Run as the broker administrator:', '');
@@ -157,7 +160,9 @@ function human(view: ProvisionView, commands: RabbitmqctlCommand[]): string {
     '',
     `The gateway logs in with  BRIDGE_BROKER_URI=${view.uri}`,
     'plus broker.tls.ca (and .cert/.key if the broker asks for a client certificate).',
-    "Not granted: reading bridge.dlq (every host's dead letters; pass --read-dlq for an operator's gateway).",
+    'Not granted: declaring or deleting the shared exchanges and bridge.dlq (the operator makes them once ' +
+      "with `bridge broker setup`), binding to bridge.dlx, binding to another host's control key, reading " +
+      "bridge.dlq (every host's dead letters; pass --read-dlq for an operator's gateway).",
     view.note,
   );
   return lines.join('\n');
@@ -203,6 +208,14 @@ function readPassword(file: string): string {
   if (password === '' || /[\r\n]/.test(password)) {
     throw new BridgeError(ErrorCode.badRequest, `--password-file ${file} must hold one non-empty line`);
   }
+  if (password.trim() !== password) {
+    // rabbitmqctl trims the password it reads on stdin: the login would get another one.
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `the password in --password-file ${file} starts or ends with whitespace, which rabbitmqctl would ` +
+        'trim away; remove it',
+    );
+  }
   return password;
 }
 
@@ -210,8 +223,20 @@ function generatePassword(): string {
   return randomBytes(24).toString('base64url');
 }
 
-function masked(command: RabbitmqctlCommand): string[] {
-  return command.args.map((arg, i) => (i === command.secret ? '********' : arg));
+/**
+ * A command as an operator would run it: a password goes in through `printf`, a shell builtin,
+ * so it is in no process's argv.
+ */
+function scriptLine(command: RabbitmqctlCommand): string {
+  const line = shellLine(['rabbitmqctl', ...command.args]);
+  if (command.stdin === undefined) return line;
+  return `printf '%s\\n' ${shellLine([command.stdin.replace(/\n$/, '')])} | ${line}`;
+}
+
+/** A command as it ran, the password left out. */
+function appliedLine(command: RabbitmqctlCommand): string {
+  const line = shellLine(['rabbitmqctl', ...command.args]);
+  return command.stdin === undefined ? line : `${line}   (password on stdin)`;
 }
 
 /** POSIX-shell quoting, for lines an operator copies. */
@@ -224,19 +249,19 @@ export function shellLine(args: string[]): string {
 /**
  * Debian's rabbitmqctl is a wrapper that, run as root, re-parses its arguments with `sh -c`
  * inside double quotes: a backtick, a `$name`, `\\` or `\$` would be expanded or eaten on the
- * way. Refuse those instead of setting a mangled password or permission.
+ * way. Refuse those instead of setting a mangled permission. (The password goes on stdin,
+ * which the wrapper passes through untouched.)
  */
 function assertWrapperSafe(command: RabbitmqctlCommand): void {
-  command.args.forEach((arg, i) => {
+  for (const arg of command.args) {
     if (/[`"]|\$(?![)|]|$)|\\[\\$`"]/.test(arg)) {
-      const what = i === command.secret ? 'the password' : `"${arg}"`;
       throw new BridgeError(
         ErrorCode.badRequest,
-        `${what} holds a character (\` " $ or \\) that rabbitmqctl's shell wrapper would mangle; ` +
-          'choose another password (or group name), or run the printed commands by hand',
+        `"${arg}" holds a character (\` " $ or \\) that rabbitmqctl's shell wrapper would mangle; ` +
+          'choose another group name, or run the printed commands by hand',
       );
     }
-  });
+  }
 }
 
 async function userExists(user: string, node: string | undefined): Promise<boolean> {
@@ -258,7 +283,7 @@ async function userExists(user: string, node: string | undefined): Promise<boole
 
 function rabbitmqctl(command: RabbitmqctlCommand): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('rabbitmqctl', command.args, { timeout: 120_000 }, (err, stdout, stderr) => {
+    const child = execFile('rabbitmqctl', command.args, { timeout: 120_000 }, (err, stdout, stderr) => {
       if (!err) {
         resolve(stdout);
         return;
@@ -270,7 +295,7 @@ function rabbitmqctl(command: RabbitmqctlCommand): Promise<string> {
       reject(
         new BridgeError(
           ErrorCode.brokerUnavailable,
-          `${shellLine(['rabbitmqctl', ...masked(command)])} failed: ${detail}` +
+          `${appliedLine(command)} failed: ${detail}` +
             (unreachable
               ? '. Run provision where rabbitmqctl can reach the broker node (--node NAME), as root or the rabbitmq user'
               : ''),
@@ -278,5 +303,10 @@ function rabbitmqctl(command: RabbitmqctlCommand): Promise<string> {
         ),
       );
     });
+    // Ended at once when there is nothing to feed, so a command that asks for input fails.
+    child.stdin?.on('error', () => {
+      // rabbitmqctl exited before reading it (it failed): its exit status says why.
+    });
+    child.stdin?.end(command.stdin ?? '');
   });
 }

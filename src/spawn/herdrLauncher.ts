@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
 import { resolveHerdrSocketPath } from '../inject/herdrInjector.js';
 import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../inject/herdrProtocol.js';
 import { type HerdrRequestFailure, herdrRequest } from '../inject/herdrRequest.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
+import { type EnvFile, envFileText, sourceAndRun, writeEnvFile } from './envFile.js';
 import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 
 export interface HerdrLauncherOptions {
@@ -19,24 +17,6 @@ export interface HerdrLauncherOptions {
   readonly requestTimeoutMs?: number | undefined;
   /** Default 2000. */
   readonly connectTimeoutMs?: number | undefined;
-}
-
-const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** `value` as one single-quoted POSIX shell word: `'` becomes `'\''`. */
-export function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", `'\\''`)}'`;
-}
-
-/** The env file's text: one `export KEY='value'` line per variable. Throws on a name no shell takes. */
-export function envFileText(env: Readonly<Record<string, string>>): string {
-  return Object.entries(env)
-    .map(([key, value]) => {
-      if (!SHELL_NAME.test(key)) throw new Error(`${JSON.stringify(key)} is not a shell variable name`);
-      if (value.includes('\0')) throw new Error(`the value of ${key} contains a NUL byte`);
-      return `export ${key}=${shellQuote(value)}\n`;
-    })
-    .join('');
 }
 
 /**
@@ -139,27 +119,21 @@ export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
     }
 
     const tabId = tab.tab.tab_id;
-    let envDir: string | undefined;
+    let envFile: EnvFile | undefined;
     try {
       await call(socketPath, HerdrMethod.tabRename, { tab_id: tabId, label: request.name });
       const rootPane = tab.root_pane?.tab_id === tabId ? tab.root_pane.pane_id : undefined;
       const paneId = rootPane ?? (await paneInTab(socketPath, tab.tab.workspace_id, tabId));
       if (paneId === undefined) throw new Error(`herdr listed no pane in the new tab ${tabId}`);
 
-      // mkdtemp makes the directory 0700; the file is 0600 from its creation on.
-      envDir = mkdtempSync(join(tmpdir(), 'bridge-herdr-'));
-      const envFile = join(envDir, 'env');
-      writeFileSync(envFile, envText, { mode: 0o600, flag: 'wx' });
+      envFile = writeEnvFile(envText, 'bridge-herdr-');
       // The leading space keeps the line out of history where the shell ignores such lines;
-      // there is nothing secret in it anyway. `sh -c` takes the whole shell command (`a && b`,
-      // `VAR=x cmd`), as tmux does, where a bare `exec <command>` would not.
-      const line =
-        ` . ${shellQuote(envFile)} && rm -f ${shellQuote(envFile)} && rmdir ${shellQuote(envDir)}` +
-        ` && exec sh -c ${shellQuote(request.command)}`;
+      // there is nothing secret in it anyway.
+      const line = ` ${sourceAndRun(envFile, request.command)}`;
       await call(socketPath, HerdrMethod.paneSendInput, { pane_id: paneId, text: line, keys: ['Enter'] });
       return paneOf(paneId);
     } catch (err) {
-      if (envDir !== undefined) rmSync(envDir, { recursive: true, force: true });
+      envFile?.remove();
       // Half a launch is no launch: a tab left behind would hold a shell nobody uses.
       await call(socketPath, HerdrMethod.tabClose, { tab_id: tabId }).catch(() => undefined);
       throw failed((err as Error).message, err);

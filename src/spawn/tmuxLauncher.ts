@@ -1,6 +1,7 @@
 import { ChannelError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { defaultTimeoutMs, runTmux, type TmuxRunOptions, toTmuxFailure } from '../inject/tmuxInjector.js';
+import { type EnvFile, envFileText, sourceAndRun, writeEnvFile } from './envFile.js';
 import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 
 export interface TmuxLauncherOptions {
@@ -12,8 +13,11 @@ export interface TmuxLauncherOptions {
 
 /**
  * Launches agents as windows of one tmux session: `new-window -d` (never steals focus), named
- * after the entity, with the agent's environment set by tmux (`-e`), so no secret is typed
- * into a shell. Launches run one at a time so two cannot both create the session.
+ * after the entity. The agent's environment carries BRIDGE_TOKEN, so it is not given with
+ * `-e KEY=VALUE`, which would put it in the tmux client's argv where any local user reads it
+ * in `ps`: it goes in a 0600 env file that the window's shell sources and deletes before it
+ * `exec`s the command (as the herdr launcher does). Launches run one at a time so two cannot
+ * both create the session.
  */
 export function createTmuxLauncher(options: TmuxLauncherOptions): Launcher {
   const tmux: TmuxRunOptions = { socket: options.socket, tmuxPath: 'tmux', timeoutMs: defaultTimeoutMs };
@@ -26,30 +30,41 @@ export function createTmuxLauncher(options: TmuxLauncherOptions): Launcher {
   });
 
   const launchNow = async (request: LaunchRequest): Promise<PaneTarget> => {
-    const env = Object.entries(request.env).flatMap(([key, value]) => ['-e', `${key}=${value}`]);
+    const server =
+      options.socket === undefined ? 'the default tmux server' : `the tmux server at ${options.socket}`;
+    const failed = (said: string, cause: unknown) =>
+      new ChannelError(
+        ErrorCode.launchFailed,
+        `could not open a tmux window for ${request.name} in session ${session} on ${server}: ${said}`,
+        { cause },
+      );
+    let envFile: EnvFile;
+    try {
+      envFile = writeEnvFile(envFileText(request.env), 'bridge-tmux-');
+    } catch (err) {
+      throw failed((err as Error).message, err);
+    }
     const exists = await runTmux(tmux, ['has-session', '-t', `=${session}`]).then(
       () => true,
       () => false,
     );
+    // As separate words, tmux execs /bin/sh itself rather than through its default-shell, which
+    // may be one (fish, say) that does not take `.` and `&&`.
+    const command = ['/bin/sh', '-c', sourceAndRun(envFile, request.command)];
     // biome-ignore format: the tmux command reads better as written
     const args = exists
-      ? ['new-window', '-d', '-P', '-F', '#{pane_id}', '-t', `=${session}:`, '-n', request.name, '-c', request.cwd, ...env, request.command]
-      : ['new-session', '-d', '-P', '-F', '#{pane_id}', '-s', session, '-n', request.name, '-c', request.cwd, ...env, request.command];
+      ? ['new-window', '-d', '-P', '-F', '#{pane_id}', '-t', `=${session}:`, '-n', request.name, '-c', request.cwd, ...command]
+      : ['new-session', '-d', '-P', '-F', '#{pane_id}', '-s', session, '-n', request.name, '-c', request.cwd, ...command];
     try {
       const { stdout } = await runTmux(tmux, args);
       const paneId = stdout.trim();
       if (!/^%\d+$/.test(paneId)) throw new Error(`tmux printed no pane id (${JSON.stringify(stdout)})`);
       return paneOf(paneId);
     } catch (err) {
+      // No window (or none we know of) will read it.
+      envFile.remove();
       const failure = toTmuxFailure(err);
-      const server =
-        options.socket === undefined ? 'the default tmux server' : `the tmux server at ${options.socket}`;
-      const said = failure.stderr === '' ? (err as Error).message : failure.stderr;
-      throw new ChannelError(
-        ErrorCode.launchFailed,
-        `could not open a tmux window for ${request.name} in session ${session} on ${server}: ${said}`,
-        { cause: err },
-      );
+      throw failed(failure.stderr === '' ? (err as Error).message : failure.stderr, err);
     }
   };
 

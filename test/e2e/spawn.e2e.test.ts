@@ -6,7 +6,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlSpec, inboxName } from '../../src/broker/topology.js';
+import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
@@ -151,8 +151,8 @@ describe('spawn / stop (U4)', () => {
     };
     return new Promise((resolve, reject) =>
       channel.publish(
-        'bridge.control',
-        b.hostId,
+        Exchange.control,
+        controlKey(b.hostId),
         content,
         { messageId: envelope.msgId, persistent: true, mandatory: true, headers },
         (err) => (err ? reject(err) : resolve()),

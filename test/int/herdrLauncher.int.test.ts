@@ -6,7 +6,8 @@ import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ChannelError, ErrorCode } from '../../src/errors.js';
 import type { PaneTarget } from '../../src/inject/paneInjector.js';
-import { createHerdrLauncher, envFileText, shellQuote } from '../../src/spawn/herdrLauncher.js';
+import { envFileText, shellQuote } from '../../src/spawn/envFile.js';
+import { createHerdrLauncher } from '../../src/spawn/herdrLauncher.js';
 import type { LaunchRequest } from '../../src/spawn/launcher.js';
 import { type FakeHerdr, startFakeHerdr } from '../support/fakeHerdr.js';
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import amqp, { type ChannelModel } from 'amqplib';
@@ -56,8 +56,17 @@ async function refusal(connection: ChannelModel, operation: (c: amqp.Channel) =>
   }
 }
 
+/** A connection logged in as a provisioned gateway's user, over amqps. */
+async function connectAs(login: ProvisionJson): Promise<ChannelModel> {
+  return amqp.connect(broker.amqpsUri(login.user, login.password ?? ''), {
+    ca: [readFileSync(broker.files.ca.cert)],
+    servername: 'localhost',
+  });
+}
+
+let broker: TlsBroker;
+
 describe('bridge broker provision: one least-privilege login per gateway', () => {
-  let broker: TlsBroker;
   const hosts: Host[] = [];
 
   /** Boots a gateway on `home`; federated as `login` when given, else single-host. */
@@ -95,7 +104,8 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
   };
 
   beforeAll(async () => {
-    broker = await startTlsBroker();
+    // A bare node: the shared topology is the operator's to set up, and the test does it.
+    broker = await startTlsBroker({ setup: false });
     // Two hosts, each with one registered entity (registered single-host: no broker needed),
     // keys, and each other's public key in their trust stores (invariant 6).
     for (const [prefix, name] of [
@@ -131,10 +141,91 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     await broker?.stop();
   }, 60_000);
 
-  it('applies a login per gateway; each works as itself and cannot consume the other inbox', async () => {
+  it('a gateway login cannot make the shared topology: the gateway refuses to start until `bridge broker setup`', async () => {
     const [a, b] = hosts as [Host, Host];
     a.login = await provision(a);
     b.login = await provision(b);
+    const refused = await boot(a, a.login).then(
+      (daemon) => daemon.stop().then(() => 'started'),
+      (err: unknown) => err,
+    );
+    expect(refused).toMatchObject({
+      code: 'BROKER_NOT_SET_UP',
+      message: expect.stringContaining('run `bridge broker setup`'),
+    });
+    // `bridge broker setup` with a gateway's login is refused by the broker, and says whose job it is.
+    const configFile = join(a.home, 'setup-as-gateway.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({ broker: { tls: { ca: broker.files.ca.cert, servername: 'localhost' } } }),
+    );
+    const asGateway = await runCli(['broker', 'setup', '--config', configFile], {
+      BRIDGE_HOME: a.home,
+      BRIDGE_BROKER_URI: broker.amqpsUri(a.login.user, a.login.password ?? ''),
+    });
+    expect(asGateway.code).toBe(1);
+    expect(asGateway.stderr).toMatch(
+      /BROKER_NOT_SET_UP: bridge broker setup failed declaring exchange bridge\.msg \(topic\): .*403.*ACCESS_REFUSED.*run setup with the operator \(administrator\) login/,
+    );
+
+    // The operator (here guest on the node's own loopback listener) sets it up once.
+    const setup = await runCli(['broker', 'setup', '--json'], {
+      BRIDGE_HOME: a.home,
+      BRIDGE_BROKER_URI: broker.amqpUri,
+    });
+    expect(setup.stderr).toBe('');
+    expect(setup.code).toBe(0);
+    expect(JSON.parse(setup.stdout)).toMatchObject({
+      exchanges: [
+        { name: 'bridge.msg', type: 'topic' },
+        { name: 'bridge.roster', type: 'topic' },
+        { name: 'bridge.control.topic', type: 'topic' },
+        { name: 'bridge.dlx', type: 'fanout' },
+      ],
+      queue: 'bridge.dlq',
+      legacyControl: 'absent',
+    });
+    // An earlier release's direct bridge.control is reported, and removed when asked.
+    const setupAgain = (extra: string[]) =>
+      runCli(['broker', 'setup', '--json', ...extra], {
+        BRIDGE_HOME: a.home,
+        BRIDGE_BROKER_URI: broker.amqpUri,
+      });
+    const operator = await amqp.connect(broker.amqpUri);
+    try {
+      const channel = await operator.createChannel();
+      await channel.assertExchange('bridge.control', 'direct', { durable: true });
+      await channel.close();
+      expect(JSON.parse((await setupAgain([])).stdout)).toMatchObject({ legacyControl: 'present' });
+      expect(JSON.parse((await setupAgain(['--delete-legacy'])).stdout)).toMatchObject({
+        legacyControl: 'deleted',
+      });
+      expect(await refusal(operator, (c) => c.checkExchange('bridge.control'))).toMatch(
+        /^404: .*NOT_FOUND - no exchange 'bridge\.control' in vhost/,
+      );
+      expect(await refusal(operator, (c) => c.checkExchange('bridge.control.topic'))).toBe('allowed');
+    } finally {
+      await operator.close().catch(() => {});
+    }
+
+    // Its own login could not have declared it: no configure on shared names.
+    const asA = await connectAs(a.login);
+    try {
+      expect(await refusal(asA, (c) => c.assertExchange('bridge.msg', 'topic', { durable: true }))).toMatch(
+        /^403: .*ACCESS_REFUSED - access to exchange 'bridge\.msg' in vhost '\/' refused for user 'bridge-prov-a/,
+      );
+      expect(await refusal(asA, (c) => c.assertQueue('bridge.dlq', { durable: true }))).toMatch(
+        /^403: .*ACCESS_REFUSED - access to queue 'bridge\.dlq' in vhost '\/' refused for user/,
+      );
+    } finally {
+      await asA.close().catch(() => {});
+    }
+    expect(b.login.user).toBe(`bridge-${b.hostId}`);
+  });
+
+  it('applies a login per gateway; each works as itself and cannot consume the other inbox', async () => {
+    const [a, b] = hosts as [Host, Host];
+    if (!a.login || !b.login) throw new Error('runs after the setup test');
     expect(a.login).toMatchObject({ user: `bridge-${a.hostId}`, applied: true, userExisted: false });
     expect(a.login.entities).toEqual([{ gid: a.gid, name: 'alice' }]);
     expect(a.login.password).toMatch(/^[A-Za-z0-9_-]{32}$/);
@@ -143,7 +234,7 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
       expect.arrayContaining([a.login.user, b.login.user]),
     );
 
-    // Both gateways start as their own users: they declare the shared topology and their
+    // Both gateways start as their own users: they check the shared topology, declare their
     // queues, consume their inboxes, and see each other's presence.
     a.daemon = await boot(a, a.login);
     b.daemon = await boot(b, b.login);
@@ -181,11 +272,14 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     });
     expect(received.map((e) => e.text)).toEqual(['over amqps']);
 
-    // A connection logged in as A's user is refused B's inbox by the broker itself.
-    const asA = await amqp.connect(broker.amqpsUri(a.login.user, a.login.password ?? ''), {
-      ca: [readFileSync(broker.files.ca.cert)],
-      servername: 'localhost',
+    // `bridge dlq` through a gateway whose login may not read bridge.dlq says whose it is.
+    await expect(a.daemon.gateway.listDeadLetters(10)).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+      message: expect.stringContaining(`bridge broker provision ${a.hostId} --read-dlq --apply`),
     });
+
+    // A connection logged in as A's user is refused B's inbox by the broker itself.
+    const asA = await connectAs(a.login);
     try {
       const consumeB = await refusal(asA, (c) => c.consume(inboxName(b.gid), () => {}));
       expect(consumeB).toMatch(
@@ -203,6 +297,83 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
       );
       // What it does need still works: binding its own inbox to its own gid.
       expect(await refusal(asA, (c) => c.bindQueue(inboxName(a.gid), 'bridge.msg', a.gid))).toBe('allowed');
+    } finally {
+      await asA.close().catch(() => {});
+    }
+  });
+
+  it("a gateway login cannot read dead letters, bind to another host's control key, or delete shared exchanges", async () => {
+    const [a, b] = hosts as [Host, Host];
+    if (!a.login || !b.login) throw new Error('runs after the setup test');
+    const asA = await connectAs(a.login);
+    const ownControl = `control.${a.hostId}`;
+    try {
+      // Every host's dead letters: neither by binding one of its queues to the fanout
+      // bridge.dlx (read on the exchange), nor by consuming bridge.dlq.
+      expect
+        .soft(await refusal(asA, (c) => c.bindQueue(ownControl, 'bridge.dlx', '')))
+        .toMatch(
+          /^403: .*ACCESS_REFUSED - access to exchange 'bridge\.dlx' in vhost '\/' refused for user 'bridge-prov-a/,
+        );
+      expect
+        .soft(await refusal(asA, (c) => c.consume('bridge.dlq', () => {})))
+        .toMatch(/^403: .*ACCESS_REFUSED - access to queue 'bridge\.dlq' in vhost '\/' refused for user/);
+      // Another host's SPAWNs and receipts: binding its own control queue to B's key is
+      // refused by the topic permission on bridge.control.topic.
+      expect
+        .soft(
+          await refusal(asA, (c) => c.bindQueue(ownControl, 'bridge.control.topic', `control.${b.hostId}`)),
+        )
+        .toMatch(
+          /^403: .*ACCESS_REFUSED - access to topic 'control\.prov-b.*' in exchange 'bridge\.control\.topic' in vhost '\/' refused for user/,
+        );
+      expect
+        .soft(await refusal(asA, (c) => c.bindQueue(ownControl, 'bridge.control.topic', 'control.#')))
+        .toMatch(
+          /^403: .*ACCESS_REFUSED - access to topic 'control\.#' in exchange 'bridge\.control\.topic'/,
+        );
+      // The shared exchanges and the DLQ stay: no configure, so no delete.
+      for (const exchange of ['bridge.msg', 'bridge.roster', 'bridge.control.topic', 'bridge.dlx']) {
+        expect
+          .soft(await refusal(asA, (c) => c.deleteExchange(exchange)), exchange)
+          .toMatch(
+            new RegExp(
+              `^403: .*ACCESS_REFUSED - access to exchange '${exchange.replace(/\./g, '\\.')}' in vhost`,
+            ),
+          );
+      }
+      expect
+        .soft(await refusal(asA, (c) => c.deleteQueue('bridge.dlq')))
+        .toMatch(/^403: .*ACCESS_REFUSED - access to queue 'bridge\.dlq' in vhost '\/' refused for user/);
+      // What it needs still works: its own control key, and dead-lettering with a reason.
+      expect(await refusal(asA, (c) => c.bindQueue(ownControl, 'bridge.control.topic', ownControl))).toBe(
+        'allowed',
+      );
+      const confirm = await asA.createConfirmChannel();
+      await new Promise<void>((resolve, reject) =>
+        confirm.publish('bridge.dlx', 'x', Buffer.from('{}'), { messageId: `dl-${a.hostId}` }, (err) =>
+          err ? reject(err) : resolve(),
+        ),
+      );
+      await confirm.close();
+      // The operator (not the gateway) reads it.
+      const operator = await amqp.connect(broker.amqpUri);
+      try {
+        const channel = await operator.createChannel();
+        const found = await waitFor('the dead letter in bridge.dlq', async () => {
+          for (;;) {
+            const message = await channel.get('bridge.dlq', { noAck: false });
+            if (message === false) return undefined;
+            if (message.properties.messageId === `dl-${a.hostId}`) {
+              channel.ack(message);
+              return true;
+            }
+          }
+        });
+        expect(found).toBe(true);
+      } finally {
+        await operator.close().catch(() => {});
+      }
     } finally {
       await asA.close().catch(() => {});
     }

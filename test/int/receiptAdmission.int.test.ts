@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EntityActor } from '../../src/actors/entityActor.js';
 import { Gateway } from '../../src/actors/gateway.js';
-import { controlSpec, inboxName } from '../../src/broker/topology.js';
+import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/log/logger.js';
@@ -97,7 +97,7 @@ describe('receipt admission at the sender', () => {
       })),
     };
     const content = Buffer.from(JSON.stringify(envelope));
-    await publish('bridge.control', gateway.host, content, signedBy(content, by), envelope.msgId);
+    await publish(Exchange.control, controlKey(gateway.host), content, signedBy(content, by), envelope.msgId);
   };
 
   const count = async (outcome: string) =>

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp from 'amqplib';
+import { setupSharedTopology } from '../../src/actors/brokerActor.js';
 import { freePort } from './gatewayProcess.js';
 
 /** A certificate and its private key, as PEM file paths. */
@@ -64,12 +65,14 @@ export interface TlsBroker {
  * Erlang distribution, and a CA plus server and client certificates made with openssl.
  * TLS verifies clients that present a certificate (`verify_peer`) but does not require one.
  *
+ * The shared topology is set up (as `bridge broker setup` would) unless `setup: false`.
+ *
  * Startup takes about 5 s here (RabbitMQ 3.10.8, Erlang 25); stop about 1.5 s.
  *
  * On Debian, `rabbitmq-server`/`rabbitmqctl` run as root switch to the rabbitmq user (and its
  * Erlang cookie), so the directory is handed to that user.
  */
-export async function startTlsBroker(): Promise<TlsBroker> {
+export async function startTlsBroker(options: { setup?: boolean } = {}): Promise<TlsBroker> {
   const dir = mkdtempSync(join(tmpdir(), 'bridge-tls-broker-'));
   const nodeName = `bridge-tls-${randomBytes(4).toString('hex')}@localhost`;
   let child: ChildProcess | undefined;
@@ -168,6 +171,8 @@ export async function startTlsBroker(): Promise<TlsBroker> {
       await sleep(100);
     }
     const startupMs = Date.now() - started;
+    // What the operator does once per broker; a test of the setup itself asks for a bare node.
+    if (options.setup ?? true) await setupSharedTopology({ uri: amqpUri });
 
     return {
       nodeName,

@@ -32,15 +32,30 @@ describe('least-privilege permissions of a gateway login', () => {
     expect(allows(dotted.read, 'control.aXb')).toBe(false);
   });
 
-  it('lets it declare the shared topology, publish to the shared exchanges, and bind its queues', () => {
-    for (const exchange of ['bridge.msg', 'bridge.roster', 'bridge.control', 'bridge.dlx']) {
-      expect(allows(perms.configure, exchange), exchange).toBe(true);
-      expect(allows(perms.write, exchange), exchange).toBe(true); // publish
-      expect(allows(perms.read, exchange), exchange).toBe(true); // bind a queue to it
+  it("configures nothing shared: the exchanges and bridge.dlq are the operator's", () => {
+    for (const name of [
+      'bridge.msg',
+      'bridge.roster',
+      'bridge.control.topic',
+      'bridge.control',
+      'bridge.dlx',
+      'bridge.dlq',
+    ]) {
+      expect(allows(perms.configure, name), name).toBe(false); // neither declare nor delete
     }
-    // Declared and bound to bridge.dlx on every connect; reading it is operator tooling.
-    expect(allows(perms.configure, 'bridge.dlq')).toBe(true);
-    expect(allows(perms.write, 'bridge.dlq')).toBe(true);
+  });
+
+  it('publishes to the shared exchanges, bridge.dlx too, and binds its queues to all but bridge.dlx', () => {
+    for (const exchange of ['bridge.msg', 'bridge.roster', 'bridge.control.topic', 'bridge.dlx']) {
+      expect(allows(perms.write, exchange), exchange).toBe(true); // publish
+    }
+    for (const exchange of ['bridge.msg', 'bridge.roster', 'bridge.control.topic']) {
+      expect(allows(perms.read, exchange), exchange).toBe(true); // bind a queue of its own to it
+    }
+    // Binding a queue to the fanout bridge.dlx would copy every host's dead letters.
+    expect(allows(perms.read, 'bridge.dlx')).toBe(false);
+    // Reading bridge.dlq is operator tooling, granted only when asked.
+    expect(allows(perms.write, 'bridge.dlq')).toBe(false);
     expect(allows(perms.read, 'bridge.dlq')).toBe(false);
     expect(
       allows(
@@ -50,6 +65,18 @@ describe('least-privilege permissions of a gateway login', () => {
     ).toBe(true);
     // The default exchange (publish straight to any queue) is not granted.
     expect(allows(perms.write, 'amq.default')).toBe(false);
+  });
+
+  it('binds bridge.control.topic only under its own host key, publishes to any host (topic permissions)', () => {
+    const control = perms.topic.find((t) => t.exchange === 'bridge.control.topic');
+    expect(control).toBeDefined();
+    expect(allows(control?.read ?? '', 'control.box-1')).toBe(true);
+    for (const key of ['control.box-2', 'control.*', 'control.#', '#', 'control.box-1.x', 'controlXbox-1']) {
+      expect(allows(control?.read ?? '', key), key).toBe(false);
+    }
+    expect(allows(control?.write ?? '', 'control.box-2')).toBe(true);
+    expect(allows(control?.write ?? '', 'control.a.b')).toBe(true);
+    expect(allows(control?.write ?? '', 'roster.box-2')).toBe(false);
   });
 
   it('restricts binding keys on bridge.msg to its own gids and broadcasts (topic permissions)', () => {
@@ -97,9 +124,13 @@ describe('least-privilege permissions of a gateway login', () => {
       'set_permissions',
       'set_topic_permissions',
       'set_topic_permissions',
+      'set_topic_permissions',
     ]);
-    expect(fresh[0]?.args).toEqual(['-n', 'rabbit@h', 'add_user', 'bridge-box-1', 'pw']);
-    expect(fresh[0]?.secret).toBe(4);
+    // The password goes on stdin: argv is readable by every local user in `ps`.
+    expect(fresh[0]?.args).toEqual(['-n', 'rabbit@h', 'add_user', 'bridge-box-1']);
+    expect(fresh[0]?.stdin).toBe('pw\n');
+    for (const command of fresh) expect(command.args).not.toContain('pw');
+    expect(fresh.slice(1).every((c) => c.stdin === undefined)).toBe(true);
     expect(fresh[1]?.args).toEqual([
       '-n',
       'rabbit@h',
@@ -111,9 +142,9 @@ describe('least-privilege permissions of a gateway login', () => {
       perms.write,
       perms.read,
     ]);
-    expect(provisionCommands(perms, { value: 'pw', userExists: true }, opts)[0]?.args[2]).toBe(
-      'change_password',
-    );
+    const change = provisionCommands(perms, { value: 'pw', userExists: true }, opts)[0];
+    expect(change?.args).toEqual(['-n', 'rabbit@h', 'change_password', 'bridge-box-1']);
+    expect(change?.stdin).toBe('pw\n');
     expect(provisionCommands(perms, undefined, { vhost: '/' })[0]?.args[0]).toBe('set_permissions');
   });
 });

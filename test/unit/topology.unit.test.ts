@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   broadcastAllKey,
   broadcastKey,
+  controlKey,
   controlSpec,
   dlqName,
   dlqSpec,
@@ -24,7 +25,7 @@ describe('topology: exchanges (SPEC §4)', () => {
     expect(sharedExchanges).toEqual([
       { name: 'bridge.msg', type: 'topic', durable: true },
       { name: 'bridge.roster', type: 'topic', durable: true },
-      { name: 'bridge.control', type: 'direct', durable: true },
+      { name: 'bridge.control.topic', type: 'topic', durable: true },
       { name: 'bridge.dlx', type: 'fanout', durable: true },
     ]);
   });
@@ -33,7 +34,7 @@ describe('topology: exchanges (SPEC §4)', () => {
     expect(Exchange).toEqual({
       msg: 'bridge.msg',
       roster: 'bridge.roster',
-      control: 'bridge.control',
+      control: 'bridge.control.topic',
       dlx: 'bridge.dlx',
     });
   });
@@ -147,7 +148,7 @@ describe('topology: entity inbox (R-TOP1, R-H1)', () => {
 });
 
 describe('topology: control queue', () => {
-  it('control.<hostId>: durable, dead-lettering, bound to bridge.control by the host id', () => {
+  it('control.<hostId>: durable, dead-lettering, bound to bridge.control.topic by control.<hostId>', () => {
     const spec = controlSpec('host-a');
     expect(spec).toMatchObject({
       name: 'control.host-a',
@@ -156,7 +157,9 @@ describe('topology: control queue', () => {
       autoDelete: false,
     });
     expect(spec.arguments['x-dead-letter-exchange']).toBe('bridge.dlx');
-    expect(spec.bindings).toEqual([{ exchange: 'bridge.control', key: 'host-a' }]);
+    // A topic key, so topic permissions can keep other hosts' logins from binding to it.
+    expect(spec.bindings).toEqual([{ exchange: 'bridge.control.topic', key: 'control.host-a' }]);
+    expect(controlKey('host-a')).toBe('control.host-a');
   });
 });
 

@@ -1,0 +1,53 @@
+import { type SetupReport, setupSharedTopology } from '../actors/brokerActor.js';
+import { legacyControlExchange } from '../broker/topology.js';
+import { loadConfig } from '../config/loadConfig.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import type { CliValues } from './main.js';
+
+// `bridge broker setup`: the operator declares the shared topology once per broker (the
+// exchanges, bridge.dlq bound to bridge.dlx). Gateway logins may not configure shared names;
+// gateways check that it is there and refuse to start otherwise.
+
+const setupUsage =
+  'usage: bridge broker setup [--delete-legacy]  (the broker URI comes from BRIDGE_BROKER_URI or broker.uri)';
+
+export async function runBrokerSetup(values: CliValues, args: string[]): Promise<number> {
+  if (args.length > 0) throw new BridgeError(ErrorCode.badRequest, setupUsage);
+  const { config } = loadConfig({ file: values.config });
+  const uri = config.broker.uri;
+  if (uri === undefined) {
+    // Not a flag: a URI on the command line, with its password, is readable by anyone in `ps`.
+    throw new BridgeError(
+      ErrorCode.badConfig,
+      "bridge broker setup needs the operator's broker login: set BRIDGE_BROKER_URI (or broker.uri " +
+        'in the config file) to amqps://ADMIN:PASSWORD@BROKER/VHOST',
+    );
+  }
+  const report = await setupSharedTopology({
+    uri,
+    tls: config.broker.tls,
+    connectTimeoutMs: config.broker.connectTimeoutMs,
+    deleteLegacy: values['delete-legacy'] ?? false,
+  });
+  process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${human(report)}\n`);
+  return 0;
+}
+
+function human(report: SetupReport): string {
+  const lines = [
+    '# Shared topology declared (idempotent; gateways check it on every connect):',
+    ...report.exchanges.map((e) => `  exchange ${e.name} (${e.type}, durable)`),
+    `  queue ${report.queue} (durable) bound to bridge.dlx`,
+  ];
+  if (report.legacyControl === 'present') {
+    lines.push(
+      '',
+      `# The direct exchange ${legacyControlExchange} of earlier releases is still there. Gateways of this`,
+      '# release use bridge.control.topic; once every gateway is upgraded, remove the old one with',
+      '#   bridge broker setup --delete-legacy',
+    );
+  } else if (report.legacyControl === 'deleted') {
+    lines.push('', `# Deleted the legacy exchange ${legacyControlExchange}.`);
+  }
+  return lines.join('\n');
+}
