@@ -30,6 +30,7 @@ export const ErrorCode = {
   askAbandoned: 'ASK_ABANDONED',
   unknownAsk: 'UNKNOWN_ASK',
   unknownMessage: 'UNKNOWN_MESSAGE',
+  idempotencyConflict: 'IDEMPOTENCY_CONFLICT',
   unknownProfile: 'UNKNOWN_PROFILE',
   spawnRefused: 'SPAWN_REFUSED',
   launchFailed: 'LAUNCH_FAILED',

@@ -342,6 +342,12 @@ export class EntityActor {
     claim.resume(this.handover([live], [answer], 'ask'));
   }
 
+  /** Whether message `msgId` was delivered to this entity (accepted for it, here). */
+  hasReceived(msgId: string): boolean {
+    if (this.deliveries.has(msgId)) return true;
+    return readActorHead(this.deps.store, deliveryKind, deliveryActorId(msgId, this.gid)) !== undefined;
+  }
+
   /** A message this entity already finished came again: ack it, or dead-letter it again. */
   private settleFinished(envelope: Envelope, state: string, inbound: InboundHandle): void {
     if (state === 'dead-lettered' && this.deps.deadLetters) {

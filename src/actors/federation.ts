@@ -51,6 +51,11 @@ export interface FederationDeps extends RuntimeDeps {
   onControl(envelope: Envelope, inbound: InboundHandle): void;
   /** The broker connection is (back) up: whatever waited for it can go out. */
   onConnected?: (() => void) | undefined;
+  /**
+   * Why an arriving message may not name the message it says it answers (`inReplyTo`), or
+   * undefined: a reply may name only a message delivered to its sender.
+   */
+  refusesReply?: ((envelope: Envelope) => string | undefined) | undefined;
 }
 
 /** Where an arrival goes once admitted: an entity's inbox, or this gateway's control queue. */
@@ -542,7 +547,7 @@ export class Federation implements DeadLetterSink {
   /**
    * Why a message is not for this inbox, or undefined: the kinds an inbox takes, addressed to
    * this entity (a signed message re-published to another inbox is refused, not re-routed),
-   * within this gateway's own size limit.
+   * answering only a message its sender got, within this gateway's own size limit.
    */
   private misdirected(entity: EntityActor, envelope: Envelope): string | undefined {
     if (!inboxKinds.has(envelope.kind)) return `a ${envelope.kind} does not belong in an inbox`;
@@ -554,7 +559,7 @@ export class Federation implements DeadLetterSink {
     } else if (envelope.to !== entity.gid) {
       return `addressed to ${envelope.to}, not to ${entity.record.name} (${entity.gid})`;
     }
-    return this.tooLarge(envelope);
+    return this.deps.refusesReply?.(envelope) ?? this.tooLarge(envelope);
   }
 
   private tooLarge(envelope: Envelope): string | undefined {

@@ -49,6 +49,8 @@ import {
   addressOf,
   type BroadcastRequest,
   type BroadcastResult,
+  keyedCall,
+  keyedSend,
   Router,
   type SendCell,
   type SendRequest,
@@ -278,6 +280,7 @@ export class Gateway {
         },
         onControl: (envelope, inbound) => this.onControl(envelope, inbound),
         onConnected: () => this.receipts?.republish(),
+        refusesReply: (envelope) => this.router.refusesReply(envelope),
       });
     }
     this.turns = new Turns(deps);
@@ -616,6 +619,9 @@ export class Gateway {
     );
     const to = this.router.resolve(options.to);
     const key = options.idempotencyKey;
+    // A key another call used is refused before a turn opens for this one.
+    const keyed = keyedSend({ kind: WireKind.ask, text: options.question, idempotencyKey: key }, to.gid);
+    if (keyed) this.router.repeatOf(asker, keyed);
     const now = clock.now();
     const turnId = key === undefined ? uuidv7(now) : namedUuid(asker.gid, `turn\u0000${key}`);
     const earlier = key === undefined ? undefined : this.turns.stateOf(turnId);
@@ -782,6 +788,9 @@ export class Gateway {
     const now = this.clock.now();
     const key = options.idempotencyKey;
     const requestId = key === undefined ? uuidv7(now) : namedUuid(requester.gid, `spawn\u0000${key}`);
+    const { profile, name, groups, brief } = options;
+    const keyed = keyedCall(key, WireKind.spawn, options.host, { profile, name, groups, brief });
+    if (keyed) this.router.claimKey(requester, keyed, requestId);
     // A retry keeps the first request's trace.
     if (key !== undefined) await this.store.batch.flush();
     const traceId = key === undefined ? undefined : this.router.traceOfSent(requestId);

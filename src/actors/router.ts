@@ -6,18 +6,21 @@ import type { ActorKind } from '../machines/index.js';
 import {
   type SendContext,
   type SendEvent,
+  sendInputSchema,
   sendMachine,
   unconfirmedSendStates,
 } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
-import { readIdempotentMsgId, recordIdempotencyKey } from '../store/idempotency.js';
+import { readKeyRecord, recordIdempotencyKey } from '../store/idempotency.js';
 import { purgeMessage, putMessage, readMessage, readTraceOfMessage } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import { type Address, type Envelope, schemaVersionString, WireKind } from '../wire/envelope.js';
+import { type IdempotentCall, idempotentCall, judgeRepeat, type KeyRecord } from '../wire/idempotentCall.js';
 import { namedUuid, uuidv7 } from '../wire/ids.js';
+import { judgeReply, type RepliedMessage } from '../wire/judgeReply.js';
 import type { Directory } from './directory.js';
 import type { EntityActor } from './entityActor.js';
 import type { Federation } from './federation.js';
@@ -85,6 +88,34 @@ export type SendCell = ActorCell<SendContext, SendEvent>;
  */
 export const recentSendLimit = 4096;
 
+/** An idempotency key with the call it is used for. */
+export interface KeyedCall {
+  readonly key: string;
+  readonly call: IdempotentCall;
+}
+
+/** A call under `key` (none without a key). */
+export function keyedCall(
+  key: string | undefined,
+  kind: string,
+  recipient: string,
+  content: Readonly<Record<string, unknown>>,
+): KeyedCall | undefined {
+  return key === undefined ? undefined : { key, call: idempotentCall(kind, recipient, content) };
+}
+
+/** The call a keyed message to `recipient` (a gid) is. */
+export function keyedSend(
+  request: Pick<SendRequest, 'kind' | 'text' | 'inReplyTo' | 'idempotencyKey'>,
+  recipient: string,
+): KeyedCall | undefined {
+  return keyedCall(request.idempotencyKey, request.kind, recipient, {
+    // Only the first answer to an ask counts: another text is a repeat, not another call.
+    text: request.kind === WireKind.answer ? undefined : request.text,
+    inReplyTo: request.inReplyTo,
+  });
+}
+
 interface EnvelopeExtras {
   inReplyTo?: string | undefined;
   idempotencyKey?: string | undefined;
@@ -121,7 +152,7 @@ const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
  */
 export class Router {
   /** Idempotency keys written in the current, not yet committed batch. */
-  private readonly pendingKeys = new Map<string, string>();
+  private readonly pendingKeys = new Map<string, KeyRecord>();
   /** Live send actors by msgId, oldest first: one cell per actor, whoever asks for it. */
   private readonly sends = new Map<string, SendCell>();
   /** Send actors being rebuilt from the log, so that two receipts rebuild one cell, not two. */
@@ -139,10 +170,12 @@ export class Router {
 
   async send(sender: EntityActor, request: SendRequest): Promise<SendResult> {
     const size = this.checkSize(request.text);
+    if (request.inReplyTo !== undefined) this.checkReceived(sender, request.inReplyTo);
     const local = this.deps.directory.find(request.to);
     const to = local ? addressOf(local, this.deps.host) : this.resolveRemote(request.to);
 
-    const earlier = await this.earlierSend(sender, request.idempotencyKey);
+    const keyed = keyedSend(request, to.gid);
+    const earlier = await this.earlierSend(sender, keyed);
     if (earlier) {
       // Only a send that never got its confirm (nor a receipt, which implies it) goes out again.
       if (!local && unconfirmedSendStates.includes(earlier.state))
@@ -159,7 +192,7 @@ export class Router {
       expiresAt: request.expiresAt,
     });
     const recipientHost = to.host === unknownHost ? undefined : to.host;
-    await this.dispatch(envelope, local, size, request.idempotencyKey, recipientHost);
+    await this.dispatch(envelope, local, size, keyed, recipientHost);
     return { msgId: envelope.msgId, traceId: envelope.traceId, to, duplicate: false };
   }
 
@@ -329,10 +362,10 @@ export class Router {
     envelope: Envelope,
     local: EntityActor | undefined,
     size: number,
-    idempotencyKey: string | undefined,
+    keyed: KeyedCall | undefined,
     recipientHost: string | undefined,
   ): Promise<void> {
-    const cell = this.createSend(envelope, envelope.to, size, idempotencyKey, recipientHost);
+    const cell = this.createSend(envelope, envelope.to, size, keyed, recipientHost);
     if (!local) {
       putMessage(this.deps.store, outbox, envelope);
       await this.published(cell, envelope, envelope.to);
@@ -357,14 +390,15 @@ export class Router {
   async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
     const size = this.checkSize(request.text);
     const key = broadcastKey(request.group);
-    const earlier = await this.earlierSend(sender, request.idempotencyKey);
+    const keyed = keyedCall(request.idempotencyKey, WireKind.broadcast, key, { text: request.text });
+    const earlier = await this.earlierSend(sender, keyed);
     if (earlier)
       return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
 
     const envelope = this.envelope(addressOf(sender, this.deps.host), WireKind.broadcast, key, request.text, {
       idempotencyKey: request.idempotencyKey,
     });
-    const cell = this.createSend(envelope, key, size, request.idempotencyKey);
+    const cell = this.createSend(envelope, key, size, keyed);
     const federation = this.deps.federation;
     if (!federation) {
       let localCopies = 0;
@@ -437,14 +471,102 @@ export class Router {
     );
   }
 
+  /**
+   * The msgId of `sender`'s earlier call with this key, when it is the same call (a retry);
+   * undefined when no call used the key. Throws IDEMPOTENCY_CONFLICT when another call did.
+   */
+  repeatOf(sender: EntityActor, keyed: KeyedCall): string | undefined {
+    const keyId = `${sender.gid}\u0000${keyed.key}`;
+    const record = this.pendingKeys.get(keyId) ?? readKeyRecord(this.deps.store, sender.gid, keyed.key);
+    const verdict = judgeRepeat(record, keyed.call);
+    if (verdict.kind === 'new') return undefined;
+    if (verdict.kind === 'repeat') return verdict.msgId;
+    const first = verdict.first;
+    const what = { kind: 'another tool', recipient: 'another recipient', content: 'another text' }[
+      verdict.differs
+    ];
+    throw new BridgeError(
+      ErrorCode.idempotencyConflict,
+      `idempotency key "${keyed.key}" was already used by ${sender.record.name} for ${first.kind} ` +
+        `${verdict.msgId} to ${this.describeRecipient(first)}; this ${keyed.call.kind} has ${what}, so it is ` +
+        'not a retry of that call and was not sent: use a new idempotency key for a new message',
+      {
+        details: {
+          key: keyed.key,
+          msgId: verdict.msgId,
+          kind: first.kind,
+          to: first.recipient,
+          differs: verdict.differs,
+        },
+      },
+    );
+  }
+
+  /**
+   * Records a call made under a key without a send actor of its own here (a SPAWN), unless the
+   * same call is on record already; throws IDEMPOTENCY_CONFLICT for another call with the key.
+   */
+  claimKey(sender: EntityActor, keyed: KeyedCall, msgId: string): void {
+    if (this.repeatOf(sender, keyed) === undefined) this.recordKey(sender.gid, keyed, msgId);
+  }
+
+  private recordKey(sender: string, keyed: KeyedCall, msgId: string): void {
+    const { store } = this.deps;
+    const keyId = `${sender}\u0000${keyed.key}`;
+    recordIdempotencyKey(store, sender, keyed.key, msgId, keyed.call);
+    this.pendingKeys.set(keyId, { msgId, call: keyed.call });
+    store.batch.afterCommit(() => this.pendingKeys.delete(keyId));
+  }
+
+  /** A first call's recipient in words: name@host when this gateway knows it. */
+  private describeRecipient(call: IdempotentCall): string {
+    if (call.kind === WireKind.broadcast || call.kind === WireKind.spawn) return call.recipient;
+    const local = this.deps.directory.byGidOrUndefined(call.recipient);
+    if (local) return `${local.record.name}@${this.deps.host}`;
+    const remote = this.deps.federation?.roster.find(call.recipient)[0];
+    return remote ? `${remote.name}@${remote.host}` : call.recipient;
+  }
+
+  /**
+   * A reply may name only a message delivered to its sender (SPEC §9): one naming any other
+   * would join that flow's trace, read as its answer, and could resolve the open send that
+   * waits for it. The check is here, where every message an entity writes is sent from.
+   */
+  private checkReceived(sender: EntityActor, msgId: string): void {
+    if (sender.hasReceived(msgId)) return;
+    throw new BridgeError(
+      ErrorCode.unknownMessage,
+      `no message ${msgId} was delivered to ${sender.record.name}: you can reply only to a message ` +
+        'delivered to you (in_reply_to / --reply-to is the msgId bridge_drain or the pane showed); ' +
+        'leave it out to send a new message',
+      { details: { inReplyTo: msgId } },
+    );
+  }
+
+  /**
+   * Why a message from the broker may not name the message it says it answers (judgeReply), or
+   * undefined. Only a message this gateway sent can be checked: its send actor says to whom.
+   */
+  refusesReply(envelope: Envelope): string | undefined {
+    const replied = envelope.inReplyTo === undefined ? undefined : this.repliedOnRecord(envelope.inReplyTo);
+    return judgeReply(envelope, replied, (gid) => this.deps.federation?.roster.find(gid)[0]?.host);
+  }
+
+  private repliedOnRecord(msgId: string): RepliedMessage | undefined {
+    const live = this.sends.get(msgId)?.context;
+    if (live) return live;
+    const first = readActorEvents(this.deps.store, sendKind, msgId)[0];
+    const parsed = sendInputSchema.safeParse(first?.data);
+    return parsed.success ? parsed.data : undefined;
+  }
+
   private async earlierSend(
     sender: EntityActor,
-    key: string | undefined,
+    keyed: KeyedCall | undefined,
   ): Promise<{ msgId: string; traceId: string; state: string; cell: SendCell } | undefined> {
-    if (key === undefined) return undefined;
+    if (keyed === undefined) return undefined;
     const { store } = this.deps;
-    const keyId = `${sender.gid}\u0000${key}`;
-    const msgId = this.pendingKeys.get(keyId) ?? readIdempotentMsgId(store, sender.gid, key);
+    const msgId = this.repeatOf(sender, keyed);
     if (msgId === undefined) return undefined;
     await store.batch.flush();
     const cell = this.openSend(msgId);
@@ -490,11 +612,10 @@ export class Router {
     envelope: Envelope,
     recipient: string,
     size: number,
-    idempotencyKey: string | undefined,
+    keyed: KeyedCall | undefined,
     recipientHost?: string | undefined,
   ): SendCell {
     const sender = envelope.from;
-    const { store } = this.deps;
     const cell = ActorCell.create<SendContext, SendEvent>(
       sendMachine,
       {
@@ -520,12 +641,7 @@ export class Router {
     // The message's clock stamp comes after its send actor's creation, so on every host the
     // receive (which merges this stamp) sorts after the send in a replayed timeline.
     envelope.hlc = this.deps.hlc.tick();
-    if (idempotencyKey !== undefined) {
-      const keyId = `${sender.gid}\u0000${idempotencyKey}`;
-      recordIdempotencyKey(store, sender.gid, idempotencyKey, envelope.msgId);
-      this.pendingKeys.set(keyId, envelope.msgId);
-      store.batch.afterCommit(() => this.pendingKeys.delete(keyId));
-    }
+    if (keyed !== undefined) this.recordKey(sender.gid, keyed, envelope.msgId);
     return cell;
   }
 

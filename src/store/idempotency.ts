@@ -1,19 +1,40 @@
+import { z } from 'zod';
+import type { IdempotentCall, KeyRecord } from '../wire/idempotentCall.js';
 import type { Store } from './openStore.js';
 
-/** The msgId an entity's earlier call with this idempotency key produced, if any. */
-export function readIdempotentMsgId(store: Store, sender: string, key: string): string | undefined {
-  const row = store
-    .prepare<[string, string], { msg_id: string }>(
-      'SELECT msg_id FROM idempotency WHERE sender = ? AND key = ?',
+const keyRowSchema = z.object({
+  msg_id: z.string(),
+  kind: z.string().nullable(),
+  recipient: z.string().nullable(),
+  digest: z.string().nullable(),
+});
+
+/**
+ * The record of an entity's earlier call with this idempotency key, if any. Rows written
+ * before calls were recorded (schema 3) have the msgId only.
+ */
+export function readKeyRecord(store: Store, sender: string, key: string): KeyRecord | undefined {
+  const raw = store
+    .prepare<[string, string], unknown>(
+      'SELECT msg_id, kind, recipient, digest FROM idempotency WHERE sender = ? AND key = ?',
     )
     .get(sender, key);
-  return row?.msg_id;
+  if (raw === undefined) return undefined;
+  const row = keyRowSchema.parse(raw);
+  if (row.kind === null || row.recipient === null || row.digest === null) return { msgId: row.msg_id };
+  return { msgId: row.msg_id, call: { kind: row.kind, recipient: row.recipient, digest: row.digest } };
 }
 
-export function recordIdempotencyKey(store: Store, sender: string, key: string, msgId: string): void {
-  store.batch.write('INSERT OR IGNORE INTO idempotency (sender, key, msg_id) VALUES (?, ?, ?)', [
-    sender,
-    key,
-    msgId,
-  ]);
+/** Records the first call made with a key, in the current batch; a later one changes nothing. */
+export function recordIdempotencyKey(
+  store: Store,
+  sender: string,
+  key: string,
+  msgId: string,
+  call: IdempotentCall,
+): void {
+  store.batch.write(
+    'INSERT OR IGNORE INTO idempotency (sender, key, msg_id, kind, recipient, digest) VALUES (?, ?, ?, ?, ?, ?)',
+    [sender, key, msgId, call.kind, call.recipient, call.digest],
+  );
 }

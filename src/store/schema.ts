@@ -53,7 +53,7 @@ export const migrations: readonly string[] = [
     created    TEXT NOT NULL
   );
 
-  -- idempotency_key -> first msgId, per sending entity (SPEC §9).
+  -- idempotency_key -> first msgId, per sending entity (SPEC §9); its call: see migration 3.
   CREATE TABLE idempotency (
     sender TEXT NOT NULL,
     key    TEXT NOT NULL,
@@ -79,5 +79,14 @@ export const migrations: readonly string[] = [
     trace_id    TEXT    NOT NULL,
     PRIMARY KEY (msg_id, recipient)
   );
+  `,
+  `
+  -- What identifies the call an idempotency key was first used for (SPEC §9): its kind, its
+  -- recipient and a digest of its content, never the text (R-H2). A repeat that matches is a
+  -- retry; one that does not is refused (IDEMPOTENCY_CONFLICT). Rows written before this
+  -- migration have none of them and count as retries, as they did.
+  ALTER TABLE idempotency ADD COLUMN kind TEXT;
+  ALTER TABLE idempotency ADD COLUMN recipient TEXT;
+  ALTER TABLE idempotency ADD COLUMN digest TEXT;
   `,
 ];
