@@ -16,7 +16,10 @@ const idempotencyKey = z
   .min(1)
   .max(200)
   .optional()
-  .describe('Retry-safe key: a repeat with the same key returns the first msgId and sends nothing new');
+  .describe(
+    'Retry-safe key for one call: a repeat of the same call with the same key returns the first msgId and ' +
+      'sends nothing new; another message under a used key is refused (IDEMPOTENCY_CONFLICT): use a new key',
+  );
 
 const addressShape = { gid: z.string(), name: z.string(), host: z.string(), kind: z.string() };
 
@@ -236,11 +239,16 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
     'bridge_reply',
     {
       description:
-        'Reply to a message: the recipient is usually its sender; in_reply_to links the reply to it.',
+        'Reply to a message: the recipient is usually its sender; in_reply_to links the reply to it and may ' +
+        'name only a message delivered to you (UNKNOWN_MESSAGE otherwise).',
       inputSchema: {
         to: z.string().min(1).describe('Recipient: gid, name@host, or a unique name'),
         text: z.string().min(1).describe('The reply'),
-        in_reply_to: z.string().uuid().optional().describe('msgId of the message this answers'),
+        in_reply_to: z
+          .string()
+          .uuid()
+          .optional()
+          .describe('msgId of a message you received that this answers'),
         idempotency_key: idempotencyKey,
       },
       outputSchema: sentShape,
