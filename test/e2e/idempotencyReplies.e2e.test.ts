@@ -9,7 +9,7 @@ import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { fakePeer, publishConfirmed, signedBy } from '../support/signedPeer.js';
+import { announcePresence, fakePeer, publishConfirmed, signedBy } from '../support/signedPeer.js';
 
 interface Registered {
   gid: string;
@@ -67,6 +67,13 @@ describe('idempotency keys name one call; replies name only messages one receive
       return got.some((m) => m.text === marker) ? got : undefined;
     });
   };
+  const ask = (question: string, key: string, timeoutMs = 30_000) =>
+    callTool(mcp.sender as Client, 'bridge_ask', {
+      to: `catty@${beta.hostId}`,
+      question,
+      timeout_ms: timeoutMs,
+      idempotency_key: key,
+    });
   const errorOf = (result: { isError?: boolean | undefined; structuredContent?: unknown }) => {
     expect(result.isError, JSON.stringify(result.structuredContent)).toBe(true);
     return (result.structuredContent as ToolError).error;
@@ -157,25 +164,13 @@ describe('idempotency keys name one call; replies name only messages one receive
 
   it('a bridge_ask reusing a send’s idempotency key is refused at once, not left to expire undelivered', async () => {
     const started = Date.now();
-    const ask = errorOf(
-      await callTool(mcp.sender as Client, 'bridge_ask', {
-        to: `catty@${beta.hostId}`,
-        question: 'ready?',
-        timeout_ms: 20_000,
-        idempotency_key: 'K1',
-      }),
-    );
-    expect(ask.code).toBe('IDEMPOTENCY_CONFLICT');
-    expect(ask.message).toContain(`lead@${alpha.hostId}`);
+    const refused = errorOf(await ask('ready?', 'K1', 20_000));
+    expect(refused.code).toBe('IDEMPOTENCY_CONFLICT');
+    expect(refused.message).toContain(`lead@${alpha.hostId}`);
     expect(Date.now() - started).toBeLessThan(10_000);
 
-    // With its own key the ask goes out, is answered, and a retry of it attaches to the same turn.
-    const asking = callTool(mcp.sender as Client, 'bridge_ask', {
-      to: `catty@${beta.hostId}`,
-      question: 'ready?',
-      timeout_ms: 30_000,
-      idempotency_key: 'ask-1',
-    });
+    // With its own key the ask goes out and is answered.
+    const asking = ask('ready?', 'ask-1');
     const [question] = await waitFor('the ASK at catty', async () => {
       const got = await drain('catty');
       return got.length > 0 ? got : undefined;
@@ -190,13 +185,7 @@ describe('idempotency keys name one call; replies name only messages one receive
     expect(answer.isError, JSON.stringify(answer.structuredContent)).toBeFalsy();
     expect(answer.structuredContent).toMatchObject({ askId: question?.msgId, answer: { text: 'yes' } });
     // The ask's key, reused for another question, is refused too.
-    const otherQuestion = errorOf(
-      await callTool(mcp.sender as Client, 'bridge_ask', {
-        to: `catty@${beta.hostId}`,
-        question: 'and now?',
-        idempotency_key: 'ask-1',
-      }),
-    );
+    const otherQuestion = errorOf(await ask('and now?', 'ask-1'));
     expect(otherQuestion).toMatchObject({
       code: 'IDEMPOTENCY_CONFLICT',
       details: { msgId: question?.msgId },
@@ -267,23 +256,7 @@ describe('idempotency keys name one call; replies name only messages one receive
 
   it('a REPLY from a broker peer naming a message that went to someone else is dead-lettered, and does not answer the open send', async () => {
     // The peer's entity is in alpha's roster, so only the reply check can refuse it.
-    const presence = {
-      v: schemaVersionString,
-      kind: 'PRESENCE',
-      host: evil.host,
-      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-      ttlMs: 600_000,
-      entities: [{ ...mallet, kind: 'main', groups: [], status: 'active.idle' }],
-    };
-    const announcement = Buffer.from(JSON.stringify(presence));
-    await publishConfirmed(
-      channel,
-      'bridge.roster',
-      `roster.${evil.host}`,
-      announcement,
-      signedBy(announcement, evil),
-      `presence/${randomUUID()}`,
-    );
+    await announcePresence(channel, evil, [mallet]);
     await waitFor('mallet in alpha’s roster', async () =>
       (await alpha.cli(['roster', '--json'])).stdout.includes('"mallet"') ? true : undefined,
     );

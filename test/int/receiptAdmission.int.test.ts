@@ -18,7 +18,14 @@ import type { Envelope } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { type FakePeer, fakePeer, type LogLine, publishConfirmed, signedBy } from '../support/signedPeer.js';
+import {
+  announcePresence,
+  type FakePeer,
+  fakePeer,
+  type LogLine,
+  publishConfirmed,
+  signedBy,
+} from '../support/signedPeer.js';
 
 /**
  * The sender's side of receipts (R-RC1) on the real broker: a RECEIPT arriving in
@@ -42,24 +49,8 @@ describe('receipt admission at the sender', () => {
   let msgId: string;
   let traceId: string;
 
-  const announce = async (by: FakePeer, entity: { gid: string; name: string }) => {
-    const presence = {
-      v: '1.2',
-      kind: 'PRESENCE',
-      host: by.host,
-      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-      ttlMs: 600_000,
-      entities: [{ ...entity, kind: 'main', groups: [], status: 'active.idle' }],
-    };
-    const content = Buffer.from(JSON.stringify(presence));
-    await publish(
-      'bridge.roster',
-      `roster.${by.host}`,
-      content,
-      signedBy(content, by),
-      `presence/${randomUUID()}`,
-    );
-  };
+  const announce = (by: FakePeer, entity: { gid: string; name: string }) =>
+    announcePresence(channel, by, [entity]);
 
   const publish = (
     exchange: string,

@@ -1,10 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
+import { encodeHlc } from '../../src/clock/hlc.js';
 import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
+import { schemaVersionString } from '../../src/wire/envelope.js';
 import { uniqueHostId } from './broker.js';
 
 /** A gateway's pino line, as the tests read them back. */
@@ -55,4 +58,29 @@ export function publishConfirmed(
       err ? reject(err) : resolve(),
     );
   });
+}
+
+/** Publishes `by`'s signed PRESENCE announcing `entities` (mains, idle) on its roster key, as a peer gateway would. */
+export function announcePresence(
+  channel: ConfirmChannel,
+  by: FakePeer,
+  entities: ReadonlyArray<{ gid: string; name: string }>,
+): Promise<void> {
+  const presence = {
+    v: schemaVersionString,
+    kind: 'PRESENCE',
+    host: by.host,
+    hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
+    ttlMs: 600_000,
+    entities: entities.map((entity) => ({ ...entity, kind: 'main', groups: [], status: 'active.idle' })),
+  };
+  const content = Buffer.from(JSON.stringify(presence));
+  return publishConfirmed(
+    channel,
+    'bridge.roster',
+    `roster.${by.host}`,
+    content,
+    signedBy(content, by),
+    `presence/${randomUUID()}`,
+  );
 }
