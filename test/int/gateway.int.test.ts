@@ -307,4 +307,40 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     expect(again).toMatchObject({ msgId: first.msgId, duplicate: true, traceId: first.traceId });
     expect(gateway.roster().find((e) => e.name === 'r')?.depth).toBe(1);
   });
+
+  it('an idempotency key recorded before calls were kept (schema 2) still returns its first msgId', async () => {
+    const main = await gateway.register({ kind: 'main', name: 'm' });
+    await gateway.register({ kind: 'main', name: 'r' });
+    await gateway.register({ kind: 'main', name: 'q' });
+    const first = await gateway.send(gateway.authenticate(main.token)!, {
+      kind: 'SEND',
+      to: 'r',
+      text: 'once',
+      idempotencyKey: 'old',
+    });
+    await gateway.stop();
+    // What an older gateway left: the key and its msgId only, and the schema before migration 3.
+    const db = new Database(join(home, 'events.db'));
+    db.exec('ALTER TABLE idempotency DROP COLUMN kind');
+    db.exec('ALTER TABLE idempotency DROP COLUMN recipient');
+    db.exec('ALTER TABLE idempotency DROP COLUMN digest');
+    db.pragma('user_version = 2');
+    db.close();
+
+    gateway = await boot();
+    const sender = gateway.authenticate(main.token)!;
+    // It cannot tell a retry from another call: a retry it is, as it always was.
+    const again = await gateway.send(sender, { kind: 'SEND', to: 'q', text: 'twice', idempotencyKey: 'old' });
+    expect(again).toMatchObject({ msgId: first.msgId, duplicate: true });
+    expect(gateway.roster().find((e) => e.name === 'q')?.depth).toBe(0);
+    // A key used after the upgrade has its call kept.
+    await gateway.send(sender, { kind: 'SEND', to: 'r', text: 'new', idempotencyKey: 'new' });
+    await expect(
+      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'new', idempotencyKey: 'new' }),
+    ).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFLICT' });
+    expect(events('SELECT key, kind IS NULL AS old FROM idempotency ORDER BY key')).toEqual([
+      { key: 'new', old: 0 },
+      { key: 'old', old: 1 },
+    ]);
+  });
 });
