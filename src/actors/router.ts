@@ -175,7 +175,8 @@ export class Router {
     const to = local ? addressOf(local, this.deps.host) : this.resolveRemote(request.to);
 
     const keyed = keyedSend(request, to.gid);
-    const earlier = await this.earlierSend(sender, keyed);
+    const repeated = this.earlierSend(sender, keyed);
+    const earlier = repeated && (await repeated);
     if (earlier) {
       // Only a send that never got its confirm (nor a receipt, which implies it) goes out again.
       if (!local && unconfirmedSendStates.includes(earlier.state))
@@ -391,7 +392,8 @@ export class Router {
     const size = this.checkSize(request.text);
     const key = broadcastKey(request.group);
     const keyed = keyedCall(request.idempotencyKey, WireKind.broadcast, key, { text: request.text });
-    const earlier = await this.earlierSend(sender, keyed);
+    const repeated = this.earlierSend(sender, keyed);
+    const earlier = repeated && (await repeated);
     if (earlier)
       return { msgId: earlier.msgId, traceId: earlier.traceId, key, duplicate: true, partial: false };
 
@@ -560,15 +562,23 @@ export class Router {
     return parsed.success ? parsed.data : undefined;
   }
 
-  private async earlierSend(
+  /**
+   * The earlier send a keyed call repeats, if any. The verdict on the key is taken before the
+   * first await: a call the key is new for goes on to record it without yielding, so a
+   * concurrent call with the same key sees it.
+   */
+  private earlierSend(
     sender: EntityActor,
     keyed: KeyedCall | undefined,
+  ): Promise<{ msgId: string; traceId: string; state: string; cell: SendCell } | undefined> | undefined {
+    const msgId = keyed === undefined ? undefined : this.repeatOf(sender, keyed);
+    return msgId === undefined ? undefined : this.openEarlier(msgId);
+  }
+
+  private async openEarlier(
+    msgId: string,
   ): Promise<{ msgId: string; traceId: string; state: string; cell: SendCell } | undefined> {
-    if (keyed === undefined) return undefined;
-    const { store } = this.deps;
-    const msgId = this.repeatOf(sender, keyed);
-    if (msgId === undefined) return undefined;
-    await store.batch.flush();
+    await this.deps.store.batch.flush();
     const cell = this.openSend(msgId);
     if (!cell) return undefined;
     return { msgId, traceId: cell.context.traceId, state: cell.state, cell };

@@ -308,6 +308,28 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     expect(gateway.roster().find((e) => e.name === 'r')?.depth).toBe(1);
   });
 
+  it('two calls at once under one key: the first is sent, the other refused (IDEMPOTENCY_CONFLICT), not both', async () => {
+    const main = await gateway.register({ kind: 'main', name: 'm' });
+    await gateway.register({ kind: 'main', name: 'r' });
+    await gateway.register({ kind: 'main', name: 'q' });
+    const sender = gateway.authenticate(main.token)!;
+    const [toR, toQ] = await Promise.allSettled([
+      gateway.send(sender, { kind: 'SEND', to: 'r', text: 'one', idempotencyKey: 'k' }),
+      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'two', idempotencyKey: 'k' }),
+    ]);
+    expect(toR).toMatchObject({ status: 'fulfilled', value: { duplicate: false } });
+    expect(toQ).toMatchObject({ status: 'rejected', reason: { code: 'IDEMPOTENCY_CONFLICT' } });
+    expect(gateway.roster().find((e) => e.name === 'q')?.depth).toBe(0);
+    // The same call twice at once: one send, and the retry is its duplicate.
+    const [a, b] = await Promise.all([
+      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'same', idempotencyKey: 'k2' }),
+      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'same', idempotencyKey: 'k2' }),
+    ]);
+    expect([a.duplicate, b.duplicate]).toEqual([false, true]);
+    expect(b.msgId).toBe(a.msgId);
+    expect(gateway.roster().find((e) => e.name === 'q')?.depth).toBe(1);
+  });
+
   it('an idempotency key recorded before calls were kept (schema 2) still returns its first msgId', async () => {
     const main = await gateway.register({ kind: 'main', name: 'm' });
     await gateway.register({ kind: 'main', name: 'r' });
