@@ -31,7 +31,7 @@ Usage:
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
   bridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
   bridge drain [--max N]                              collect messages held for that entity
-  bridge spawn HOST PROFILE [--brief TEXT] [--name NAME] [--group G]... [--wait MS]
+  bridge spawn HOST PROFILE [--brief TEXT] [--name NAME] [--group G]... [--wait MS] [--idempotency-key KEY]
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
   bridge stop GID [--wait MS]                         stop an agent started with spawn
