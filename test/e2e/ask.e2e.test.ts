@@ -6,23 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
-import { callTool, connectMcp } from '../support/mcpClient.js';
+import {
+  callTool,
+  connectMcp,
+  type DrainedMessage as Message,
+  type Registered,
+} from '../support/mcpClient.js';
 
-interface Registered {
-  gid: string;
-  token: string;
-  name: string;
-  host: string;
-}
-interface Message {
-  msgId: string;
-  traceId: string;
-  kind: string;
-  text: string;
-  inReplyTo?: string;
-  turnId?: string;
-  from: { name: string; host: string };
-}
 interface EventRow {
   actor_kind: string;
   actor_id: string;

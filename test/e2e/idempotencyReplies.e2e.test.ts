@@ -8,23 +8,14 @@ import { addTrust } from '../../src/security/trustStore.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
-import { callTool, connectMcp } from '../support/mcpClient.js';
+import {
+  callTool,
+  connectMcp,
+  type DrainedMessage as Message,
+  type Registered,
+} from '../support/mcpClient.js';
 import { announcePresence, fakePeer, publishConfirmed, signedBy } from '../support/signedPeer.js';
 
-interface Registered {
-  gid: string;
-  token: string;
-  name: string;
-  host: string;
-}
-interface Message {
-  msgId: string;
-  traceId: string;
-  kind: string;
-  text: string;
-  inReplyTo?: string;
-  from: { name: string; host: string };
-}
 interface ToolError {
   error: { code: string; message: string; details?: Record<string, unknown> };
 }

@@ -25,3 +25,23 @@ export async function callTool(
     structuredContent?: Record<string, unknown>;
   };
 }
+
+/** What `bridge register --json` prints. */
+export interface Registered {
+  gid: string;
+  token: string;
+  name: string;
+  host: string;
+}
+
+/** A message as bridge_drain (and an open send's `reply`) returns it. */
+export interface DrainedMessage {
+  msgId: string;
+  traceId: string;
+  kind: string;
+  text: string;
+  inReplyTo?: string;
+  turnId?: string;
+  from: { gid: string; name: string; host: string };
+  result?: Record<string, unknown>;
+}
