@@ -2,6 +2,8 @@
  * The broker topology of SPEC §4, as data. Names are normative; the broker actor declares
  * them. Pure: no amqplib here.
  */
+import { isGroupName } from '../wire/envelope.js';
+
 export const Exchange = {
   msg: 'bridge.msg',
   roster: 'bridge.roster',
@@ -93,7 +95,10 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
     bindings: [
       { exchange: Exchange.msg, key: options.gid },
       { exchange: Exchange.msg, key: broadcastAllKey },
-      ...options.groups.map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
+      // Never a wildcard binding, whatever reached here: `broadcast.#` would take every group's.
+      ...options.groups
+        .filter(isGroupName)
+        .map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
     ],
   };
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { PaneTarget } from '../inject/paneInjector.js';
-import { type EntityKind, entityKindSchema } from '../wire/envelope.js';
+import { type EntityKind, entityKindSchema, isGroupName } from '../wire/envelope.js';
 import type { Store } from './openStore.js';
 
 export const paneTargetSchema = z.discriminatedUnion('type', [
@@ -29,13 +29,27 @@ const rowSchema = z.object({
   created: z.string(),
 });
 
-function toRecord(raw: unknown): EntityRecord {
+/** A stored entity, and the groups its row names that the rule refuses (an older gateway took them). */
+export interface StoredEntity {
+  record: EntityRecord;
+  ignoredGroups: string[];
+}
+
+function toStored(raw: unknown): StoredEntity {
   const row = rowSchema.parse(raw);
+  const groups = z.array(z.string()).parse(JSON.parse(row.groups));
+  return {
+    record: toRecord(row, groups.filter(isGroupName)),
+    ignoredGroups: groups.filter((group) => !isGroupName(group)),
+  };
+}
+
+function toRecord(row: z.output<typeof rowSchema>, groups: string[]): EntityRecord {
   return {
     gid: row.gid,
     name: row.name,
     kind: row.kind,
-    groups: z.array(z.string()).parse(JSON.parse(row.groups)),
+    groups,
     pane: row.pane === null ? null : (paneTargetSchema.parse(JSON.parse(row.pane)) as PaneTarget),
     tokenHash: row.token_hash,
     created: row.created,
@@ -61,6 +75,7 @@ export function deleteEntity(store: Store, gid: string): void {
   store.batch.write('DELETE FROM entities WHERE gid = ?', [gid]);
 }
 
-export function readEntities(store: Store): EntityRecord[] {
-  return store.prepare('SELECT * FROM entities ORDER BY created').all().map(toRecord);
+/** The local entities; a group that is no group name is left out (its binding would be a wildcard). */
+export function readEntities(store: Store): StoredEntity[] {
+  return store.prepare('SELECT * FROM entities ORDER BY created').all().map(toStored);
 }
