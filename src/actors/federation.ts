@@ -165,6 +165,7 @@ export class Federation implements DeadLetterSink {
       queue: inboxSpec({
         gid: entity.gid,
         groups: entity.record.groups,
+        refusedGroups: entity.record.refusedGroups ?? [],
         mode: config.broker.queueMode,
         maxLength: config.broker.inboxMaxLength,
       }),

@@ -343,11 +343,12 @@ export class Gateway {
     });
     const turns = this.turns.rehydrate();
 
-    for (const { record, ignoredGroups } of readEntities(this.store)) {
-      if (ignoredGroups.length > 0) {
+    for (const record of readEntities(this.store)) {
+      if (record.refusedGroups) {
         logger.warn(
-          { gid: record.gid, name: record.name, ignoredGroups },
-          'stored groups that are no group names are left out: register the entity again with valid --group names',
+          { gid: record.gid, name: record.name, refusedGroups: record.refusedGroups },
+          'stored groups that are no group names are left out (their broker bindings removed): ' +
+            'register the entity again with valid --group names',
         );
       }
       const entity = EntityActor.rehydrate(record, this.entityDeps);

@@ -31,6 +31,8 @@ export interface QueueSpec {
   autoDelete: boolean;
   arguments: Record<string, unknown>;
   bindings: BindingSpec[];
+  /** Bindings to remove when the queue is declared: ones an older gateway made that the rule refuses. */
+  unbindings?: BindingSpec[];
 }
 
 export const QueueMode = { classic: 'classic', quorum: 'quorum' } as const;
@@ -70,6 +72,8 @@ export function broadcastKey(group?: string): string {
 export interface InboxOptions {
   gid: string;
   groups: readonly string[];
+  /** Groups the entity's stored row names that are no group names: their bindings are removed. */
+  refusedGroups?: readonly string[];
   mode: QueueMode;
   maxLength: number;
 }
@@ -95,11 +99,14 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
     bindings: [
       { exchange: Exchange.msg, key: options.gid },
       { exchange: Exchange.msg, key: broadcastAllKey },
-      // Never a wildcard binding, whatever reached here: `broadcast.#` would take every group's.
       ...options.groups
         .filter(isGroupName)
         .map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
     ],
+    // Never a wildcard binding, whatever reached here: `broadcast.#` would take every group's.
+    unbindings: [...(options.refusedGroups ?? []), ...options.groups.filter((g) => !isGroupName(g))].map(
+      (group) => ({ exchange: Exchange.msg, key: broadcastKey(group) }),
+    ),
   };
 }
 

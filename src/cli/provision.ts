@@ -181,7 +181,7 @@ async function localEntities(
   const store = openStore({ file, writerThread: false });
   try {
     return {
-      entities: readEntities(store).map(({ record: e }) => ({ gid: e.gid, name: e.name, groups: e.groups })),
+      entities: readEntities(store).map((e) => ({ gid: e.gid, name: e.name, groups: e.groups })),
       eventLog: file,
     };
   } finally {

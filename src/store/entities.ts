@@ -14,6 +14,8 @@ export interface EntityRecord {
   name: string;
   kind: EntityKind;
   groups: string[];
+  /** Stored groups the name rule refuses: not joined, their bindings removed (see readEntities). */
+  refusedGroups?: string[];
   pane: PaneTarget | null;
   tokenHash: string;
   created: string;
@@ -29,27 +31,16 @@ const rowSchema = z.object({
   created: z.string(),
 });
 
-/** A stored entity, and the groups its row names that the rule refuses (an older gateway took them). */
-export interface StoredEntity {
-  record: EntityRecord;
-  ignoredGroups: string[];
-}
-
-function toStored(raw: unknown): StoredEntity {
+function toRecord(raw: unknown): EntityRecord {
   const row = rowSchema.parse(raw);
-  const groups = z.array(z.string()).parse(JSON.parse(row.groups));
-  return {
-    record: toRecord(row, groups.filter(isGroupName)),
-    ignoredGroups: groups.filter((group) => !isGroupName(group)),
-  };
-}
-
-function toRecord(row: z.output<typeof rowSchema>, groups: string[]): EntityRecord {
+  const stored = z.array(z.string()).parse(JSON.parse(row.groups));
+  const refused = stored.filter((group) => !isGroupName(group));
   return {
     gid: row.gid,
     name: row.name,
     kind: row.kind,
-    groups,
+    groups: stored.filter(isGroupName),
+    ...(refused.length > 0 ? { refusedGroups: refused } : {}),
     pane: row.pane === null ? null : (paneTargetSchema.parse(JSON.parse(row.pane)) as PaneTarget),
     tokenHash: row.token_hash,
     created: row.created,
@@ -75,7 +66,10 @@ export function deleteEntity(store: Store, gid: string): void {
   store.batch.write('DELETE FROM entities WHERE gid = ?', [gid]);
 }
 
-/** The local entities; a group that is no group name is left out (its binding would be a wildcard). */
-export function readEntities(store: Store): StoredEntity[] {
-  return store.prepare('SELECT * FROM entities ORDER BY created').all().map(toStored);
+/**
+ * The local entities. A stored group that is no group name (an older gateway took `#`) is left
+ * out of `groups` and kept in `refusedGroups`, so that its broker binding is removed.
+ */
+export function readEntities(store: Store): EntityRecord[] {
+  return store.prepare('SELECT * FROM entities ORDER BY created').all().map(toRecord);
 }

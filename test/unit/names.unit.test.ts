@@ -90,16 +90,22 @@ describe('one rule for entity names and group names', () => {
 });
 
 describe('an inbox is never bound to a wildcard', () => {
-  it('binds the valid groups only, whatever the record says', () => {
+  it('binds the valid groups only, and removes the bindings an older gateway made for the others', () => {
     const spec = inboxSpec({
       gid: '3f1c2a7e-5b6d-4e8f-9a0b-1c2d3e4f5a6b',
-      groups: ['reviewers', '#', '*', 'a.#'],
+      groups: ['reviewers', '*', 'a.#'],
+      refusedGroups: ['#'],
       mode: QueueMode.classic,
       maxLength: 10,
     });
     const keys = spec.bindings.map((b) => b.key);
     expect(keys).toContain('broadcast.reviewers');
     expect(keys.filter((k) => /[#*]/.test(k))).toEqual([]);
+    expect(spec.unbindings?.map((b) => `${b.exchange} ${b.key}`).sort()).toEqual([
+      'bridge.msg broadcast.#',
+      'bridge.msg broadcast.*',
+      'bridge.msg broadcast.a.#',
+    ]);
   });
 });
 
