@@ -183,7 +183,8 @@ describe('hostile spawn requests on a single-host gateway', () => {
       );
     });
 
-    await solo.start(); // threw "gateway exited" before: ZodError from readMessage, every start
+    // Before, the gateway died right after every start here (a ZodError from readMessage).
+    await solo.start();
     expect(liveSpawnsAtStart(solo)).toBe(1);
     await waitFor('the kept SPAWN refused', async () =>
       solo.log.includes('a kept SPAWN does not parse: refused with the reason') ? true : undefined,
@@ -200,6 +201,7 @@ describe('hostile spawn requests on a single-host gateway', () => {
         : undefined,
     );
     expect(head).toBe(true);
+    expect(await solo.healthy()).toBe(true);
     // The requester is told, with the reason: nothing is lost.
     await mcp.close().catch(() => {});
     mcp = await connectMcp(solo.mcpUrl, worker.token);
