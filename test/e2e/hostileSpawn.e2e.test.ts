@@ -17,7 +17,7 @@ import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { fakePeer, publishConfirmed, signedBy } from '../support/signedPeer.js';
+import { fakePeer, listenAsPeerEntity, publishConfirmed, signedBy } from '../support/signedPeer.js';
 
 interface Registered {
   gid: string;
@@ -266,31 +266,7 @@ describe('hostile spawn requests and groups across the broker', () => {
     channel = await connection.createConfirmChannel();
     const inbox = `test.hostilepeer.${peerMain.gid}`;
     queues.push(inbox);
-    await channel.assertQueue(inbox, { exclusive: true, autoDelete: true });
-    await channel.bindQueue(inbox, 'bridge.msg', peerMain.gid);
-    await channel.consume(inbox, (message) => {
-      if (!message) return;
-      peerInbox.push(JSON.parse(message.content.toString()) as Envelope);
-      channel.ack(message);
-    });
-    const presence = Buffer.from(
-      JSON.stringify({
-        v: schemaVersionString,
-        kind: 'PRESENCE',
-        host: peer.host,
-        hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-        ttlMs: 120_000,
-        entities: [{ ...peerMain, kind: 'main', groups: [], status: 'active.idle' }],
-      }),
-    );
-    await publishConfirmed(
-      channel,
-      'bridge.roster',
-      `roster.${peer.host}`,
-      presence,
-      signedBy(presence, peer),
-      `presence-${randomUUID()}`,
-    );
+    await listenAsPeerEntity(channel, peer, peerMain, inbox, peerInbox);
     await waitFor(`${peerMain.name} in ${b.hostId}'s roster`, async () => {
       const r = await b.cli(['roster', '--json']);
       return (JSON.parse(r.stdout) as Array<{ gid: string }>).some((e) => e.gid === peerMain.gid)
@@ -298,6 +274,32 @@ describe('hostile spawn requests and groups across the broker', () => {
         : undefined;
     });
   });
+
+  /** Publishes a SPAWN to B's control queue, signed by the peer, from `peerMain` "on" `fromHost`. */
+  const publishSpawn = async (fromHost: string, spawn: { requestId: string } & Record<string, unknown>) => {
+    const envelope = {
+      v: schemaVersionString,
+      kind: 'SPAWN',
+      msgId: spawn.requestId,
+      traceId: randomUUID(),
+      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
+      from: { ...peerMain, host: fromHost, kind: 'main' },
+      to: b.hostId,
+      text: 'hi',
+      expiresAt: Date.now() + 60_000,
+      spawn,
+    };
+    const content = Buffer.from(JSON.stringify(envelope));
+    await publishConfirmed(
+      channel,
+      'bridge.control',
+      b.hostId,
+      content,
+      signedBy(content, peer),
+      spawn.requestId,
+    );
+    return spawn.requestId;
+  };
 
   afterAll(async () => {
     await mcpA?.close().catch(() => {});
@@ -329,28 +331,7 @@ describe('hostile spawn requests and groups across the broker', () => {
       { profile: 'nope', name: 'bad name' },
       { profile: 'p'.repeat(65) },
     ]) {
-      const requestId = randomUUID();
-      const envelope = {
-        v: schemaVersionString,
-        kind: 'SPAWN',
-        msgId: requestId,
-        traceId: randomUUID(),
-        hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-        from: { ...peerMain, host: peer.host, kind: 'main' },
-        to: b.hostId,
-        text: 'hi',
-        expiresAt: Date.now() + 60_000,
-        spawn: { requestId, ...spawn },
-      };
-      const content = Buffer.from(JSON.stringify(envelope));
-      await publishConfirmed(
-        channel,
-        'bridge.control',
-        b.hostId,
-        content,
-        signedBy(content, peer),
-        requestId,
-      );
+      const requestId = await publishSpawn(peer.host, { requestId: randomUUID(), ...spawn });
       const answer = await waitFor(`SPAWN_RESULT for ${JSON.stringify(spawn)}`, async () =>
         peerInbox.find((e) => e.kind === 'SPAWN_RESULT' && e.result?.requestId === requestId),
       );
@@ -364,20 +345,12 @@ describe('hostile spawn requests and groups across the broker', () => {
   });
 
   it('a SPAWN signed by one host in the name of another is dead-lettered, and no refusal goes out in that other’s name', async () => {
-    const requestId = randomUUID();
-    const envelope = {
-      v: schemaVersionString,
-      kind: 'SPAWN',
-      msgId: requestId,
-      traceId: randomUUID(),
-      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-      from: { ...peerMain, host: a.hostId, kind: 'main' },
-      to: b.hostId,
-      text: 'hi',
-      spawn: { requestId, profile: 'idle', groups: ['#'] },
-    };
-    const content = Buffer.from(JSON.stringify(envelope));
-    await publishConfirmed(channel, 'bridge.control', b.hostId, content, signedBy(content, peer), requestId);
+    // Signed by the peer, in the name of an entity of host A.
+    const requestId = await publishSpawn(a.hostId, {
+      requestId: randomUUID(),
+      profile: 'idle',
+      groups: ['#'],
+    });
     await waitFor('the forged SPAWN dead-lettered', async () =>
       b.log.includes(requestId) ? true : undefined,
     );

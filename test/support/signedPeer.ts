@@ -1,10 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
+import { encodeHlc } from '../../src/clock/hlc.js';
 import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
+import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { uniqueHostId } from './broker.js';
 
 /** A gateway's pino line, as the tests read them back. */
@@ -55,4 +58,43 @@ export function publishConfirmed(
       err ? reject(err) : resolve(),
     );
   });
+}
+
+/**
+ * Gives an entity of a fake peer what its gateway would: an inbox of its own (bound by its
+ * gid; `received` collects what arrives) and a signed PRESENCE naming it, so that a gateway
+ * can route answers to it.
+ */
+export async function listenAsPeerEntity(
+  channel: ConfirmChannel,
+  peer: FakePeer,
+  entity: { gid: string; name: string },
+  queue: string,
+  received: Envelope[],
+): Promise<void> {
+  await channel.assertQueue(queue, { exclusive: true, autoDelete: true });
+  await channel.bindQueue(queue, 'bridge.msg', entity.gid);
+  await channel.consume(queue, (message) => {
+    if (!message) return;
+    received.push(JSON.parse(message.content.toString()) as Envelope);
+    channel.ack(message);
+  });
+  const presence = Buffer.from(
+    JSON.stringify({
+      v: schemaVersionString,
+      kind: 'PRESENCE',
+      host: peer.host,
+      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
+      ttlMs: 120_000,
+      entities: [{ ...entity, kind: 'main', groups: [], status: 'active.idle' }],
+    }),
+  );
+  await publishConfirmed(
+    channel,
+    'bridge.roster',
+    `roster.${peer.host}`,
+    presence,
+    signedBy(presence, peer),
+    `presence/${peer.host}/${randomUUID()}`,
+  );
 }
