@@ -592,6 +592,8 @@ async function declareQueue(channel: Channel, spec: QueueSpec): Promise<void> {
     arguments: spec.arguments,
   });
   for (const binding of spec.bindings) await channel.bindQueue(spec.name, binding.exchange, binding.key);
+  for (const binding of spec.unbindings ?? [])
+    await channel.unbindQueue(spec.name, binding.exchange, binding.key);
 }
 
 function wrap(channel: Channel, message: ConsumeMessage): InboundMessage {

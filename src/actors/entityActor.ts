@@ -27,7 +27,7 @@ import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCe
 import { readActorHead } from '../store/actorHeads.js';
 import type { EntityRecord } from '../store/entities.js';
 import { deleteEntity } from '../store/entities.js';
-import { purgeMessage, putMessage, readMessage } from '../store/messageBodies.js';
+import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
@@ -642,7 +642,7 @@ export class EntityActor {
       metrics.deliveries.inc({ outcome: transition.to });
       if (transition.to === 'too-late') {
         // Its notice (an effect, after commit) still needs the answer: keep it until then.
-        const answer = live.envelope ?? readMessage(this.deps.store, msgId, this.gid);
+        const answer = live.envelope ?? storedEnvelope(readMessage(this.deps.store, msgId, this.gid));
         if (answer) this.lateAnswers.set(msgId, answer);
         purgeMessage(this.deps.store, msgId, this.gid);
       }
@@ -660,7 +660,8 @@ export class EntityActor {
     this.deps.store.batch.afterCommit(() => {
       const inbound = live.inbound;
       if (!inbound) return;
-      const envelope = live.envelope ?? readMessage(this.deps.store, live.cell.context.msgId, this.gid);
+      const envelope =
+        live.envelope ?? storedEnvelope(readMessage(this.deps.store, live.cell.context.msgId, this.gid));
       if (state === 'dead-lettered' && this.deps.deadLetters && envelope) {
         this.deps.deadLetters.deadLetter(
           envelope,
@@ -847,17 +848,17 @@ export class EntityActor {
   /** The message's envelope, from memory or the store; a missing body dead-letters it loudly. */
   private envelopeOf(msgId: string, live: LiveDelivery): Envelope | undefined {
     if (live.envelope) return live.envelope;
-    const envelope = readMessage(this.deps.store, msgId, this.gid);
-    if (!envelope) {
-      live.cell.send({
-        type: 'delivery.deadLettered',
-        reason: 'rejected',
-        detail: 'message body missing from the store',
-      });
+    const stored = readMessage(this.deps.store, msgId, this.gid);
+    if (!stored.ok) {
+      this.deps.logger.error(
+        { traceId: live.cell.context.traceId, msgId, recipient: this.record.name, detail: stored.detail },
+        'a kept message cannot be delivered: dead-lettered with the reason',
+      );
+      live.cell.send({ type: 'delivery.deadLettered', reason: 'rejected', detail: stored.detail });
       return undefined;
     }
-    live.envelope = envelope;
-    return envelope;
+    live.envelope = stored.envelope;
+    return stored.envelope;
   }
 }
 

@@ -22,7 +22,7 @@ import type { RuntimeDeps } from '../runtime/actorCell.js';
 import { SignatureHeader, type Signer } from '../security/messageSigning.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import { byteLength } from '../wire/digest.js';
-import { type Envelope, schemaVersionString } from '../wire/envelope.js';
+import { type Envelope, type SpawnHeader, schemaVersionString } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
 import {
@@ -49,6 +49,11 @@ export interface FederationDeps extends RuntimeDeps {
   signer: Signer;
   /** A SPAWN, STOP or RECEIPT for this host, admitted; `inbound` is acked once it is recorded. */
   onControl(envelope: Envelope, inbound: InboundHandle): void;
+  /**
+   * A SPAWN for this host that did not parse (dead-lettered already), from an authentic
+   * requester: it is answered with the refusal, `why` (U4).
+   */
+  onRefusedSpawn(request: SpawnHeader, why: string): void;
   /** The broker connection is (back) up: whatever waited for it can go out. */
   onConnected?: (() => void) | undefined;
   /**
@@ -68,6 +73,8 @@ interface Destination {
   /** Why the message is not for this destination, or undefined. */
   misdirected(envelope: Envelope): string | undefined;
   accept(envelope: Envelope, message: InboundMessage): void;
+  /** A SPAWN refused for its content, dead-lettered; the control queue answers its requester. */
+  refusedSpawn?(request: SpawnHeader, why: string): void;
 }
 
 /** Headers a dead letter carries into `bridge.dlq`. */
@@ -170,6 +177,7 @@ export class Federation implements DeadLetterSink {
       queue: inboxSpec({
         gid: entity.gid,
         groups: entity.record.groups,
+        refusedGroups: entity.record.refusedGroups ?? [],
         mode: config.broker.queueMode,
         maxLength: config.broker.inboxMaxLength,
       }),
@@ -414,6 +422,9 @@ export class Federation implements DeadLetterSink {
         return this.tooLarge(envelope);
       },
       accept: (envelope, message) => this.deps.onControl(envelope, message),
+      refusedSpawn: (request, why) => {
+        if (request.to === host) this.deps.onRefusedSpawn(request, why);
+      },
     };
   }
 
@@ -456,6 +467,11 @@ export class Federation implements DeadLetterSink {
     if (!decoded.ok) {
       const reason = decoded.reason === 'newer-major' ? 'newer-major' : 'rejected';
       this.rejectInbound(message, queue, reason, `${decoded.reason}: ${decoded.detail}`);
+      const spawn = decoded.refusedSpawn;
+      // Answered only for the host that signed it: nobody can have refusals sent in another's name.
+      if (spawn && (!signer.enabled || spawn.from.host === signature.signer)) {
+        destination.refusedSpawn?.(spawn, decoded.detail);
+      }
       return undefined;
     }
     const envelope = decoded.envelope;

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { z } from 'zod';
 import { dlqName, inboxName } from '../broker/topology.js';
 import { type Clock, systemClock } from '../clock/clock.js';
 import { createHlc, type Hlc } from '../clock/hlc.js';
@@ -26,9 +27,13 @@ import { readActorEvents, readLastHlc } from '../store/readEvents.js';
 import {
   type Address,
   type ControlResult,
+  describeIssues,
   type EntityKind,
   type Envelope,
-  entityNamePattern,
+  entityNameSchema,
+  groupsSchema,
+  type SpawnHeader,
+  spawnRequestSchema,
   WireKind,
 } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
@@ -137,6 +142,9 @@ export interface Registration {
   host: string;
   kind: EntityKind;
 }
+
+/** What a registration names, by the one rule for names and groups (R-U8: no wildcard groups). */
+const registrationSchema = z.object({ name: entityNameSchema, groups: groupsSchema.optional() });
 
 function newToken(): string {
   return `brt_${randomBytes(24).toString('base64url')}`;
@@ -279,6 +287,7 @@ export class Gateway {
           this.options.onFatal?.(err);
         },
         onControl: (envelope, inbound) => this.onControl(envelope, inbound),
+        onRefusedSpawn: (request, why) => this.onRefusedSpawn(request, why),
         onConnected: () => this.receipts?.republish(),
         refusesReply: (envelope) => this.router.refusesReply(envelope),
       });
@@ -338,6 +347,13 @@ export class Gateway {
     const turns = this.turns.rehydrate();
 
     for (const record of readEntities(this.store)) {
+      if (record.refusedGroups) {
+        logger.warn(
+          { gid: record.gid, name: record.name, refusedGroups: record.refusedGroups },
+          'stored groups that are no group names are left out (their broker bindings removed): ' +
+            'register the entity again with valid --group names',
+        );
+      }
       const entity = EntityActor.rehydrate(record, this.entityDeps);
       this.directory.add(entity);
       entity.start();
@@ -393,11 +409,9 @@ export class Gateway {
   /** Registers a local entity and returns its capability token (shown once, stored hashed). */
   async register(request: RegisterRequest): Promise<Registration> {
     this.assertRunning();
-    if (!entityNamePattern.test(request.name)) {
-      throw new BridgeError(
-        ErrorCode.badRequest,
-        `bad name "${request.name}": use 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
-      );
+    const checked = registrationSchema.safeParse(request);
+    if (!checked.success) {
+      throw new BridgeError(ErrorCode.badRequest, `cannot register: ${describeIssues(checked.error)}`);
     }
     if (this.directory.hasName(request.name)) {
       throw new BridgeError(
@@ -794,6 +808,17 @@ export class Gateway {
     // A retry keeps the first request's trace.
     if (key !== undefined) await this.store.batch.flush();
     const traceId = key === undefined ? undefined : this.router.traceOfSent(requestId);
+    // The wire's own rule, here at the edge: a request the target could not parse is never sent
+    // (nor kept for this host's spawner to read back).
+    const spawn = spawnRequestSchema.safeParse({
+      requestId,
+      profile: options.profile,
+      ...(options.name === undefined ? {} : { name: options.name }),
+      ...(options.groups === undefined ? {} : { groups: options.groups }),
+    });
+    if (!spawn.success) {
+      throw new BridgeError(ErrorCode.badRequest, `cannot spawn: ${describeIssues(spawn.error)}`);
+    }
     const envelope = this.router.compose(
       addressOf(requester, this.host),
       WireKind.spawn,
@@ -803,12 +828,7 @@ export class Gateway {
         msgId: requestId,
         ...(traceId === undefined ? {} : { traceId }),
         expiresAt: now + this.config.spawn.requestTtlMs,
-        spawn: {
-          requestId,
-          profile: options.profile,
-          ...(options.name === undefined ? {} : { name: options.name }),
-          ...(options.groups === undefined ? {} : { groups: options.groups }),
-        },
+        spawn: spawn.data,
       },
     );
     return this.control(requester, envelope, options.host, options.waitMs);
@@ -870,6 +890,11 @@ export class Gateway {
     else if (envelope.kind === WireKind.stop) void this.spawner.receiveStop(envelope, inbound);
     else if (envelope.kind === WireKind.receipt && inbound) this.receipts.receive(envelope, inbound);
     else inbound?.ack();
+  }
+
+  /** A SPAWN the control queue dead-lettered for its content: its requester is told why. */
+  private onRefusedSpawn(request: SpawnHeader, why: string): void {
+    void this.spawner.refuseUnreadable(request, why);
   }
 
   /** Resolves once everything this gateway has written so far is durable. */

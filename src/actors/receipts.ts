@@ -3,7 +3,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { judgeReceipt } from '../receipts/judgeReceipt.js';
 import { type Receipt, type ReceiptRoute, type ReceiptSink, stageRank } from '../receipts/receipt.js';
 import type { RuntimeDeps } from '../runtime/actorCell.js';
-import { readMessage } from '../store/messageBodies.js';
+import { readMessage, storedEnvelope } from '../store/messageBodies.js';
 import {
   dropOutboxReceipt,
   type OutboxReceipt,
@@ -202,7 +202,7 @@ export class Receipts implements ReceiptSink {
   /** Where the message came from, when the delivery's envelope is no longer in memory. */
   private senderHostOf(receipt: Receipt, sender: string): string | undefined {
     if (this.deps.isLocal(sender)) return this.deps.host;
-    const stored = readMessage(this.deps.store, receipt.msgId, receipt.recipient);
+    const stored = storedEnvelope(readMessage(this.deps.store, receipt.msgId, receipt.recipient));
     if (stored) return stored.from.host;
     return this.deps.federation?.roster.find(sender)[0]?.host;
   }

@@ -676,8 +676,12 @@ export class Router {
 
   /** A retried send that never got its confirm: the same envelope again, under the same msgId. */
   private async republish(cell: SendCell, msgId: string): Promise<void> {
-    const envelope = readMessage(this.deps.store, msgId, outbox);
-    if (!envelope) return;
+    const stored = readMessage(this.deps.store, msgId, outbox);
+    if (!stored.ok) {
+      this.deps.logger.error({ msgId, detail: stored.detail }, 'a kept send cannot be published again');
+      return;
+    }
+    const envelope = stored.envelope;
     await this.publish(cell, envelope, envelope.to);
   }
 

@@ -9,14 +9,17 @@ import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { describePane, type Launcher } from '../spawn/launcher.js';
 import { provisionWorkspace } from '../spawn/provisionWorkspace.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
-import { purgeMessage, putMessage, readMessage } from '../store/messageBodies.js';
+import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import {
   type Address,
   type ControlResult,
+  describeIssues,
   type Envelope,
-  entityNamePattern,
+  envelopeSchema,
+  nameRule,
+  type SpawnHeader,
   smuggledRunKeys,
   spawnRequestSchema,
   WireKind,
@@ -29,6 +32,11 @@ export const spawnKind: ActorKind = 'spawn';
 /** SPAWN envelopes (their brief) are kept under this recipient until the spawn is over. */
 const spawnInbox = '>spawn';
 const answerRetryMs = 5_000;
+/** Room a refusal's message has in a SPAWN_RESULT (`controlResultSchema`). */
+const maxResultMessage = 2000;
+
+/** What an answer needs of the request it answers. */
+type RequestRef = Pick<Envelope, 'from' | 'traceId' | 'msgId'>;
 
 /** What the spawner needs from the gateway around it. */
 export interface SpawnerDeps extends RuntimeDeps {
@@ -91,13 +99,23 @@ export class Spawner {
   rehydrate(): number {
     let resumed = 0;
     for (const head of readLiveActors(this.deps.store, spawnKind)) {
-      const rows = readActorEvents(this.deps.store, spawnKind, head.actorId);
-      const cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
-        this.machine,
-        rows,
-        { kind: spawnKind, id: head.actorId, traceId: head.traceId, msgId: rows[0]?.msgId ?? null },
-        this.deps,
-      );
+      let cell: SpawnCell;
+      try {
+        const rows = readActorEvents(this.deps.store, spawnKind, head.actorId);
+        cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
+          this.machine,
+          rows,
+          { kind: spawnKind, id: head.actorId, traceId: head.traceId, msgId: rows[0]?.msgId ?? null },
+          this.deps,
+        );
+      } catch (err) {
+        // One unreadable log must not keep the gateway down: the rest start, this one is reported.
+        this.deps.logger.error(
+          { err, traceId: head.traceId, requestId: head.actorId },
+          'a spawn actor’s stored log does not fold: left as it is, not resumed',
+        );
+        continue;
+      }
       this.track(cell);
       cell.send({ type: 'actor.rehydrated' });
       resumed++;
@@ -127,6 +145,13 @@ export class Spawner {
       void this.answerAgain(envelope).catch((err: unknown) =>
         this.deps.logger.warn({ err, traceId: envelope.traceId }, 'could not answer a repeated SPAWN'),
       );
+      return;
+    }
+    // Kept to be read back strictly later: only what the wire schema takes is kept at all.
+    const checked = envelopeSchema.safeParse(envelope);
+    if (!checked.success) {
+      this.settle(inbound);
+      void this.refuseUnreadable(envelope, describeIssues(checked.error));
       return;
     }
     putMessage(this.deps.store, spawnInbox, envelope);
@@ -244,8 +269,29 @@ export class Spawner {
     const refuse = (code: string, message: string): void =>
       cell.send({ type: 'spawn.refused', code, message });
     const { config } = this.deps;
-    const envelope = readMessage(this.deps.store, cell.context.msgId, spawnInbox);
-    const smuggled = smuggledRunKeys(envelope?.spawn);
+    const stored = readMessage(this.deps.store, cell.context.msgId, spawnInbox);
+    if (!stored.ok && !stored.missing) {
+      this.deps.logger.error(
+        { traceId: cell.context.traceId, requestId, detail: stored.detail },
+        'a kept SPAWN does not parse: refused with the reason',
+      );
+      refuse(ErrorCode.badRequest, `${this.deps.host} cannot use this spawn request: ${stored.detail}`);
+      return;
+    }
+    const request = spawnRequestSchema.safeParse({
+      requestId,
+      profile: cell.context.profile,
+      ...(cell.context.name === undefined ? {} : { name: cell.context.name }),
+      groups: cell.context.groups,
+    });
+    if (!request.success) {
+      refuse(
+        ErrorCode.badRequest,
+        `${this.deps.host} cannot use this spawn request: ${describeIssues(request.error)}`,
+      );
+      return;
+    }
+    const smuggled = smuggledRunKeys(storedEnvelope(stored)?.spawn);
     if (smuggled.length > 0) {
       refuse(
         ErrorCode.spawnRefused,
@@ -269,8 +315,11 @@ export class Spawner {
       return;
     }
     const name = cell.context.name ?? `${cell.context.profile}-${requestId.slice(-6)}`;
-    if (!entityNamePattern.test(name)) {
-      refuse(ErrorCode.badRequest, `"${name}" is not an entity name`);
+    if (!spawnRequestSchema.shape.name.safeParse(name).success) {
+      refuse(
+        ErrorCode.badRequest,
+        `profile "${cell.context.profile}" makes no entity name by default: name the agent (${nameRule})`,
+      );
       return;
     }
     if (this.deps.hasName(name)) {
@@ -357,7 +406,7 @@ export class Spawner {
 
   /** The brief, as the first message from the requester in the new agent's inbox. */
   private deliverBrief(cell: SpawnCell, gid: string): void {
-    const spawn = readMessage(this.deps.store, cell.context.msgId, spawnInbox);
+    const spawn = storedEnvelope(readMessage(this.deps.store, cell.context.msgId, spawnInbox));
     if (!spawn || spawn.text === '') return;
     const brief = this.deps.compose(spawn.from, WireKind.send, gid, spawn.text, {
       msgId: namedUuid(cell.context.requestId, 'brief'),
@@ -447,15 +496,12 @@ export class Spawner {
     const cell = this.cells.get(requestId);
     if (!cell || cell.context.answered || (cell.state !== 'running' && cell.state !== 'refused')) return;
     const { context } = cell;
-    const spawn = readMessage(this.deps.store, context.msgId, spawnInbox);
     const result = this.resultOf(requestId, cell);
-    const request =
-      spawn ??
-      this.deps.compose(context.requester as Address, WireKind.spawn, this.deps.host, '', {
-        msgId: context.msgId,
-        traceId: context.traceId,
-        spawn: spawnRequestSchema.parse({ requestId, profile: context.profile }),
-      });
+    const request: RequestRef = {
+      from: context.requester as Address,
+      msgId: context.msgId,
+      traceId: context.traceId,
+    };
     try {
       await this.sendResult(request, result);
       cell.send({ type: 'spawn.answered' });
@@ -465,8 +511,32 @@ export class Spawner {
     }
   }
 
+  /**
+   * Answers a SPAWN this host cannot take as it is (dead-lettered from the control queue, or a
+   * local request the wire schema refuses) with the refusal: its requester waits for a
+   * SPAWN_RESULT, and gets this one.
+   */
+  async refuseUnreadable(request: SpawnHeader | Envelope, why: string): Promise<void> {
+    const requestId = request.spawn?.requestId;
+    if (requestId === undefined) return;
+    const message =
+      `${this.deps.host} cannot take this spawn request: ${why}. Names and groups are ${nameRule}; ` +
+      `a profile is one of the host's (config \`profiles\`)`;
+    this.deps.logger.warn({ traceId: request.traceId, requestId, why }, 'SPAWN refused: it does not parse');
+    this.deps.metrics.spawns.inc({ outcome: 'refused' });
+    await this.sendResult(request, {
+      requestId,
+      op: 'spawn',
+      ok: false,
+      code: ErrorCode.badRequest,
+      message: message.length > maxResultMessage ? `${message.slice(0, maxResultMessage - 3)}...` : message,
+    }).catch((err: unknown) =>
+      this.deps.logger.warn({ err, traceId: request.traceId }, 'could not answer a refused SPAWN'),
+    );
+  }
+
   private async sendResult(
-    request: Envelope,
+    request: RequestRef,
     result: ControlResult,
     msgId = namedUuid(result.requestId, `result/${result.op}`),
   ): Promise<void> {

@@ -3,6 +3,8 @@
  * `bridge.dlq`) is declared once by the operator (`bridge broker setup`) and only checked by
  * gateways; each gateway declares its own queues. Pure: no amqplib here.
  */
+import { isGroupName } from '../wire/envelope.js';
+
 export const Exchange = {
   msg: 'bridge.msg',
   roster: 'bridge.roster',
@@ -38,6 +40,8 @@ export interface QueueSpec {
   autoDelete: boolean;
   arguments: Record<string, unknown>;
   bindings: BindingSpec[];
+  /** Bindings to remove when the queue is declared: ones an older gateway made that the rule refuses. */
+  unbindings?: BindingSpec[];
 }
 
 export const QueueMode = { classic: 'classic', quorum: 'quorum' } as const;
@@ -77,6 +81,8 @@ export function broadcastKey(group?: string): string {
 export interface InboxOptions {
   gid: string;
   groups: readonly string[];
+  /** Groups the entity's stored row names that are no group names: their bindings are removed. */
+  refusedGroups?: readonly string[];
   mode: QueueMode;
   maxLength: number;
 }
@@ -102,8 +108,14 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
     bindings: [
       { exchange: Exchange.msg, key: options.gid },
       { exchange: Exchange.msg, key: broadcastAllKey },
-      ...options.groups.map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
+      ...options.groups
+        .filter(isGroupName)
+        .map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
     ],
+    // Never a wildcard binding, whatever reached here: `broadcast.#` would take every group's.
+    unbindings: [...(options.refusedGroups ?? []), ...options.groups.filter((g) => !isGroupName(g))].map(
+      (group) => ({ exchange: Exchange.msg, key: broadcastKey(group) }),
+    ),
   };
 }
 

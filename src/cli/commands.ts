@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import type { DeadLetterView } from '../actors/federation.js';
 import type {
   ControlOutcome,
@@ -12,7 +13,13 @@ import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { adminRoutes } from '../interfaces/adminProtocol.js';
-import type { Envelope } from '../wire/envelope.js';
+import {
+  describeIssues,
+  type Envelope,
+  entityNameSchema,
+  groupNameSchema,
+  groupsSchema,
+} from '../wire/envelope.js';
 import { callAdmin } from './adminClient.js';
 import type { CliValues } from './main.js';
 
@@ -45,6 +52,13 @@ function integerOption(name: string, value: string | undefined): number | undefi
   return number;
 }
 
+/** An option's value by the rule the gateway applies too: refused here, before it is asked. */
+function checked<T extends z.ZodType>(option: string, schema: T, value: unknown): z.output<T> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw new BridgeError(ErrorCode.badRequest, `--${option}: ${describeIssues(result.error, 'value')}`);
+}
+
 function paneOf(values: CliValues): PaneTarget | undefined {
   if (values.tmux && values['herdr-pane']) {
     throw new BridgeError(ErrorCode.badRequest, 'give either --tmux or --herdr-pane, not both');
@@ -63,8 +77,8 @@ export async function runRegister(values: CliValues): Promise<number> {
   }
   const result = (await callAdmin(socketOf(values), adminRoutes.register, {
     kind: values.kind,
-    name: values.name,
-    ...(values.group ? { groups: values.group } : {}),
+    name: checked('name', entityNameSchema, values.name),
+    ...(values.group ? { groups: checked('group', groupsSchema, values.group) } : {}),
     ...(paneOf(values) ? { pane: paneOf(values) } : {}),
   })) as Registration;
   return print(
@@ -133,8 +147,8 @@ export async function runSpawn(values: CliValues, rest: string[]): Promise<numbe
     host,
     profile,
     brief: values.brief ?? '',
-    ...(values.name === undefined ? {} : { name: values.name }),
-    ...(values.group === undefined ? {} : { groups: values.group }),
+    ...(values.name === undefined ? {} : { name: checked('name', entityNameSchema, values.name) }),
+    ...(values.group === undefined ? {} : { groups: checked('group', groupsSchema, values.group) }),
     ...(waitMs === undefined ? {} : { waitMs }),
     ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
   })) as ControlOutcome;
@@ -206,7 +220,7 @@ export async function runBroadcast(values: CliValues, rest: string[]): Promise<n
   const result = (await callAdmin(socketOf(values), adminRoutes.broadcast, {
     token: tokenOf(values),
     text,
-    ...(values.group?.[0] ? { group: values.group[0] } : {}),
+    ...(values.group?.[0] ? { group: checked('group', groupNameSchema, values.group[0]) } : {}),
     ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
   })) as BroadcastResult;
   return print(values, result, () => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseAuthority } from '../interfaces/checkHostAndOrigin.js';
-import { hostIdPattern } from '../wire/envelope.js';
+import { groupsSchema, hostIdPattern } from '../wire/envelope.js';
 
 /**
  * The gateway's configuration. Every key has a default, so no file at all gives the embedded
@@ -52,7 +52,7 @@ export const profileSchema = z.strictObject({
   /** Where the agent runs: a tmux window, or a herdr tab. */
   injector: z.enum(['tmux', 'herdr']).default('tmux'),
   kind: z.enum(['worker', 'main', 'orchestrator']).default('worker'),
-  groups: z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/)).default([]),
+  groups: groupsSchema.default([]),
   /** Extra environment for the agent (besides BRIDGE_MCP_URL, BRIDGE_TOKEN, …). */
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
 });

@@ -1,12 +1,18 @@
 import { z } from 'zod';
 import { paneTargetSchema } from '../store/entities.js';
-import { entityKindSchema } from '../wire/envelope.js';
+import {
+  entityKindSchema,
+  entityNameSchema,
+  groupNameSchema,
+  groupsSchema,
+  profileRequestSchema,
+} from '../wire/envelope.js';
 
 /** The admin socket's requests: operator commands from the CLI to the running gateway. */
 export const registerBody = z.strictObject({
   kind: entityKindSchema,
-  name: z.string().min(1),
-  groups: z.array(z.string().min(1)).optional(),
+  name: entityNameSchema,
+  groups: groupsSchema.optional(),
   pane: paneTargetSchema.optional(),
 });
 
@@ -34,17 +40,17 @@ export const drainBody = z.strictObject({
 export const broadcastBody = z.strictObject({
   token: z.string().min(1),
   text: z.string().min(1),
-  group: z.string().min(1).optional(),
+  group: groupNameSchema.optional(),
   idempotencyKey: z.string().min(1).max(200).optional(),
 });
 
 export const spawnBody = z.strictObject({
   token: z.string().min(1),
   host: z.string().min(1),
-  profile: z.string().min(1),
+  profile: profileRequestSchema,
   brief: z.string(),
-  name: z.string().min(1).optional(),
-  groups: z.array(z.string().min(1)).optional(),
+  name: entityNameSchema.optional(),
+  groups: groupsSchema.optional(),
   waitMs: z.number().int().min(0).optional(),
   idempotencyKey: z.string().min(1).max(200).optional(),
 });

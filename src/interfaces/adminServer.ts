@@ -4,6 +4,7 @@ import { createConnection } from 'node:net';
 import type { z } from 'zod';
 import type { Gateway } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { describeIssues } from '../wire/envelope.js';
 import {
   adminRoutes,
   broadcastBody,
@@ -123,8 +124,7 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
 function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
-  throw new BridgeError(ErrorCode.badRequest, `bad request: ${problems}`);
+  throw new BridgeError(ErrorCode.badRequest, `bad request: ${describeIssues(result.error, 'body')}`);
 }
 
 async function readBody(req: IncomingMessage): Promise<unknown> {

@@ -6,7 +6,16 @@ import type { Gateway, SendOutcome } from '../actors/gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { withTrace } from '../log/logger.js';
 import { receiptStages, WaitableStage } from '../receipts/receipt.js';
-import { type Envelope, smuggledRunKeys } from '../wire/envelope.js';
+import {
+  type Envelope,
+  entityNameSchema,
+  groupNameSchema,
+  groupsSchema,
+  maxGroups,
+  nameRule,
+  profileRequestSchema,
+  smuggledRunKeys,
+} from '../wire/envelope.js';
 import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
 
 export const serverInfo = { name: 'bridge', version: '0.1.0' } as const;
@@ -313,11 +322,7 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
         'gets a copy. For per-worker briefs use bridge_send to each.',
       inputSchema: {
         text: z.string().min(1).describe('The announcement'),
-        group: z
-          .string()
-          .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
-          .optional()
-          .describe('Only entities in this group; everyone when omitted'),
+        group: groupNameSchema.optional().describe('Only entities in this group; everyone when omitted'),
         idempotency_key: idempotencyKey,
       },
       outputSchema: {
@@ -429,10 +434,14 @@ export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServ
         'profile only). The brief becomes its first message. Waits up to wait_ms for the new gid.',
       inputSchema: z.looseObject({
         host: z.string().min(1).describe('Host id to run the agent on'),
-        profile: z.string().min(1).describe('A profile that host defines'),
+        profile: profileRequestSchema.describe('A profile that host defines'),
         brief: z.string().describe("The task: delivered as the agent's first message"),
-        name: z.string().optional().describe('Entity name for the agent (default: profile-xxxxxx)'),
-        groups: z.array(z.string()).optional().describe('Extra broadcast groups'),
+        name: entityNameSchema
+          .optional()
+          .describe(`Entity name for the agent (default: profile-xxxxxx): ${nameRule}`),
+        groups: groupsSchema
+          .optional()
+          .describe(`Extra broadcast groups (at most ${maxGroups}), named as entities are`),
         wait_ms: z.number().int().min(0).optional().describe('How long to wait for the result (ms)'),
         idempotency_key: idempotencyKey,
       }),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { PaneTarget } from '../inject/paneInjector.js';
-import { type EntityKind, entityKindSchema } from '../wire/envelope.js';
+import { type EntityKind, entityKindSchema, isGroupName } from '../wire/envelope.js';
 import type { Store } from './openStore.js';
 
 export const paneTargetSchema = z.discriminatedUnion('type', [
@@ -14,6 +14,8 @@ export interface EntityRecord {
   name: string;
   kind: EntityKind;
   groups: string[];
+  /** Stored groups the name rule refuses: not joined, their bindings removed (see readEntities). */
+  refusedGroups?: string[];
   pane: PaneTarget | null;
   tokenHash: string;
   created: string;
@@ -31,11 +33,14 @@ const rowSchema = z.object({
 
 function toRecord(raw: unknown): EntityRecord {
   const row = rowSchema.parse(raw);
+  const stored = z.array(z.string()).parse(JSON.parse(row.groups));
+  const refused = stored.filter((group) => !isGroupName(group));
   return {
     gid: row.gid,
     name: row.name,
     kind: row.kind,
-    groups: z.array(z.string()).parse(JSON.parse(row.groups)),
+    groups: stored.filter(isGroupName),
+    ...(refused.length > 0 ? { refusedGroups: refused } : {}),
     pane: row.pane === null ? null : (paneTargetSchema.parse(JSON.parse(row.pane)) as PaneTarget),
     tokenHash: row.token_hash,
     created: row.created,
@@ -61,6 +66,10 @@ export function deleteEntity(store: Store, gid: string): void {
   store.batch.write('DELETE FROM entities WHERE gid = ?', [gid]);
 }
 
+/**
+ * The local entities. A stored group that is no group name (an older gateway took `#`) is left
+ * out of `groups` and kept in `refusedGroups`, so that its broker binding is removed.
+ */
 export function readEntities(store: Store): EntityRecord[] {
   return store.prepare('SELECT * FROM entities ORDER BY created').all().map(toRecord);
 }

@@ -1,4 +1,4 @@
-import { type Envelope, envelopeSchema } from '../wire/envelope.js';
+import { describeIssues, type Envelope, envelopeSchema } from '../wire/envelope.js';
 import type { Store } from './openStore.js';
 
 /** Keeps an undelivered message's envelope (with its body), in the current batch. */
@@ -11,13 +11,42 @@ export function putMessage(store: Store, recipient: string, envelope: Envelope):
   ]);
 }
 
-export function readMessage(store: Store, msgId: string, recipient: string): Envelope | undefined {
+/**
+ * A kept message body as read back: its envelope, or why there is none to use. A row that no
+ * longer parses (written by an older gateway, or edited by hand) is a value, never a throw:
+ * its reader dead-letters (or refuses) the message with `detail` as the reason.
+ */
+export type StoredMessage =
+  | { ok: true; envelope: Envelope }
+  | { ok: false; missing: boolean; detail: string };
+
+export function readMessage(store: Store, msgId: string, recipient: string): StoredMessage {
   const row = store
     .prepare<[string, string], { envelope: string }>(
       'SELECT envelope FROM messages WHERE msg_id = ? AND recipient = ?',
     )
     .get(msgId, recipient);
-  return row === undefined ? undefined : envelopeSchema.parse(JSON.parse(row.envelope));
+  if (row === undefined) return { ok: false, missing: true, detail: 'message body missing from the store' };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(row.envelope);
+  } catch (err) {
+    return { ok: false, missing: false, detail: `stored envelope is not JSON: ${(err as Error).message}` };
+  }
+  const parsed = envelopeSchema.safeParse(raw);
+  if (!parsed.success) {
+    return {
+      ok: false,
+      missing: false,
+      detail: `stored envelope does not parse (an older or damaged gateway wrote it): ${describeIssues(parsed.error)}`,
+    };
+  }
+  return { ok: true, envelope: parsed.data };
+}
+
+/** The kept envelope, or undefined when there is none to use (callers that need no reason). */
+export function storedEnvelope(message: StoredMessage): Envelope | undefined {
+  return message.ok ? message.envelope : undefined;
 }
 
 /** Drops a delivered message's body, in the current batch: the log keeps digest and size only. */

@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { type Envelope, envelopeSchema, schemaVersion, schemaVersionString } from './envelope.js';
+import {
+  describeIssues,
+  type Envelope,
+  envelopeSchema,
+  type SpawnHeader,
+  schemaVersion,
+  schemaVersionString,
+  spawnHeaderSchema,
+} from './envelope.js';
 
 /**
  * Envelope bytes on the wire: UTF-8 JSON. Pure: no sockets here (the broker actor owns those).
@@ -14,7 +22,15 @@ export const DecodeFailure = {
 } as const;
 export type DecodeFailure = (typeof DecodeFailure)[keyof typeof DecodeFailure];
 
-export type Decoded = { ok: true; envelope: Envelope } | { ok: false; reason: DecodeFailure; detail: string };
+export type Decoded =
+  | { ok: true; envelope: Envelope }
+  | {
+      ok: false;
+      reason: DecodeFailure;
+      detail: string;
+      /** A SPAWN refused for its content: enough of it to answer its requester (U4). */
+      refusedSpawn?: SpawnHeader;
+    };
 
 export function encodeEnvelope(envelope: Envelope): Buffer {
   return Buffer.from(JSON.stringify(envelope), 'utf8');
@@ -52,10 +68,14 @@ export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
   // Within a major, unknown fields are dropped: a newer minor's additions are ignored.
   const parsed = envelopeSchema.safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues
-      .map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`)
-      .join('; ');
-    return { ok: false, reason: DecodeFailure.invalid, detail: problems };
+    const detail = describeIssues(parsed.error);
+    const spawn = spawnHeaderSchema.safeParse(raw);
+    return {
+      ok: false,
+      reason: DecodeFailure.invalid,
+      detail,
+      ...(spawn.success ? { refusedSpawn: spawn.data } : {}),
+    };
   }
   return { ok: true, envelope: parsed.data };
 }

@@ -34,6 +34,58 @@ export type EntityKind = z.infer<typeof entityKindSchema>;
 export const entityNamePattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const hostIdPattern = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
+/** What `entityNamePattern` allows, in words, for every error that refuses a name or group. */
+export const nameRule = '1-64 letters, digits, ".", "_" or "-", starting with a letter or digit';
+
+/**
+ * One rule for entity names and group names at every edge (MCP, admin socket, CLI, config,
+ * spawn, the wire). A group is a routing-key word: `#`, `*` or a dot-free wildcard would bind
+ * an inbox to every broadcast (R-U8), a newline would fake a pane header.
+ */
+export const entityNameSchema = z.string().regex(entityNamePattern, {
+  error: (issue) => `${quoted(issue.input)} is not an entity name: use ${nameRule}`,
+});
+export const groupNameSchema = z.string().regex(entityNamePattern, {
+  error: (issue) => `${quoted(issue.input)} is not a group name: use ${nameRule} (no "#" or "*")`,
+});
+/** Most groups one entity (or one spawn request) names. */
+export const maxGroups = 32;
+export const groupsSchema = z
+  .array(groupNameSchema)
+  .max(maxGroups, { error: (issue) => `${countOf(issue.input)} groups: at most ${maxGroups}` });
+/** Most characters of a profile name in a spawn request. */
+export const maxProfileLength = 64;
+export const profileRequestSchema = z
+  .string()
+  .min(1, 'name a profile of the target host')
+  .max(maxProfileLength, {
+    error: (issue) =>
+      `a profile name is at most ${maxProfileLength} characters, got ${lengthOf(issue.input)}`,
+  });
+
+export function isGroupName(group: string): boolean {
+  return entityNamePattern.test(group);
+}
+
+/** A value as an error shows it: JSON-quoted (a newline reads as \n), and cut short. */
+function quoted(value: unknown): string {
+  const json = JSON.stringify(value) ?? String(value);
+  return json.length > 80 ? `${json.slice(0, 77)}...` : json;
+}
+
+function countOf(value: unknown): number {
+  return Array.isArray(value) ? value.length : 0;
+}
+
+function lengthOf(value: unknown): number {
+  return typeof value === 'string' ? value.length : 0;
+}
+
+/** zod issues as one line: `path: message; ...` (`whole` names an issue at the root). */
+export function describeIssues(error: z.ZodError, whole = '(root)'): string {
+  return error.issues.map((i) => `${i.path.join('.') || whole}: ${i.message}`).join('; ');
+}
+
 export const addressSchema = z.object({
   gid: z.string().uuid(),
   name: z.string().regex(entityNamePattern, 'not an entity name'),
@@ -51,9 +103,9 @@ const maxEpochMs = 8_640_000_000_000_000;
 /** What a SPAWN asks for: a profile the target host owns, never a command (U4). */
 export const spawnRequestSchema = z.looseObject({
   requestId: z.string().uuid(),
-  profile: z.string().min(1).max(64),
-  name: z.string().regex(entityNamePattern, 'not an entity name').optional(),
-  groups: z.array(z.string().regex(entityNamePattern, 'not a group name')).max(32).optional(),
+  profile: profileRequestSchema,
+  name: entityNameSchema.optional(),
+  groups: groupsSchema.optional(),
 });
 export type SpawnRequest = z.infer<typeof spawnRequestSchema>;
 
@@ -110,39 +162,49 @@ const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'resu
   RECEIPT: 'receipts',
 };
 
-export const envelopeSchema = z
-  .object({
-    v: z.string().regex(/^\d+\.\d+$/),
-    kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
-    msgId: z.string().uuid(),
-    traceId: z.string().min(1).max(128),
-    hlc: hlcSchema,
-    from: addressSchema,
-    /** Recipient gid (or a broadcast routing key). */
-    to: z.string().min(1),
-    text: z.string(),
-    inReplyTo: z.string().uuid().optional(),
-    /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
-    expiresAt: z.number().int().min(0).max(maxEpochMs).optional(),
-    /** ASK, ANSWER, TOO_LATE: the asking turn (U2). */
-    turnId: z.string().uuid().optional(),
-    /** SPAWN: the profile and name asked for (U4). */
-    spawn: spawnRequestSchema.optional(),
-    /** STOP: the spawned entity to end (U4). */
-    stop: z.object({ requestId: z.string().uuid(), gid: z.string().uuid() }).optional(),
-    /** SPAWN_RESULT: how a spawn or stop went. */
-    result: controlResultSchema.optional(),
-    /**
-     * RECEIPT: how far deliveries got, one receipt each. Written by the recipients' gateway
-     * (`from` is its gateway address), addressed to the senders' host (`to`), on
-     * `control.<host>`.
-     */
-    receipts: z.array(receiptSchema).min(1).max(maxReceiptsPerEnvelope).optional(),
-  })
-  .superRefine((envelope, ctx) => {
-    const part = requiredPart[envelope.kind];
-    if (part !== undefined && envelope[part] === undefined) {
-      ctx.addIssue({ code: 'custom', path: [part], message: `a ${envelope.kind} carries "${part}"` });
-    }
-  });
+const envelopeShape = z.object({
+  v: z.string().regex(/^\d+\.\d+$/),
+  kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
+  msgId: z.string().uuid(),
+  traceId: z.string().min(1).max(128),
+  hlc: hlcSchema,
+  from: addressSchema,
+  /** Recipient gid (or a broadcast routing key). */
+  to: z.string().min(1),
+  text: z.string(),
+  inReplyTo: z.string().uuid().optional(),
+  /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
+  expiresAt: z.number().int().min(0).max(maxEpochMs).optional(),
+  /** ASK, ANSWER, TOO_LATE: the asking turn (U2). */
+  turnId: z.string().uuid().optional(),
+  /** SPAWN: the profile and name asked for (U4). */
+  spawn: spawnRequestSchema.optional(),
+  /** STOP: the spawned entity to end (U4). */
+  stop: z.object({ requestId: z.string().uuid(), gid: z.string().uuid() }).optional(),
+  /** SPAWN_RESULT: how a spawn or stop went. */
+  result: controlResultSchema.optional(),
+  /**
+   * RECEIPT: how far deliveries got, one receipt each. Written by the recipients' gateway
+   * (`from` is its gateway address), addressed to the senders' host (`to`), on
+   * `control.<host>`.
+   */
+  receipts: z.array(receiptSchema).min(1).max(maxReceiptsPerEnvelope).optional(),
+});
+
+export const envelopeSchema = envelopeShape.superRefine((envelope, ctx) => {
+  const part = requiredPart[envelope.kind];
+  if (part !== undefined && envelope[part] === undefined) {
+    ctx.addIssue({ code: 'custom', path: [part], message: `a ${envelope.kind} carries "${part}"` });
+  }
+});
 export type Envelope = z.infer<typeof envelopeSchema>;
+
+/**
+ * Enough of a SPAWN whose request does not parse (a name, group or profile the rule refuses)
+ * to answer its requester with the refusal: a requester that got no SPAWN_RESULT would wait
+ * for one in vain.
+ */
+export const spawnHeaderSchema = envelopeShape
+  .pick({ v: true, msgId: true, traceId: true, hlc: true, from: true, to: true })
+  .extend({ kind: z.literal(WireKind.spawn), spawn: z.looseObject({ requestId: z.string().uuid() }) });
+export type SpawnHeader = z.infer<typeof spawnHeaderSchema>;

@@ -16,7 +16,7 @@ import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { fakePeer } from '../support/signedPeer.js';
+import { fakePeer, listenAsPeerEntity } from '../support/signedPeer.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 interface Registered {
@@ -210,29 +210,7 @@ describe('spawn / stop (U4)', () => {
     channel = await connection.createConfirmChannel();
     const inbox = `test.spawnpeer.${peerMain.gid}`;
     queues.push(inbox);
-    await channel.assertQueue(inbox, { exclusive: true, autoDelete: true });
-    await channel.bindQueue(inbox, 'bridge.msg', peerMain.gid);
-    await channel.consume(inbox, (message) => {
-      if (!message) return;
-      peerInbox.push(JSON.parse(message.content.toString()) as Envelope);
-      channel.ack(message);
-    });
-    const presence = Buffer.from(
-      JSON.stringify({
-        v: '1.1',
-        kind: 'PRESENCE',
-        host: peer.host,
-        hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-        ttlMs: 120_000,
-        entities: [{ ...peerMain, kind: 'main', groups: [], status: 'active.idle' }],
-      }),
-    );
-    channel.publish('bridge.roster', `roster.${peer.host}`, presence, {
-      headers: {
-        [SignatureHeader.signature]: sign(presence, peer.keys.privateKey),
-        [SignatureHeader.signer]: peer.host,
-      },
-    });
+    await listenAsPeerEntity(channel, peer, peerMain, inbox, peerInbox);
     await inRoster(b, peerMain.gid, true);
   });
 

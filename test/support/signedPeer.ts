@@ -7,7 +7,7 @@ import { encodeHlc } from '../../src/clock/hlc.js';
 import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
-import { schemaVersionString } from '../../src/wire/envelope.js';
+import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { uniqueHostId } from './broker.js';
 
 /** A gateway's pino line, as the tests read them back. */
@@ -60,6 +60,13 @@ export function publishConfirmed(
   });
 }
 
+let presenceCounter = 0;
+/** Every PRESENCE a fake peer sends is newer than its last (a gateway ignores one that is not). */
+function nextPresenceStamp(): string {
+  presenceCounter += 1;
+  return encodeHlc({ wall: Date.now(), counter: presenceCounter });
+}
+
 /** Publishes `by`'s signed PRESENCE announcing `entities` (mains, idle) on its roster key, as a peer gateway would. */
 export function announcePresence(
   channel: ConfirmChannel,
@@ -70,7 +77,7 @@ export function announcePresence(
     v: schemaVersionString,
     kind: 'PRESENCE',
     host: by.host,
-    hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
+    hlc: nextPresenceStamp(),
     ttlMs: 600_000,
     entities: entities.map((entity) => ({ ...entity, kind: 'main', groups: [], status: 'active.idle' })),
   };
@@ -83,4 +90,26 @@ export function announcePresence(
     signedBy(content, by),
     `presence/${randomUUID()}`,
   );
+}
+
+/**
+ * Gives an entity of a fake peer what its gateway would: an inbox of its own (bound by its
+ * gid; `received` collects what arrives) and a signed PRESENCE naming it, so that a gateway
+ * can route answers to it.
+ */
+export async function listenAsPeerEntity(
+  channel: ConfirmChannel,
+  peer: FakePeer,
+  entity: { gid: string; name: string },
+  queue: string,
+  received: Envelope[],
+): Promise<void> {
+  await channel.assertQueue(queue, { exclusive: true, autoDelete: true });
+  await channel.bindQueue(queue, 'bridge.msg', entity.gid);
+  await channel.consume(queue, (message) => {
+    if (!message) return;
+    received.push(JSON.parse(message.content.toString()) as Envelope);
+    channel.ack(message);
+  });
+  await announcePresence(channel, peer, [entity]);
 }
