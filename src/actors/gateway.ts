@@ -14,6 +14,7 @@ import type { StageRecord } from '../machines/sendMachine.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { endsWait, type ReceiptStage, receiptStages, type WaitableStage } from '../receipts/receipt.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
 import { createNoSigner, createSigner, type Signer } from '../security/messageSigning.js';
 import { listTrust, TrustStore } from '../security/trustStore.js';
@@ -44,6 +45,7 @@ import {
   deliveryKind,
   EntityActor,
   type EntityActorDeps,
+  entityKind,
   type Handover,
   type InboundHandle,
   type Nudge,
@@ -354,17 +356,22 @@ export class Gateway {
             'register the entity again with valid --group names',
         );
       }
-      const entity = EntityActor.rehydrate(record, this.entityDeps);
-      this.directory.add(entity);
-      entity.start();
+      resumeOrReport(logger, { actor: entityKind, id: record.gid, name: record.name }, () => {
+        const entity = EntityActor.rehydrate(record, this.entityDeps);
+        this.directory.add(entity);
+        entity.start();
+      });
     }
     let resumed = 0;
     for (const head of readLiveActors(this.store, deliveryKind)) {
       const owner = head.owner === null ? undefined : this.directory.byGidOrUndefined(head.owner);
       const msgId = head.actorId.slice(0, head.actorId.indexOf('/'));
-      if (owner) owner.rehydrateDelivery(msgId, head.traceId);
-      else this.deadLetterOrphan(head.actorId, msgId, head.traceId, head.owner);
-      resumed++;
+      const identity = { actor: deliveryKind, id: head.actorId, traceId: head.traceId, msgId };
+      const ok = resumeOrReport(logger, identity, () => {
+        if (owner) owner.rehydrateDelivery(msgId, head.traceId);
+        else this.deadLetterOrphan(head.actorId, msgId, head.traceId, head.owner);
+      });
+      if (ok) resumed++;
     }
     const spawns = this.spawner.rehydrate();
     this.receipts.start();

@@ -6,6 +6,7 @@ import type { ActorKind } from '../machines/index.js';
 import { type SpawnContext, type SpawnEvent, spawnMachine } from '../machines/spawnMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { describePane, type Launcher } from '../spawn/launcher.js';
 import { provisionWorkspace } from '../spawn/provisionWorkspace.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
@@ -99,26 +100,19 @@ export class Spawner {
   rehydrate(): number {
     let resumed = 0;
     for (const head of readLiveActors(this.deps.store, spawnKind)) {
-      let cell: SpawnCell;
-      try {
+      const identity = { actor: spawnKind, id: head.actorId, traceId: head.traceId };
+      const ok = resumeOrReport(this.deps.logger, identity, () => {
         const rows = readActorEvents(this.deps.store, spawnKind, head.actorId);
-        cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
+        const cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
           this.machine,
           rows,
           { kind: spawnKind, id: head.actorId, traceId: head.traceId, msgId: rows[0]?.msgId ?? null },
           this.deps,
         );
-      } catch (err) {
-        // One unreadable log must not keep the gateway down: the rest start, this one is reported.
-        this.deps.logger.error(
-          { err, traceId: head.traceId, requestId: head.actorId },
-          'a spawn actor’s stored log does not fold: left as it is, not resumed',
-        );
-        continue;
-      }
-      this.track(cell);
-      cell.send({ type: 'actor.rehydrated' });
-      resumed++;
+        this.track(cell);
+        cell.send({ type: 'actor.rehydrated' });
+      });
+      if (ok) resumed++;
     }
     return resumed;
   }

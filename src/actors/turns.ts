@@ -2,6 +2,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
 import { type TurnContext, type TurnEvent, type TurnInput, turnMachine } from '../machines/turnMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
 import { readActorEvents } from '../store/readEvents.js';
 import type { Envelope } from '../wire/envelope.js';
@@ -52,22 +53,23 @@ export class Turns implements AnswerClaims {
   /** Rebuilds the waiting turns after a restart: deadlines re-armed, nobody attached yet. */
   rehydrate(): number {
     for (const head of readLiveActors(this.deps.store, turnKind)) {
-      const rows = readActorEvents(this.deps.store, turnKind, head.actorId);
-      const first = rows[0];
-      const cell = ActorCell.rehydrate<TurnContext, TurnEvent>(
-        this.machine,
-        rows,
-        {
-          kind: turnKind,
-          id: head.actorId,
-          traceId: head.traceId,
-          msgId: first?.msgId ?? null,
-          owner: head.owner,
-        },
-        this.deps,
-      );
-      this.live.set(head.actorId, { cell, caller: undefined, answer: undefined });
-      cell.send({ type: 'actor.rehydrated' });
+      resumeOrReport(this.deps.logger, { actor: turnKind, id: head.actorId, traceId: head.traceId }, () => {
+        const rows = readActorEvents(this.deps.store, turnKind, head.actorId);
+        const cell = ActorCell.rehydrate<TurnContext, TurnEvent>(
+          this.machine,
+          rows,
+          {
+            kind: turnKind,
+            id: head.actorId,
+            traceId: head.traceId,
+            msgId: rows[0]?.msgId ?? null,
+            owner: head.owner,
+          },
+          this.deps,
+        );
+        this.live.set(head.actorId, { cell, caller: undefined, answer: undefined });
+        cell.send({ type: 'actor.rehydrated' });
+      });
     }
     return this.live.size;
   }

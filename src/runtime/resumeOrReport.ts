@@ -1,0 +1,24 @@
+import type { Logger } from '../log/logger.js';
+
+/**
+ * Runs one actor's resumption at start. A record that no longer folds into its machine (an
+ * older release's, a hand-edited or damaged database) must not keep the gateway down: it is
+ * logged with what it is, left in the store as it is for a post-mortem (`bridge replay`), and
+ * the rest start. Returns whether it resumed.
+ */
+export function resumeOrReport(
+  logger: Logger,
+  identity: Readonly<Record<string, string | null>>,
+  resume: () => void,
+): boolean {
+  try {
+    resume();
+    return true;
+  } catch (err) {
+    logger.error(
+      { err, ...identity },
+      'a stored actor does not fold into its machine: left in the store as it is, not resumed',
+    );
+    return false;
+  }
+}
