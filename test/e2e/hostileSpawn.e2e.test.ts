@@ -5,7 +5,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlSpec, inboxName } from '../../src/broker/topology.js';
+import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
 import { callAdmin } from '../../src/cli/adminClient.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { BridgeError } from '../../src/errors.js';
@@ -292,8 +292,8 @@ describe('hostile spawn requests and groups across the broker', () => {
     const content = Buffer.from(JSON.stringify(envelope));
     await publishConfirmed(
       channel,
-      'bridge.control',
-      b.hostId,
+      Exchange.control,
+      controlKey(b.hostId),
       content,
       signedBy(content, peer),
       spawn.requestId,
@@ -364,27 +364,32 @@ describe('hostile spawn requests and groups across the broker', () => {
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/--group: .*"#" is not a group name/);
 
-    // What the older gateway left: the entity with "#" among its groups, its inbox bound to
-    // broadcast.#. (Registered here with a valid group, then given "#" as the older one took it.)
+    // What the older gateway left: the entity with a wildcard group among its groups, its inbox
+    // bound to that wildcard. The test broker is shared by every test file running at once, so
+    // the wildcard is one only this test's keys can match (`broadcast.<own>.#`), not `broadcast.#`
+    // itself: the removal of the binding of a stored wildcard group is the same for both.
+    const own = `w${randomUUID().slice(0, 8)}`;
+    const wildcard = `${own}.#`;
     const old = await register(b, ['--kind', 'main', '--name', 'oldears', '--group', 'team']);
     const inbox = inboxName(old.gid);
     queues.push(inbox);
     await b.stop();
     withDb(b.home, (db) =>
-      db.prepare('UPDATE entities SET groups = ? WHERE gid = ?').run(JSON.stringify(['#', 'team']), old.gid),
+      db
+        .prepare('UPDATE entities SET groups = ? WHERE gid = ?')
+        .run(JSON.stringify([wildcard, 'team']), old.gid),
     );
     const setup = await connection.createChannel();
-    await setup.bindQueue(inbox, 'bridge.msg', 'broadcast.#');
+    await setup.bindQueue(inbox, 'bridge.msg', `broadcast.${wildcard}`);
     await setup.close();
 
     await b.start();
     expect(b.log).toContain('stored groups that are no group names are left out');
     await b.stop(); // the inbox stays, with whatever bindings it has now
 
-    const group = `g${randomUUID().slice(0, 8)}`;
     const publish = (key: string) =>
       publishConfirmed(channel, 'bridge.msg', key, Buffer.from('{}'), {}, randomUUID());
-    await publish(`broadcast.${group}`); // a group "oldears" is not in
+    await publish(`broadcast.${own}.other`); // what the wildcard took, a group "oldears" is not in
     await publish('broadcast.team'); // the group it is in: still bound
     const check = await connection.createChannel();
     const { messageCount } = await check.checkQueue(inbox);
