@@ -84,7 +84,14 @@ export const agentScreens: readonly AgentScreen[] = [
   {
     id: 'codex',
     name: 'Codex CLI',
-    recognise: [/OpenAI Codex \(v/, /Ask Codex to do anything/, /Press enter to confirm or esc to cancel/],
+    recognise: [
+      /OpenAI Codex \(v/,
+      /Ask Codex to do anything/,
+      /Press enter to confirm or esc to cancel/,
+      // Once a long message has scrolled the banner away and the input holds text, the
+      // placeholder is gone too: its `›` prompt line above the model · working-directory line.
+      /^›[^\n]*\n(?:[^\n]*\n)*?[ \t]+\S[^\n]*\s·\s\//m,
+    ],
     input: [
       {
         kind: 'prompt-line',

@@ -118,3 +118,24 @@ describe('readScreen: the agent table against real screens', () => {
     });
   }
 });
+
+describe('readScreen: an agent whose banner has scrolled away', () => {
+  /** The same screen with its top rows (the banner) gone, as after a long transcript. */
+  const scrolled = (name: string, rows: number): ScreenReading => {
+    const entry = index.find((e) => e.file === `${name}.txt`);
+    if (!entry) throw new Error(`no fixture ${name}`);
+    const lines = readFileSync(join(dir, entry.file), 'utf8').split('\n').slice(rows);
+    return readScreen({
+      text: ['  ┆ line 78: xxxxxxxx', '  ┆ the end', '', '• Done.', ...lines].join('\n'),
+      cursor: { x: entry.cursor.x, y: entry.cursor.y - rows + 4 },
+    });
+  };
+
+  it('Codex with text in its input and no banner or placeholder on screen is still Codex (not a line reader)', () => {
+    for (const name of ['codex-typed-short', 'codex-busy-typed']) {
+      const reading = scrolled(name, 4);
+      expect(reading.agent.id, name).toBe('codex');
+      expect(holdReason(reading)?.reason, name).toBe('dirty-input');
+    }
+  });
+});
