@@ -1,23 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { uniqueHostId } from '../support/broker.js';
+import { withEventsDb } from '../support/eventsDb.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 
 interface Registered {
   gid: string;
   token: string;
-}
-
-function withDb<T>(home: string, fn: (db: Database.Database) => T): T {
-  const db = new Database(join(home, 'events.db'), { fileMustExist: true });
-  try {
-    return fn(db);
-  } finally {
-    db.close();
-  }
 }
 
 /**
@@ -47,7 +37,7 @@ describe('stored actors that no longer fold do not keep the gateway down', () =>
     const msgId = randomUUID();
     const turnId = randomUUID();
     const hlc = encodeHlc({ wall: Date.now(), counter: 0 });
-    withDb(gateway.home, (db) => {
+    withEventsDb(gateway.home, (db) => {
       db.prepare(
         `INSERT INTO entities (gid, name, kind, groups, pane, token_hash, created)
          VALUES (?, 'ghost', 'main', '[]', NULL, ?, ?)`,
@@ -80,7 +70,7 @@ describe('stored actors that no longer fold do not keep the gateway down', () =>
     expect(drained.code, drained.stderr).toBe(0);
     expect(drained.stdout).toContain('still here');
     // Left in the store as they were, for `bridge replay`.
-    const left = withDb(gateway.home, (db) =>
+    const left = withEventsDb(gateway.home, (db) =>
       db
         .prepare('SELECT COUNT(*) AS n FROM actors WHERE actor_id IN (?, ?)')
         .get(`${msgId}/${keep.gid}`, turnId),

@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
 import { callAdmin } from '../../src/cli/adminClient.js';
@@ -14,6 +13,7 @@ import { addTrust } from '../../src/security/trustStore.js';
 import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { withEventsDb } from '../support/eventsDb.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
@@ -76,15 +76,6 @@ function liveSpawnsAtStart(g: GatewayProcess): number | undefined {
     .filter((line) => line.includes('"gateway started"'))
     .map((line) => JSON.parse(line) as { liveSpawns: number });
   return starts.at(-1)?.liveSpawns;
-}
-
-function withDb<T>(home: string, fn: (db: Database.Database) => T): T {
-  const db = new Database(join(home, 'events.db'), { fileMustExist: true });
-  try {
-    return fn(db);
-  } finally {
-    db.close();
-  }
 }
 
 describe('hostile spawn requests on a single-host gateway', () => {
@@ -169,7 +160,7 @@ describe('hostile spawn requests on a single-host gateway', () => {
       digest: 'sha256:0',
       size: 2,
     };
-    withDb(solo.home, (db) => {
+    withEventsDb(solo.home, (db) => {
       db.prepare(
         `INSERT INTO events (hlc, host, actor_kind, actor_id, trace_id, msg_id, event, from_state, to_state, data)
          VALUES (?, ?, 'spawn', ?, ?, ?, 'xstate.init', NULL, 'requested', ?)`,
@@ -190,7 +181,7 @@ describe('hostile spawn requests on a single-host gateway', () => {
       solo.log.includes('a kept SPAWN does not parse: refused with the reason') ? true : undefined,
     );
     const head = await waitFor('the spawn actor to end', async () =>
-      withDb(solo.home, (db) =>
+      withEventsDb(solo.home, (db) =>
         db
           .prepare<[string], { state: string; done: number }>(
             "SELECT state, done FROM actors WHERE actor_kind = 'spawn' AND actor_id = ?",
@@ -374,7 +365,7 @@ describe('hostile spawn requests and groups across the broker', () => {
     const inbox = inboxName(old.gid);
     queues.push(inbox);
     await b.stop();
-    withDb(b.home, (db) =>
+    withEventsDb(b.home, (db) =>
       db
         .prepare('UPDATE entities SET groups = ? WHERE gid = ?')
         .run(JSON.stringify([wildcard, 'team']), old.gid),
