@@ -209,7 +209,9 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
         () => promptsWith(sent.msgId).find((p) => p.includes(marked)),
         30_000,
       ).catch(async (err: Error) => {
-        throw new Error(`${err.message}; prompts naming it: ${JSON.stringify(promptsWith(sent.msgId))}; last prompts: ${JSON.stringify(api.prompts().slice(-3))}; screen: ${await agent(name).capture()}`);
+        throw new Error(
+          `${err.message}; prompts naming it: ${JSON.stringify(promptsWith(sent.msgId))}; last prompts: ${JSON.stringify(api.prompts().slice(-3))}; screen: ${await agent(name).capture()}`,
+        );
       });
       const headers = prompt.split(/\r\n?|\n/).filter((line) => /^\s*\[\s*bridge\b/i.test(line));
       expect(headers, prompt).toEqual([expect.stringContaining(`msg ${sent.msgId}] hello`)]);
