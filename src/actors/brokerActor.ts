@@ -56,6 +56,8 @@ export interface ConsumerSpec {
   lock?: QueueSpec | undefined;
   prefetch: number;
   exclusive: boolean;
+  /** Start paused (see `setPaused`): the queue is declared, nothing is delivered yet. */
+  paused?: boolean | undefined;
   onMessage(message: InboundMessage): void;
 }
 
@@ -83,6 +85,13 @@ export interface BrokerActorOptions extends RuntimeDeps {
 interface OpenConsumer {
   spec: ConsumerSpec;
   channel: Channel | undefined;
+  /** The consumer's tag while the broker delivers to it; undefined while paused. */
+  tag: string | undefined;
+  /** Paused by its owner (a full local inbox): the queue is declared, nothing is delivered. */
+  paused: boolean;
+  /** Re-opens after the server closed the channel: how many in a row, for the backoff. */
+  reopenAttempts: number;
+  reopenTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 /** The broker actor's kind in the event log. */
@@ -183,7 +192,14 @@ export class BrokerActor {
 
   /** Registers a consumer: opened now if connected, and again after every reconnect. */
   async consume(spec: ConsumerSpec): Promise<void> {
-    const entry: OpenConsumer = { spec, channel: undefined };
+    const entry: OpenConsumer = {
+      spec,
+      channel: undefined,
+      tag: undefined,
+      paused: spec.paused ?? false,
+      reopenAttempts: 0,
+      reopenTimer: undefined,
+    };
     this.consumers.set(spec.queue.name, entry);
     if (this.model && this.connected) await this.openConsumer(this.model, entry);
   }
@@ -192,8 +208,40 @@ export class BrokerActor {
   async cancel(queueName: string, options: { deleteQueue?: boolean } = {}): Promise<void> {
     const entry = this.consumers.get(queueName);
     this.consumers.delete(queueName);
+    if (entry?.reopenTimer) clearTimeout(entry.reopenTimer);
     await entry?.channel?.close().catch(() => {});
     if (options.deleteQueue && this.publisher) await this.publisher.deleteQueue(queueName).catch(() => {});
+  }
+
+  /**
+   * Pauses or resumes delivery from a queue (basic.cancel / basic.consume on its channel): what
+   * is not delivered stays ready on the broker, where the queue's cap applies. A message the
+   * broker sent before the cancel still arrives. Kept across reconnects.
+   */
+  async setPaused(queueName: string, paused: boolean): Promise<void> {
+    const entry = this.consumers.get(queueName);
+    if (!entry || entry.paused === paused) return;
+    entry.paused = paused;
+    const channel = entry.channel;
+    if (!channel) return; // opened (or not) accordingly on the next open
+    try {
+      if (paused && entry.tag !== undefined) {
+        const tag = entry.tag;
+        entry.tag = undefined;
+        await channel.cancel(tag);
+      } else if (!paused && entry.tag === undefined) {
+        await this.startConsuming(channel, entry);
+      }
+    } catch (err) {
+      // The channel went down meanwhile: its re-open follows `paused`.
+      this.options.logger.debug({ err, queue: queueName, paused }, 'could not switch a consumer');
+    }
+  }
+
+  /** Whether the broker delivers from this queue now (registered, open, not paused). */
+  consuming(queueName: string): boolean {
+    const entry = this.consumers.get(queueName);
+    return entry?.channel !== undefined && entry.tag !== undefined;
   }
 
   /**
@@ -383,38 +431,26 @@ export class BrokerActor {
       logger.warn({ err, queue: spec.queue.name }, 'broker consumer channel error');
     });
     channel.on('close', () => {
-      if (entry.channel === channel) entry.channel = undefined;
+      if (entry.channel !== channel) return;
+      entry.channel = undefined;
+      entry.tag = undefined;
+      // Closed by the server (a consumer timeout, a queue-level error) while the connection
+      // stays up: open it again, or the entity would silently stop receiving (R-H6).
+      this.reopenSoon(model, entry, failure);
     });
     try {
       if (spec.lock) await declareQueue(channel, spec.lock);
       await declareQueue(channel, spec.queue);
       await channel.prefetch(spec.prefetch);
-      await channel.consume(
-        spec.queue.name,
-        (message) => {
-          if (message === null) {
-            // Cancelled by the broker (queue deleted, or a quorum leader moved): open again.
-            logger.warn({ queue: spec.queue.name }, 'consumer cancelled by the broker; re-opening');
-            entry.channel = undefined;
-            void channel.close().catch(() => {});
-            if (this.consumers.get(spec.queue.name) === entry && this.model === model) {
-              setTimeout(() => void this.openConsumer(model, entry).catch(() => {}), 1_000).unref();
-            }
-            return;
-          }
-          const inbound = wrap(channel, message);
-          try {
-            spec.onMessage(inbound);
-          } catch (err) {
-            // A handler must never take the consumer down: the queue's DLX takes the message.
-            logger.error({ err, queue: spec.queue.name }, 'message handler failed; rejecting the message');
-            inbound.reject();
-          }
-        },
-        { noAck: false, exclusive: spec.exclusive },
-      );
       entry.channel = channel;
+      if (!entry.paused) await this.startConsuming(channel, entry);
+      entry.reopenAttempts = 0;
     } catch (err) {
+      if (entry.channel === channel) {
+        entry.channel = undefined;
+        entry.tag = undefined;
+      }
+      void channel.close().catch(() => {});
       const code = (err as { code?: number }).code ?? (failure as { code?: number } | undefined)?.code;
       if (code !== undefined && refusalCodes.has(code)) {
         const denied = /refused for user/.test((err as Error).message);
@@ -433,13 +469,78 @@ export class BrokerActor {
     }
   }
 
+  private async startConsuming(channel: Channel, entry: OpenConsumer): Promise<void> {
+    const { spec } = entry;
+    const { logger } = this.options;
+    const { consumerTag } = await channel.consume(
+      spec.queue.name,
+      (message) => {
+        if (message === null) {
+          // Cancelled by the broker (queue deleted, or a quorum leader moved): open again.
+          logger.warn({ queue: spec.queue.name }, 'consumer cancelled by the broker; re-opening');
+          void channel.close().catch(() => {});
+          return;
+        }
+        const inbound = wrap(channel, message);
+        try {
+          spec.onMessage(inbound);
+        } catch (err) {
+          // A handler must never take the consumer down: the queue's DLX takes the message.
+          logger.error({ err, queue: spec.queue.name }, 'message handler failed; rejecting the message');
+          inbound.reject();
+        }
+      },
+      { noAck: false, exclusive: spec.exclusive },
+    );
+    entry.tag = consumerTag;
+  }
+
+  /**
+   * Opens a consumer again after its channel closed under it, with backoff, as long as the
+   * connection it belonged to is the live one (a lost connection re-opens everything itself).
+   */
+  private reopenSoon(model: ChannelModel, entry: OpenConsumer, cause: Error | undefined): void {
+    const { logger } = this.options;
+    const queue = entry.spec.queue.name;
+    const live = () => this.consumers.get(queue) === entry && this.model === model && this.connected;
+    if (!live() || entry.reopenTimer) return;
+    const delay = Math.min(
+      this.cell.context.retryMaxMs,
+      this.cell.context.retryBaseMs * 2 ** Math.min(entry.reopenAttempts, 10),
+    );
+    entry.reopenAttempts++;
+    logger.warn(
+      { queue, error: cause?.message, inMs: delay },
+      'the broker closed a consumer channel; re-opening the consumer',
+    );
+    entry.reopenTimer = setTimeout(() => {
+      entry.reopenTimer = undefined;
+      if (!live() || entry.channel) return;
+      this.openConsumer(model, entry).then(
+        () => logger.info({ queue }, 'consumer re-opened'),
+        (err: unknown) => {
+          if (err instanceof BridgeError && err.code === ErrorCode.consumerRefused) {
+            this.options.onFatal(err);
+            return;
+          }
+          logger.warn({ err, queue }, 'could not re-open a consumer; retrying');
+          this.reopenSoon(model, entry, err as Error);
+        },
+      );
+    }, delay);
+    entry.reopenTimer.unref();
+  }
+
   private lost(generation: number, error: string): void {
     if (generation !== this.generation) return;
     this.generation++;
     const model = this.model;
     this.model = undefined;
     this.publisher = undefined;
-    for (const entry of this.consumers.values()) entry.channel = undefined;
+    for (const entry of this.consumers.values()) {
+      entry.channel = undefined;
+      entry.tag = undefined;
+    }
     void model?.close().catch(() => {});
     if (this.cell.state === 'stopped') return;
     this.options.logger.warn({ error }, 'broker connection lost; reconnecting with backoff');

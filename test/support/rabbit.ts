@@ -21,3 +21,45 @@ export async function startBroker(): Promise<void> {
   await rabbitmqctl('await_startup');
   await sleep(200);
 }
+
+/**
+ * Makes the broker close, with 406 PRECONDITION_FAILED, the channel of every consumer of
+ * `queues`, as it closes one whose delivery outlived `consumer_timeout`: the channel process is
+ * handed an ack for a delivery tag it never sent. Returns how many channels it closed.
+ */
+export async function closeConsumerChannels(queues: readonly string[]): Promise<number> {
+  const names = queues.map((q) => `<<"${q}">>`).join(', ');
+  const out = await rabbitmqctl(
+    'eval',
+    `Names = [${names}], ` +
+      'Pids = lists:usort([proplists:get_value(channel_pid, C) || C <- rabbit_amqqueue:consumers_all(<<"/">>), lists:member(element(4, proplists:get_value(queue_name, C)), Names)]), ' +
+      "[rabbit_channel:do(P, {'basic.ack', 16#7fffffff, false}) || P <- Pids], length(Pids).",
+  );
+  return Number(out.trim());
+}
+
+/** Consumers of each queue, as the broker counts them (absent: no such queue). */
+export async function consumerCounts(queues: readonly string[]): Promise<Map<string, number>> {
+  const out = await rabbitmqctl('list_queues', '--quiet', '--no-table-headers', 'name', 'consumers');
+  const wanted = new Set(queues);
+  const counts = new Map<string, number>();
+  for (const line of out.split('\n')) {
+    const [name, consumers] = line.trim().split(/\s+/);
+    if (name && wanted.has(name)) counts.set(name, Number(consumers));
+  }
+  return counts;
+}
+
+/** Sets RabbitMQ's consumer_timeout (ms) for channels opened from now on; returns the value it had. */
+export async function setConsumerTimeout(ms: number): Promise<string> {
+  const before = (await rabbitmqctl('eval', 'application:get_env(rabbit, consumer_timeout).')).trim();
+  await rabbitmqctl('eval', `application:set_env(rabbit, consumer_timeout, ${ms}).`);
+  return before;
+}
+
+/** Puts back what `setConsumerTimeout` returned (`{ok,N}` or `undefined`). */
+export async function restoreConsumerTimeout(before: string): Promise<void> {
+  const value = /^\{ok,(\d+)\}$/.exec(before)?.[1];
+  if (value) await rabbitmqctl('eval', `application:set_env(rabbit, consumer_timeout, ${value}).`);
+  else await rabbitmqctl('eval', 'application:unset_env(rabbit, consumer_timeout).');
+}
