@@ -31,21 +31,17 @@ import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
+import { type InboxCap, type InboxLoad, inboxRefusal } from '../wire/inboxCap.js';
 import type { AnswerClaims } from './turns.js';
 
-/** A received broker message, as far as a delivery needs it: settled once the entity has it. */
+/** A received broker message, as far as a delivery needs it: acked once the store has it. */
 export interface InboundHandle {
   ack(): void;
 }
 
-/** Where dead letters of broker-delivered messages go (the broker's DLQ, with their reason). */
+/** Where dead letters of cross-host messages go (the broker's DLQ, with their reason). */
 export interface DeadLetterSink {
-  deadLetter(
-    envelope: Envelope,
-    reason: DeadLetterReason,
-    detail: string | null,
-    inbound: InboundHandle,
-  ): void;
+  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void;
 }
 
 /** A reminder that messages wait for an entity that pulls them (U3). */
@@ -72,6 +68,8 @@ export interface EntityActorDeps extends RuntimeDeps {
   onNudge?: ((nudge: Nudge) => void) | undefined;
   /** Where the stages of deliveries go back to their senders (R-RC1). */
   receipts?: ReceiptSink | undefined;
+  /** The inbox's load changed (a message came or went): the broker may deliver more, or fewer. */
+  onInboxLoad?: ((entity: EntityActor) => void) | undefined;
 }
 
 type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
@@ -80,8 +78,6 @@ interface LiveDelivery {
   readonly cell: DeliveryCell;
   /** Loaded lazily after a restart; the store has it until the delivery finishes. */
   envelope: Envelope | undefined;
-  /** The broker message it came in, acked only once the delivery is finished and on disk. */
-  inbound: InboundHandle | undefined;
 }
 
 interface ReplyWaiter {
@@ -139,6 +135,9 @@ export class EntityActor {
   private stopWatching: (() => void) | undefined;
   private paneStatus: PaneStatus = 'unknown';
   private pumpScheduled = false;
+  /** Text bytes of the undelivered messages: with their count, the inbox's load (R-H1). */
+  private bytes = 0;
+  private loadReportScheduled = false;
   /** Deliveries in `held`: what a nudge counts, and what starts and stops the reminder. */
   private held = 0;
   /** Answers gone too-late whose TOO_LATE notice has not gone out yet. */
@@ -256,6 +255,32 @@ export class EntityActor {
     return this.deliveries.size;
   }
 
+  /** The undelivered messages and their bytes, against the inbox caps (R-H1). */
+  get load(): InboxLoad {
+    return { count: this.deliveries.size, bytes: this.bytes };
+  }
+
+  /** The caps every inbox has: messages (broker.inboxMaxLength) and bytes (limits.inboxMaxBytes). */
+  get cap(): InboxCap {
+    const { config } = this.deps;
+    return { maxLength: config.broker.inboxMaxLength, maxBytes: config.limits.inboxMaxBytes };
+  }
+
+  /**
+   * Throws INBOX_FULL if one more message of `size` text bytes does not fit: what a same-host
+   * sender is told, as a cross-host one is told by the broker's capped queue (R-H1).
+   */
+  checkRoom(size: number): void {
+    const refusal = inboxRefusal(this.load, this.cap, size);
+    if (refusal === undefined) return;
+    throw new BridgeError(
+      ErrorCode.inboxFull,
+      `${this.record.name}'s inbox is full: ${refusal}; the message was not accepted. ` +
+        'Retry later, or ask its owner to drain it',
+      { retryable: true },
+    );
+  }
+
   /** Connects the pane (if any) and starts delivering. */
   start(): void {
     if (this.record.pane === null) {
@@ -267,25 +292,19 @@ export class EntityActor {
   }
 
   /**
-   * Accepts a message for this entity, durably once the current batch commits. A msgId this
-   * entity already has (live or finished) is a duplicate and changes nothing (invariant 5).
+   * Accepts a message for this entity, durably once the current batch commits; a message from
+   * the broker (`inbound`) is acked then: from there on the local store is its durable copy,
+   * so a delivery may wait for a pane or a drain for as long as it takes without holding a
+   * broker delivery open (consumer_timeout, R-H6). A msgId this entity already has (live or
+   * finished) is a duplicate and changes nothing (invariant 5); its broker copy is acked too.
    */
   accept(envelope: Envelope, inbound?: InboundHandle): AcceptOutcome {
     const id = deliveryActorId(envelope.msgId, this.gid);
-    const existing = this.deliveries.get(envelope.msgId);
-    if (existing) {
-      // A redelivery (reconnect, consumer timeout) or a replay: keep the newest handle, the one
-      // that can still ack, and settle the one it replaces so it does not hold a prefetch slot.
-      if (inbound) {
-        const superseded = existing.inbound;
-        existing.inbound = inbound;
-        superseded?.ack();
-      }
-      return 'duplicate';
-    }
-    const head = readActorHead(this.deps.store, deliveryKind, id);
-    if (head) {
-      if (inbound) this.settleFinished(envelope, head.state, inbound);
+    const ackOnCommit = (): void => {
+      if (inbound) this.deps.store.batch.afterCommit(() => inbound.ack());
+    };
+    if (this.deliveries.has(envelope.msgId) || readActorHead(this.deps.store, deliveryKind, id)) {
+      ackOnCommit();
       return 'duplicate';
     }
     if (this.cell.done) {
@@ -318,7 +337,8 @@ export class EntityActor {
       { kind: deliveryKind, id, traceId: envelope.traceId, msgId: envelope.msgId, owner: this.gid },
       this.deps,
     );
-    const live = this.track(cell, envelope, inbound);
+    const live = this.track(cell, envelope);
+    ackOnCommit();
     this.reportReceipt(live, { event: 'xstate.init', from: null, to: cell.state, done: false, data: null });
     if (envelope.kind === WireKind.answer && this.deps.answers) this.resumeTurn(live, envelope);
     else if (this.mode === DeliveryMode.hold) this.hold(envelope.msgId);
@@ -348,18 +368,6 @@ export class EntityActor {
     return readActorHead(this.deps.store, deliveryKind, deliveryActorId(msgId, this.gid)) !== undefined;
   }
 
-  /** A message this entity already finished came again: ack it, or dead-letter it again. */
-  private settleFinished(envelope: Envelope, state: string, inbound: InboundHandle): void {
-    if (state === 'dead-lettered' && this.deps.deadLetters) {
-      this.deps.deadLetters.deadLetter(
-        envelope,
-        'rejected',
-        'redelivered after it was dead-lettered',
-        inbound,
-      );
-    } else inbound.ack();
-  }
-
   /** Rebuilds one of this entity's deliveries from the log and resumes it. */
   rehydrateDelivery(msgId: string, traceId: string): void {
     const id = deliveryActorId(msgId, this.gid);
@@ -374,7 +382,7 @@ export class EntityActor {
     // here. One handed over before the restart comes back to `held` through a transition, which
     // onDeliveryTransition already counted.
     const wasHeld = cell.state === 'held';
-    this.track(cell, undefined, undefined);
+    this.track(cell, undefined);
     cell.send({ type: 'actor.rehydrated' });
     // A message submitted before the crash but not yet acked: ack it now.
     if (cell.state === 'submitted') this.ackInjected(cell);
@@ -495,16 +503,24 @@ export class EntityActor {
     await this.injector?.close();
   }
 
-  private track(
-    cell: DeliveryCell,
-    envelope: Envelope | undefined,
-    inbound: InboundHandle | undefined,
-  ): LiveDelivery {
+  private track(cell: DeliveryCell, envelope: Envelope | undefined): LiveDelivery {
     const msgId = cell.context.msgId;
-    const live: LiveDelivery = { cell, envelope, inbound };
+    const live: LiveDelivery = { cell, envelope };
     this.deliveries.set(msgId, live);
+    this.bytes += cell.context.size;
+    this.reportLoad();
     cell.onTransition = (transition) => this.onDeliveryTransition(msgId, live, transition);
     return live;
+  }
+
+  /** Tells the federation, once per tick, that the inbox's load changed. */
+  private reportLoad(): void {
+    if (!this.deps.onInboxLoad || this.loadReportScheduled) return;
+    this.loadReportScheduled = true;
+    queueMicrotask(() => {
+      this.loadReportScheduled = false;
+      this.deps.onInboxLoad?.(this);
+    });
   }
 
   /** Keeps the held count, and starts or ends the reminder's round when it leaves or hits 0. */
@@ -638,6 +654,8 @@ export class EntityActor {
     }
     if (transition.done) {
       this.deliveries.delete(msgId);
+      this.bytes -= cell.context.size;
+      this.reportLoad();
       const { metrics, clock } = this.deps;
       metrics.deliveries.inc({ outcome: transition.to });
       if (transition.to === 'too-late') {
@@ -650,26 +668,23 @@ export class EntityActor {
         purgeMessage(this.deps.store, msgId, this.gid);
         metrics.deliveryLatency.observe({ mode: this.mode }, (clock.now() - cell.context.acceptedAt) / 1000);
       }
-      if (live.inbound) this.settleInbound(live, transition.to);
+      if (transition.to === 'dead-lettered') this.forwardDeadLetter(live);
     }
     this.schedulePump();
   }
 
-  /** Acks the broker only once the finished delivery is on disk (invariant 5). */
-  private settleInbound(live: LiveDelivery, state: string): void {
+  /**
+   * A cross-host message dead-lettered here goes to the broker's DLQ with its reason once the
+   * transition is on disk, as one the broker refused would (the operator's one place to look).
+   */
+  private forwardDeadLetter(live: LiveDelivery): void {
+    const sink = this.deps.deadLetters;
+    if (!sink) return;
     this.deps.store.batch.afterCommit(() => {
-      const inbound = live.inbound;
-      if (!inbound) return;
-      const envelope =
-        live.envelope ?? storedEnvelope(readMessage(this.deps.store, live.cell.context.msgId, this.gid));
-      if (state === 'dead-lettered' && this.deps.deadLetters && envelope) {
-        this.deps.deadLetters.deadLetter(
-          envelope,
-          live.cell.context.reason ?? 'rejected',
-          live.cell.context.lastError,
-          inbound,
-        );
-      } else inbound.ack();
+      const { context } = live.cell;
+      const envelope = live.envelope ?? storedEnvelope(readMessage(this.deps.store, context.msgId, this.gid));
+      if (!envelope || envelope.from.host === this.cell.context.host) return;
+      sink.deadLetter(envelope, context.reason ?? 'rejected', context.lastError);
     });
   }
 

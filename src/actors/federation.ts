@@ -24,6 +24,7 @@ import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import { byteLength } from '../wire/digest.js';
 import { type Envelope, type SpawnHeader, schemaVersionString } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
+import { brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
 import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
 import {
   BrokerActor,
@@ -111,6 +112,10 @@ export class Federation implements DeadLetterSink {
   /** Per inbox and sender: arrivals held in order behind one whose sender is not in the roster yet. */
   private readonly waiting = new Map<string, { destination: Destination; arrivals: Arrival[] }>();
   private readonly maxWireBytes: number;
+  /** Inboxes whose consumer is paused: their entity's local inbox is full (R-H1). */
+  private readonly paused = new Set<string>();
+  /** Dead letters that could not reach bridge.dlq yet (no broker): sent on the next connect. */
+  private readonly unsentDeadLetters: Array<() => Promise<boolean>> = [];
 
   constructor(private readonly deps: FederationDeps) {
     const { config, logger, clock } = deps;
@@ -131,6 +136,7 @@ export class Federation implements DeadLetterSink {
         this.roster.setReachable(connected);
         if (connected) {
           void this.announce();
+          void this.sendDeadLettersKept();
           deps.onConnected?.();
         }
       },
@@ -182,7 +188,8 @@ export class Federation implements DeadLetterSink {
         maxLength: config.broker.inboxMaxLength,
       }),
       lock: quorum ? inboxLockSpec(entity.gid) : undefined,
-      prefetch: config.broker.prefetch,
+      prefetch: inboxPrefetch(config.broker.prefetch, entity.cap),
+      paused: this.paused.has(entity.gid) || !this.mayDeliver(entity),
       // Quorum queues ignore `exclusive`; the lock queue keeps invariant 1 loud instead.
       exclusive: !quorum,
       onMessage: (message) => this.receiveInbound(entity, message),
@@ -191,11 +198,36 @@ export class Federation implements DeadLetterSink {
   }
 
   /**
+   * The entity's inbox took or finished messages: pause its consumer while the inbox is full,
+   * resume once it has room (src/wire/inboxCap.ts). The gateway acks what it has stored, so
+   * this, not the prefetch, keeps a main that never drains from filling the local store.
+   */
+  inboxLoadChanged(entity: EntityActor): void {
+    const pause = !this.mayDeliver(entity);
+    if (pause === this.paused.has(entity.gid)) return;
+    if (pause) this.paused.add(entity.gid);
+    else this.paused.delete(entity.gid);
+    this.deps.logger.info(
+      { entity: entity.record.name, ...entity.load, paused: pause },
+      pause
+        ? 'inbox full on this gateway: the broker keeps further messages until it has room'
+        : 'inbox has room again: taking messages from the broker',
+    );
+    void this.broker.setPaused(inboxName(entity.gid), pause);
+  }
+
+  private mayDeliver(entity: EntityActor): boolean {
+    const inFlight = inboxPrefetch(this.deps.config.broker.prefetch, entity.cap);
+    return brokerMayDeliver(entity.load, entity.cap, inFlight, !this.paused.has(entity.gid));
+  }
+
+  /**
    * Stops consuming an entity's inbox and empties it into the DLQ (reason recipient-gone),
    * then deletes it: nothing left in it is lost.
    */
   async removeEntity(gid: string): Promise<void> {
     const queue = inboxName(gid);
+    this.paused.delete(gid);
     await this.broker.cancel(queue);
     if (this.broker.connected) {
       await this.broker
@@ -300,22 +332,37 @@ export class Federation implements DeadLetterSink {
       .catch(() => {});
   }
 
-  /** DeadLetterSink: a broker-delivered message that failed goes to the DLQ, then is acked. */
-  deadLetter(
-    envelope: Envelope,
-    reason: DeadLetterReason,
-    detail: string | null,
-    inbound: InboundHandle,
-  ): void {
-    void this.publishDeadLetter(encodeEnvelope(envelope), {
-      reason,
-      detail: detail ?? '',
-      queue: inboxName(envelope.to),
-      routingKey: envelope.to,
-      messageId: envelope.msgId,
-    }).then((outcome) => {
-      if (outcome.ok) inbound.ack();
+  /**
+   * DeadLetterSink: a cross-host message that failed here goes to the DLQ with its reason. Its
+   * broker copy was acked when it was stored, so while the broker is away it waits in memory
+   * for the next connect (the event log and the kept body have it besides).
+   */
+  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void {
+    const content = encodeEnvelope(envelope);
+    // A message from this host is signed as it would have been published, so a requeue of it
+    // verifies; one from another host no longer has its original bytes to verify.
+    const signedBy = envelope.from.host === this.hostId ? this.deps.signer.headersFor(content) : undefined;
+    const send = async (): Promise<boolean> => {
+      if (!this.broker.connected) return false;
+      const outcome = await this.publishDeadLetter(content, {
+        reason,
+        detail: detail ?? '',
+        queue: inboxName(envelope.to),
+        routingKey: envelope.to,
+        messageId: envelope.msgId,
+        signedBy,
+      });
+      return outcome.ok;
+    };
+    void send().then((sent) => {
+      if (!sent) this.unsentDeadLetters.push(send);
     });
+  }
+
+  private async sendDeadLettersKept(): Promise<void> {
+    for (const send of this.unsentDeadLetters.splice(0)) {
+      if (!(await send())) this.unsentDeadLetters.push(send);
+    }
   }
 
   /** Lists the DLQ without consuming it (the channel closes and the broker requeues them). */
@@ -643,7 +690,7 @@ export class Federation implements DeadLetterSink {
       routingKey: string;
       messageId: string | undefined;
       /** Headers of the original, whose signature travels along so a requeue still verifies. */
-      signedBy?: Record<string, unknown>;
+      signedBy?: Record<string, unknown> | undefined;
     },
   ): Promise<PublishOutcome> {
     const request: PublishRequest = {

@@ -301,6 +301,7 @@ export class Gateway {
       metrics: this.metrics,
       createInjector: this.options.createInjector,
       deadLetters: this.federation,
+      onInboxLoad: (entity) => this.federation?.inboxLoadChanged(entity),
       answers: this.turns,
       onTooLate: (answer, why) => void this.sendTooLate(answer, why),
       onNudge: (nudge) => {

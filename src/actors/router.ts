@@ -373,6 +373,7 @@ export class Router {
       return;
     }
     try {
+      this.checkRoom(local, envelope, size);
       local.accept(envelope);
     } catch (err) {
       cell.send({ type: 'send.failed', code: codeOf(err), detail: (err as Error).message });
@@ -404,9 +405,16 @@ export class Router {
     const federation = this.deps.federation;
     if (!federation) {
       let localCopies = 0;
+      let partial = false;
       for (const entity of this.deps.directory.all()) {
         if (entity === sender) continue;
         if (request.group !== undefined && !entity.record.groups.includes(request.group)) continue;
+        try {
+          this.checkRoom(entity, envelope, size);
+        } catch {
+          partial = true; // a full inbox refused its copy; the others have theirs (SPEC §12)
+          continue;
+        }
         if (entity.accept({ ...envelope, to: entity.gid }) === 'accepted') localCopies++;
       }
       cell.send({ type: 'send.routedLocal' });
@@ -417,13 +425,38 @@ export class Router {
         traceId: envelope.traceId,
         key,
         duplicate: false,
-        partial: false,
+        partial,
         localCopies,
       };
     }
     putMessage(this.deps.store, outbox, envelope);
     const partial = await this.published(cell, envelope, key);
     return { msgId: envelope.msgId, traceId: envelope.traceId, key, duplicate: false, partial };
+  }
+
+  /**
+   * A full local inbox refuses like a full broker queue (R-H1): INBOX_FULL to the sender, and a
+   * dead letter with reason maxlen, counted; federated, a copy goes to bridge.dlq as the
+   * broker's reject-publish-dlx would put it there.
+   */
+  private checkRoom(recipient: EntityActor, envelope: Envelope, size: number): void {
+    try {
+      recipient.checkRoom(size);
+    } catch (err) {
+      const { metrics, logger, federation } = this.deps;
+      metrics.deadLetters.inc({ reason: 'maxlen' });
+      logger.warn(
+        {
+          traceId: envelope.traceId,
+          msgId: envelope.msgId,
+          recipient: recipient.record.name,
+          ...recipient.load,
+        },
+        'refused a message for a full inbox; dead-lettered as maxlen',
+      );
+      federation?.deadLetter({ ...envelope, to: recipient.gid }, 'maxlen', (err as Error).message);
+      throw err;
+    }
   }
 
   private checkSize(text: string): number {

@@ -134,6 +134,16 @@ export const configSchema = z.strictObject({
         .min(1)
         .max(16 * 1024 * 1024)
         .default(64 * 1024),
+      /**
+       * Most text bytes the undelivered messages of one inbox may hold on its gateway (with
+       * broker.inboxMaxLength messages): beyond it a same-host sender gets INBOX_FULL and the
+       * broker stops delivering to the gateway (R-H1).
+       */
+      inboxMaxBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .default(16 * 1024 * 1024),
       /** Longest an open bridge_send may wait for its reply. */
       maxWaitMs: z.number().int().min(0).default(600_000),
       /** Most messages one bridge_drain returns. */

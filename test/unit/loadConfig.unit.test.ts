@@ -56,7 +56,12 @@ describe('loadConfig: defaults', () => {
     expect(hostIdSchema.safeParse(config.hostId).success).toBe(true);
     expect(config.broker.uri).toBeUndefined();
     expect(config.mcp).toEqual({ host: '127.0.0.1', port: 7433, allowedHosts: [] });
-    expect(config.limits).toEqual({ maxTextBytes: 65_536, maxWaitMs: 600_000, maxDrain: 100 });
+    expect(config.limits).toEqual({
+      maxTextBytes: 65_536,
+      inboxMaxBytes: 16 * 1024 * 1024,
+      maxWaitMs: 600_000,
+      maxDrain: 100,
+    });
     expect(config.delivery).toEqual({
       ttlMs: 86_400_000,
       maxAttempts: 5,

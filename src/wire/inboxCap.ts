@@ -1,0 +1,53 @@
+/**
+ * One entity's inbox on its own gateway: the messages accepted for it and not yet finished
+ * (pending, typed, waiting for its pane, held, handed over), and their text bytes. The local
+ * store keeps their bodies, so this is what a main that never drains costs its gateway.
+ */
+export interface InboxLoad {
+  readonly count: number;
+  readonly bytes: number;
+}
+
+/** The caps of every inbox (R-H1): `broker.inboxMaxLength` messages, `limits.inboxMaxBytes` bytes. */
+export interface InboxCap {
+  readonly maxLength: number;
+  readonly maxBytes: number;
+}
+
+/**
+ * Why one more message of `size` bytes does not fit an inbox with `load`, or undefined if it
+ * does. A same-host sender gets this as INBOX_FULL, as a cross-host sender gets the broker's
+ * refusal of a full queue.
+ */
+export function inboxRefusal(load: InboxLoad, cap: InboxCap, size: number): string | undefined {
+  if (load.count + 1 > cap.maxLength) {
+    return `it holds ${load.count} undelivered messages (broker.inboxMaxLength is ${cap.maxLength})`;
+  }
+  if (load.bytes + size > cap.maxBytes) {
+    return `its undelivered messages hold ${load.bytes} bytes and this one ${size} (limits.inboxMaxBytes is ${cap.maxBytes})`;
+  }
+  return undefined;
+}
+
+/** How many messages the broker may have on their way to the gateway for one inbox. */
+export function inboxPrefetch(prefetch: number, cap: InboxCap): number {
+  return Math.max(1, Math.min(prefetch, cap.maxLength));
+}
+
+/**
+ * Whether the broker should deliver from an entity's queue now. The gateway acks what it has
+ * stored, so the broker's prefetch no longer bounds what piles up here: it stops delivering
+ * while the inbox could not take every message that may already be on its way (`inFlight`),
+ * and starts again only once it is down to half, so a full inbox does not switch on and off
+ * per message. What is not delivered waits on the broker, under the queue's own cap.
+ */
+export function brokerMayDeliver(
+  load: InboxLoad,
+  cap: InboxCap,
+  inFlight: number,
+  deliveringNow: boolean,
+): boolean {
+  const limit = Math.max(1, cap.maxLength - inFlight);
+  if (deliveringNow) return load.count < limit && load.bytes < cap.maxBytes;
+  return load.count < Math.min(limit, Math.ceil(cap.maxLength / 2)) && load.bytes < cap.maxBytes / 2;
+}

@@ -1,0 +1,71 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { brokerMayDeliver, inboxPrefetch, inboxRefusal } from '../../src/wire/inboxCap.js';
+
+const cap = { maxLength: 10, maxBytes: 1_000 };
+
+describe('same-host holds are unbounded: a local inbox has the caps of a broker inbox (inboxRefusal)', () => {
+  it('takes a message that fits', () => {
+    expect(inboxRefusal({ count: 9, bytes: 900 }, cap, 100)).toBeUndefined();
+  });
+
+  it('refuses one message over the count, naming the key', () => {
+    expect(inboxRefusal({ count: 10, bytes: 0 }, cap, 1)).toMatch(
+      /holds 10 undelivered messages \(broker.inboxMaxLength is 10\)/,
+    );
+  });
+
+  it('refuses one that would pass the bytes, naming the key', () => {
+    expect(inboxRefusal({ count: 1, bytes: 950 }, cap, 51)).toMatch(/limits.inboxMaxBytes is 1000/);
+  });
+});
+
+describe('the broker stops delivering to a full inbox (brokerMayDeliver)', () => {
+  it('never lets what may be on its way take the inbox past its count', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 500 }),
+        fc.integer({ min: 1, max: 1_000 }),
+        fc.integer({ min: 0, max: 600 }),
+        fc.boolean(),
+        (maxLength, prefetch, count, delivering) => {
+          const c = { maxLength, maxBytes: 1e12 };
+          const inFlight = inboxPrefetch(prefetch, c);
+          if (brokerMayDeliver({ count, bytes: 0 }, c, inFlight, delivering)) {
+            expect(count + inFlight).toBeLessThanOrEqual(Math.max(maxLength, inFlight));
+          }
+        },
+      ),
+    );
+  });
+
+  it('resumes only well below where it paused, so a full inbox does not flap', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 500 }), fc.integer({ min: 0, max: 600 }), (maxLength, count) => {
+        const c = { maxLength, maxBytes: 1e12 };
+        const inFlight = inboxPrefetch(200, c);
+        const resumes = brokerMayDeliver({ count, bytes: 0 }, c, inFlight, false);
+        // Whatever resumes keeps delivering: no state pauses and resumes at one load.
+        if (resumes) expect(brokerMayDeliver({ count, bytes: 0 }, c, inFlight, true)).toBe(true);
+      }),
+    );
+    expect(brokerMayDeliver({ count: 6, bytes: 0 }, cap, 2, true)).toBe(true);
+    expect(brokerMayDeliver({ count: 8, bytes: 0 }, cap, 2, true)).toBe(false);
+    expect(brokerMayDeliver({ count: 6, bytes: 0 }, cap, 2, false)).toBe(false);
+    expect(brokerMayDeliver({ count: 4, bytes: 0 }, cap, 2, false)).toBe(true);
+  });
+
+  it('pauses on bytes too, and resumes under half of them', () => {
+    expect(brokerMayDeliver({ count: 1, bytes: 1_000 }, cap, 2, true)).toBe(false);
+    expect(brokerMayDeliver({ count: 1, bytes: 600 }, cap, 2, false)).toBe(false);
+    expect(brokerMayDeliver({ count: 1, bytes: 400 }, cap, 2, false)).toBe(true);
+  });
+
+  it('an inbox of one still receives', () => {
+    const one = { maxLength: 1, maxBytes: 1_000 };
+    const inFlight = inboxPrefetch(200, one);
+    expect(inFlight).toBe(1);
+    expect(brokerMayDeliver({ count: 0, bytes: 0 }, one, inFlight, false)).toBe(true);
+    expect(brokerMayDeliver({ count: 1, bytes: 10 }, one, inFlight, true)).toBe(false);
+  });
+});
