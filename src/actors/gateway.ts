@@ -50,7 +50,7 @@ import {
   type InboundHandle,
   type Nudge,
 } from './entityActor.js';
-import { type DeadLetterView, Federation } from './federation.js';
+import { type DeadLetterView, Federation, type RequeueResult } from './federation.js';
 import { Receipts } from './receipts.js';
 import {
   addressOf,
@@ -1001,9 +1001,12 @@ export class Gateway {
     return this.requireFederation('bridge dlq').listDeadLetters(max);
   }
 
-  /** Moves dead letters back to their inboxes (all, or one msgId); returns how many moved. */
-  async requeueDeadLetters(msgId?: string): Promise<number> {
-    return this.requireFederation('bridge dlq requeue').requeueDeadLetters(msgId);
+  /**
+   * Moves dead letters back to their inboxes (all, or one msgId), in one pass; those refused on
+   * arrival only when forced. Returns how many moved and how many were left, by reason.
+   */
+  async requeueDeadLetters(msgId?: string, force = false): Promise<RequeueResult> {
+    return this.requireFederation('bridge dlq requeue').requeueDeadLetters(msgId, force);
   }
 
   private requireFederation(what: string): Federation {

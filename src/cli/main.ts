@@ -35,7 +35,7 @@ Usage:
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
   bridge stop GID [--wait MS]                         stop an agent started with spawn
-  bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all)
+  bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
   bridge status [MSGID]                               the gateway's state; with MSGID, where that message
