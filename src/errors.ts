@@ -21,6 +21,8 @@ export const ErrorCode = {
   gatewayUnavailable: 'GATEWAY_UNAVAILABLE',
   shuttingDown: 'SHUTTING_DOWN',
   storeFailed: 'STORE_FAILED',
+  /** The event log is damaged (the file, or a row the gateway cannot start without). */
+  badStore: 'BAD_STORE',
   keyMissing: 'KEY_MISSING',
   keyExists: 'KEY_EXISTS',
   keyInsecure: 'KEY_INSECURE',

@@ -385,22 +385,32 @@ export class Federation implements DeadLetterSink {
   }
 
   /**
-   * Moves dead letters back to their recipients' inboxes (all, or those with this msgId).
-   * Returns how many were requeued.
+   * Moves dead letters back to their recipients' inboxes (all, or those with this msgId), in
+   * one pass over what the DLQ held when it started: a letter refused again on arrival comes
+   * back to the DLQ's tail, and taking it again would go round for ever. Letters refused for
+   * what they are (`refusedOnArrival`) are left in the DLQ unless `force`d, and counted.
    */
-  async requeueDeadLetters(msgId: string | undefined): Promise<number> {
+  async requeueDeadLetters(msgId: string | undefined, force: boolean): Promise<RequeueResult> {
     return this.withDeadLetters(async (channel) => {
-      let requeued = 0;
-      const seen = new Set<number>();
-      for (;;) {
+      const result: RequeueResult = { requeued: 0, skipped: {} };
+      const { messageCount } = await channel.checkQueue(dlqName);
+      // Each letter requeued in this pass, in case one comes back within the count anyway.
+      const requeued = new Set<string>();
+      for (let taken = 0; taken < messageCount; taken++) {
         const message = await channel.get(dlqName, { noAck: false });
         if (message === false) break;
-        if (seen.has(message.fields.deliveryTag)) break;
-        seen.add(message.fields.deliveryTag);
         const headers = message.properties.headers ?? {};
         const id = message.properties.messageId as string | undefined;
-        const routingKey = String(headers[DeadLetterHeader.routingKey] ?? deathKey(headers) ?? '');
+        const routingKey = routingKeyOf(headers);
+        // Not acked, so the channel's close puts it back where it was.
         if ((msgId !== undefined && id !== msgId) || routingKey === '') continue;
+        const letter = `${id ?? ''}\n${routingKey}`;
+        if (id !== undefined && requeued.has(letter)) continue;
+        const reason = reasonOf(headers);
+        if (!mayRequeue(reason, force)) {
+          result.skipped[reason] = (result.skipped[reason] ?? 0) + 1;
+          continue;
+        }
         const outcome = await this.broker.publish({
           exchange: Exchange.msg,
           routingKey,
@@ -412,10 +422,11 @@ export class Federation implements DeadLetterSink {
         });
         if (outcome.ok) {
           channel.ack(message);
-          requeued++;
+          requeued.add(letter);
+          result.requeued++;
         }
       }
-      return requeued;
+      return result;
     });
   }
 
@@ -813,6 +824,36 @@ function deathKey(headers: Record<string, unknown>): string | undefined {
   return Array.isArray(keys) && typeof keys[0] === 'string' ? keys[0] : undefined;
 }
 
+/** Why a letter is dead: the gateway's own header, else the broker's (x-death). */
+function reasonOf(headers: Record<string, unknown>): string {
+  const deaths = headers['x-death'];
+  const death = Array.isArray(deaths) ? (deaths[0] as Record<string, unknown>) : undefined;
+  return String(headers[DeadLetterHeader.reason] ?? death?.reason ?? 'unknown');
+}
+
+/** Whom a letter was for: its inbox's routing key, the recipient's gid ('' if unknown). */
+function routingKeyOf(headers: Record<string, unknown>): string {
+  return String(headers[DeadLetterHeader.routingKey] ?? deathKey(headers) ?? '');
+}
+
+/** What `bridge dlq requeue` did: how many went back, and how many it left, by reason. */
+export interface RequeueResult {
+  requeued: number;
+  skipped: Record<string, number>;
+}
+
+/**
+ * Reasons a letter was refused on arrival for what it is (its signature, its content or its
+ * address), not for the moment it came: sent back unchanged, it is refused and dead-lettered
+ * again. Others (maxlen, expired, recipient-gone, …) may well get through on a second try.
+ */
+export const refusedOnArrival: ReadonlySet<string> = new Set(['bad-signature', 'rejected']);
+
+/** Whether a requeue sends back a letter dead for `reason` (`force` sends back any). */
+export function mayRequeue(reason: string, force: boolean): boolean {
+  return force || !refusedOnArrival.has(reason);
+}
+
 function viewOf(
   content: Buffer,
   msgId: string | undefined,
@@ -822,10 +863,10 @@ function viewOf(
   const death = Array.isArray(deaths) ? (deaths[0] as Record<string, unknown>) : undefined;
   return {
     msgId,
-    reason: String(headers[DeadLetterHeader.reason] ?? death?.reason ?? 'unknown'),
+    reason: reasonOf(headers),
     detail: String(headers[DeadLetterHeader.detail] ?? ''),
     queue: String(headers[DeadLetterHeader.queue] ?? death?.queue ?? ''),
-    routingKey: String(headers[DeadLetterHeader.routingKey] ?? deathKey(headers) ?? ''),
+    routingKey: routingKeyOf(headers),
     host: String(headers[DeadLetterHeader.host] ?? ''),
     at: String(headers[DeadLetterHeader.at] ?? ''),
     body: content.toString('utf8').slice(0, 4096),

@@ -25,6 +25,7 @@ import { countActorsByState, readActorHead, readLiveActors } from '../store/acto
 import { type EntityRecord, insertEntity, readEntities } from '../store/entities.js';
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
+import { asStoreDamage } from '../store/storeDamage.js';
 import {
   type Address,
   type ControlResult,
@@ -50,7 +51,7 @@ import {
   type InboundHandle,
   type Nudge,
 } from './entityActor.js';
-import { type DeadLetterView, Federation } from './federation.js';
+import { type DeadLetterView, Federation, type RequeueResult } from './federation.js';
 import { Receipts } from './receipts.js';
 import {
   addressOf,
@@ -264,13 +265,28 @@ export class Gateway {
    * connects to the broker. Rejects if the broker refuses one of this gateway's inboxes.
    */
   async start(): Promise<void> {
+    const file = join(this.config.home, 'events.db');
+    try {
+      await this.startOn(file);
+    } catch (err) {
+      // A damaged page shows at the first read that reaches it, anywhere in the resumption.
+      throw asStoreDamage(file, err);
+    }
+  }
+
+  private async startOn(file: string): Promise<void> {
     const { config, logger } = this;
     this.store = openStore({
-      file: join(config.home, 'events.db'),
+      file,
       synchronous: config.store.synchronous,
       onWriteFailure: (err) => {
-        logger.fatal({ err }, 'event log write failed; stopping so a restart can rebuild from the log');
-        this.options.onFatal?.(err);
+        // A write that finds the file damaged says so, naming it, as a start would.
+        const failure = asStoreDamage(file, err);
+        logger.fatal(
+          { err: failure },
+          'event log write failed; stopping so a restart can rebuild from the log',
+        );
+        this.options.onFatal?.(failure);
       },
     });
     this.hlc = createHlc(() => this.clock.now(), readLastHlc(this.store));
@@ -1002,9 +1018,12 @@ export class Gateway {
     return this.requireFederation('bridge dlq').listDeadLetters(max);
   }
 
-  /** Moves dead letters back to their inboxes (all, or one msgId); returns how many moved. */
-  async requeueDeadLetters(msgId?: string): Promise<number> {
-    return this.requireFederation('bridge dlq requeue').requeueDeadLetters(msgId);
+  /**
+   * Moves dead letters back to their inboxes (all, or one msgId), in one pass; those refused on
+   * arrival only when forced. Returns how many moved and how many were left, by reason.
+   */
+  async requeueDeadLetters(msgId?: string, force = false): Promise<RequeueResult> {
+    return this.requireFederation('bridge dlq requeue').requeueDeadLetters(msgId, force);
   }
 
   private requireFederation(what: string): Federation {

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { DeadLetterView } from '../actors/federation.js';
+import type { DeadLetterView, RequeueResult } from '../actors/federation.js';
 import type {
   ControlOutcome,
   MessageStatus,
@@ -272,16 +272,30 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
   if (action === 'requeue') {
     if (!msgId && !values.all)
       throw new BridgeError(ErrorCode.badRequest, 'dlq requeue needs a MSGID or --all');
-    const result = (await callAdmin(socket, adminRoutes.dlqRequeue, msgId ? { msgId } : {})) as {
-      requeued: number;
-    };
-    return print(
-      values,
-      result,
-      () => `requeued ${result.requeued} dead letter${result.requeued === 1 ? '' : 's'}`,
-    );
+    const result = (await callAdmin(socket, adminRoutes.dlqRequeue, {
+      ...(msgId ? { msgId } : {}),
+      ...(values.force ? { force: true } : {}),
+    })) as RequeueResult;
+    return print(values, result, () => describeRequeue(result, msgId ?? '--all'));
   }
-  throw new BridgeError(ErrorCode.badRequest, 'dlq takes list, show MSGID or requeue (MSGID | --all)');
+  throw new BridgeError(
+    ErrorCode.badRequest,
+    'dlq takes list, show MSGID or requeue (MSGID | --all) [--force]',
+  );
+}
+
+/** What a requeue did, and for letters it left, why and how to send them anyway. */
+function describeRequeue(result: RequeueResult, target: string): string {
+  const moved = `requeued ${result.requeued} dead letter${result.requeued === 1 ? '' : 's'}`;
+  const skipped = Object.entries(result.skipped);
+  const left = skipped.reduce((sum, [, n]) => sum + n, 0);
+  if (left === 0) return moved;
+  const byReason = skipped.map(([reason, n]) => `${n} ${reason}`).join(', ');
+  return (
+    `${moved}; left ${left} in bridge.dlq: ${byReason}. They were refused on arrival and would be ` +
+    "refused again (`bridge dlq show MSGID` says why): fix the cause (the sender's key in the trust " +
+    `store, the message), then send them anyway with \`bridge dlq requeue ${target} --force\``
+  );
 }
 
 interface StatusView {

@@ -35,7 +35,7 @@ Usage:
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
   bridge stop GID [--wait MS]                         stop an agent started with spawn
-  bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all)
+  bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
   bridge status [MSGID]                               the gateway's state; with MSGID, where that message
@@ -165,6 +165,23 @@ main(process.argv.slice(2)).then(
     const json = process.argv.includes('--json');
     if (json) process.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
     else process.stderr.write(`bridge: ${error.code}: ${error.message}\n`);
-    process.exitCode = error.code === ErrorCode.badRequest || error.code === ErrorCode.badConfig ? 2 : 1;
+    process.exitCode = exitCodeFor(error.code);
   },
 );
+
+/**
+ * Exit 2 for what the operator must fix before anything can work: bad usage, and bad local
+ * state (the config, the keys, the trust store, a damaged event log); 1 for refused or failed.
+ */
+const exitTwo: ReadonlySet<ErrorCode> = new Set([
+  ErrorCode.badRequest,
+  ErrorCode.badConfig,
+  ErrorCode.badStore,
+  ErrorCode.badKey,
+  ErrorCode.keyInsecure,
+  ErrorCode.badTrustStore,
+]);
+
+function exitCodeFor(code: ErrorCode): number {
+  return exitTwo.has(code) ? 2 : 1;
+}

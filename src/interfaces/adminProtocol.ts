@@ -62,7 +62,11 @@ export const stopBody = z.strictObject({
 });
 
 export const dlqListBody = z.strictObject({ max: z.number().int().min(1).max(10_000).optional() });
-export const dlqRequeueBody = z.strictObject({ msgId: z.string().min(1).optional() });
+export const dlqRequeueBody = z.strictObject({
+  msgId: z.string().min(1).optional(),
+  /** Also letters refused on arrival (bad-signature, rejected), which are left in the DLQ without it. */
+  force: z.boolean().optional(),
+});
 
 export const adminReply = z.union([
   z.object({ ok: z.literal(true), result: z.unknown() }),

@@ -60,9 +60,10 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
       return gateway.stopSpawned(entityOf(token), gid, waitMs);
     },
     [adminRoutes.dlqList]: async (body) => gateway.listDeadLetters(parse(dlqListBody, body ?? {}).max),
-    [adminRoutes.dlqRequeue]: async (body) => ({
-      requeued: await gateway.requeueDeadLetters(parse(dlqRequeueBody, body ?? {}).msgId),
-    }),
+    [adminRoutes.dlqRequeue]: async (body) => {
+      const { msgId, force } = parse(dlqRequeueBody, body ?? {});
+      return gateway.requeueDeadLetters(msgId, force ?? false);
+    },
     [adminRoutes.drain]: async (body) => {
       const { token, max } = parse(drainBody, body);
       const handover = await gateway.drain(entityOf(token), max);

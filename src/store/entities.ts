@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { type EntityKind, entityKindSchema, isGroupName } from '../wire/envelope.js';
 import type { Store } from './openStore.js';
+import { parseJsonColumn, parseStoredRow } from './storeDamage.js';
 
 export const paneTargetSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('tmux'), target: z.string().min(1), socket: z.string().min(1).optional() }),
@@ -33,7 +34,7 @@ const rowSchema = z.object({
 
 function toRecord(raw: unknown): EntityRecord {
   const row = rowSchema.parse(raw);
-  const stored = z.array(z.string()).parse(JSON.parse(row.groups));
+  const stored = z.array(z.string()).parse(parseJsonColumn('groups', row.groups));
   const refused = stored.filter((group) => !isGroupName(group));
   return {
     gid: row.gid,
@@ -41,7 +42,8 @@ function toRecord(raw: unknown): EntityRecord {
     kind: row.kind,
     groups: stored.filter(isGroupName),
     ...(refused.length > 0 ? { refusedGroups: refused } : {}),
-    pane: row.pane === null ? null : (paneTargetSchema.parse(JSON.parse(row.pane)) as PaneTarget),
+    pane:
+      row.pane === null ? null : (paneTargetSchema.parse(parseJsonColumn('pane', row.pane)) as PaneTarget),
     tokenHash: row.token_hash,
     created: row.created,
   };
@@ -66,10 +68,25 @@ export function deleteEntity(store: Store, gid: string): void {
   store.batch.write('DELETE FROM entities WHERE gid = ?', [gid]);
 }
 
+/** What an entity's row is, for the error naming a damaged one. */
+const entityRowHolds =
+  "that entity's registration: it registers again, and the messages held for it are " +
+  'dead-lettered (recipient-gone) at the next start';
+
 /**
  * The local entities. A stored group that is no group name (an older gateway took `#`) is left
- * out of `groups` and kept in `refusedGroups`, so that its broker binding is removed.
+ * out of `groups` and kept in `refusedGroups`, so that its broker binding is removed. A row that
+ * does not parse is a damaged event log (the gateway does not start without its entities).
  */
 export function readEntities(store: Store): EntityRecord[] {
-  return store.prepare('SELECT * FROM entities ORDER BY created').all().map(toRecord);
+  return store
+    .prepare('SELECT * FROM entities ORDER BY created')
+    .all()
+    .map((raw) =>
+      parseStoredRow(
+        store.file,
+        { table: 'entities', key: { gid: (raw as { gid?: unknown }).gid }, holds: entityRowHolds },
+        () => toRecord(raw),
+      ),
+    );
 }

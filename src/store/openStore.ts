@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { migrations } from './schema.js';
+import { asStoreDamage } from './storeDamage.js';
 import { WriteBatch } from './writeBatch.js';
 import { createInlineWriter, createThreadWriter, type Writer } from './writers.js';
 
@@ -41,11 +42,17 @@ export function openStore(options: StoreOptions): Store {
       { cause: err },
     );
   }
-  db.pragma('journal_mode = WAL');
-  db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
-  migrate(db);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
+    db.pragma('busy_timeout = 5000');
+    db.pragma('foreign_keys = ON');
+    migrate(db);
+  } catch (err) {
+    // The first reads of the file: where a truncated or overwritten one shows.
+    db.close();
+    throw asStoreDamage(options.file, err);
+  }
 
   const statements = new Map<string, Statement>();
   const onFailure =

@@ -26,7 +26,13 @@ parentPort?.on('message', (message: WriterRequest) => {
     run(message.ops);
     reply = { id: message.id, ok: true };
   } catch (err) {
-    reply = { id: message.id, ok: false, error: (err as Error).message };
+    const code = (err as { code?: unknown }).code;
+    reply = {
+      id: message.id,
+      ok: false,
+      error: (err as Error).message,
+      ...(typeof code === 'string' ? { code } : {}),
+    };
   }
   parentPort?.postMessage(reply);
 });

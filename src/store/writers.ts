@@ -62,7 +62,10 @@ export interface ThreadWriterOptions {
 
 /** Messages between the writer thread and the gateway. */
 export type WriterRequest = { id: number; ops: readonly WriteOp[] } | { id: number; close: true };
-export type WriterReply = { id: number; ok: true } | { id: number; ok: false; error: string };
+export type WriterReply =
+  | { id: number; ok: true }
+  /** `code` is SQLite's (SQLITE_CORRUPT, …): an Error's own fields do not cross threads. */
+  | { id: number; ok: false; error: string; code?: string };
 
 /**
  * Commits on a worker thread with its own connection, so that a commit's fsync never blocks
@@ -83,7 +86,7 @@ export function createThreadWriter(options: ThreadWriterOptions): Writer {
     const waiter = pending.get(reply.id);
     pending.delete(reply.id);
     if (reply.ok) waiter?.resolve();
-    else waiter?.reject(new Error(reply.error));
+    else waiter?.reject(Object.assign(new Error(reply.error), reply.code ? { code: reply.code } : {}));
   });
   worker.on('error', (err) => failAll(err));
   worker.on('exit', (code) => {

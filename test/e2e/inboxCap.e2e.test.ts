@@ -111,7 +111,7 @@ describe('a full inbox', () => {
     const requeue = JSON.parse(
       (await origin.cli(['dlq', 'requeue', mine[0]?.msgId as string, '--json'])).stdout,
     );
-    expect(requeue).toEqual({ requeued: 1 });
+    expect(requeue).toEqual({ requeued: 1, skipped: {} });
     await waitFor('the requeued one', async () => {
       const r = await callTool(sink, 'bridge_drain', {});
       drained.push(

@@ -311,7 +311,7 @@ describe('bridge keys / bridge trust (CLI, built dist/)', () => {
 
     writeFileSync(join(home, 'trust.json'), '[]');
     const broken = await cli(['trust', 'list']);
-    expect(broken.code).toBe(1);
+    expect(broken.code).toBe(2); // bad local state, like a bad config
     expect(broken.stderr).toContain(
       `BAD_TRUST_STORE: the trust store ${join(home, 'trust.json')} is invalid`,
     );
