@@ -3,6 +3,7 @@ import {
   controlSpec,
   dlqName,
   Exchange,
+  inboxLockName,
   inboxLockSpec,
   inboxName,
   inboxSpec,
@@ -187,7 +188,9 @@ export class Federation implements DeadLetterSink {
         mode: config.broker.queueMode,
         maxLength: config.broker.inboxMaxLength,
       }),
-      lock: quorum ? inboxLockSpec(entity.gid) : undefined,
+      // The lock queue (exclusive to this connection) keeps invariant 1 loud: quorum queues
+      // ignore `exclusive`, and a classic inbox whose consumer is paused (full) has none.
+      lock: inboxLockSpec(entity.gid),
       prefetch: inboxPrefetch(config.broker.prefetch, entity.cap),
       paused: this.paused.has(entity.gid) || !this.mayDeliver(entity),
       // Quorum queues ignore `exclusive`; the lock queue keeps invariant 1 loud instead.
@@ -246,6 +249,7 @@ export class Federation implements DeadLetterSink {
             channel.ack(message);
           }
           await channel.deleteQueue(queue, { ifEmpty: true });
+          await channel.deleteQueue(inboxLockName(gid));
         })
         .catch((err: unknown) =>
           this.deps.logger.warn({ err, queue }, 'could not empty the inbox of a removed entity'),

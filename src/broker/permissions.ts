@@ -7,7 +7,7 @@ import {
   Exchange,
   inboxLockName,
   inboxName,
-  QueueMode,
+  type QueueMode,
   rosterKey,
   rosterSpec,
 } from './topology.js';
@@ -69,14 +69,15 @@ const controlKeysPattern = '^control\\.[A-Za-z0-9._-]+$';
 export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermissions {
   const { hostId, entities } = input;
   const inboxes = entities.map((e) => inboxName(e.gid));
-  const locks = input.queueMode === QueueMode.quorum ? entities.map((e) => inboxLockName(e.gid)) : [];
+  // Every inbox has a lock queue (in both modes: a paused classic consumer is no consumer).
+  const locks = entities.map((e) => inboxLockName(e.gid));
   const control = controlSpec(hostId).name;
   const roster = rosterSpec(hostId).name;
   const ownQueues = [...inboxes, control, roster];
 
   return {
     user: gatewayUserName(hostId),
-    // Declare (and delete) its own queues and quorum locks, nothing shared: the exchanges and
+    // Declare (and delete) its own queues and inbox locks, nothing shared: the exchanges and
     // bridge.dlq are the operator's (`bridge broker setup`), and a gateway only checks them
     // passively, which needs no permission. RabbitMQ cannot grant declare without delete.
     configure: exactly([...ownQueues, ...locks]),

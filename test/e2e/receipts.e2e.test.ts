@@ -246,6 +246,14 @@ describe('receipts to the sender, across two gateway processes', () => {
       idempotency_key: 'to-leaving',
     });
     await statusUntil('lead', msgId, 'queued');
+    // On B, not only on the broker: one still in the queue goes to the DLQ when its inbox goes.
+    await waitFor('the message on B', async () => {
+      const roster = JSON.parse((await b.cli(['roster', '--json'])).stdout) as Array<{
+        name: string;
+        depth?: number;
+      }>;
+      return roster.find((e) => e.name === 'leaving')?.depth === 1 ? true : undefined;
+    });
     const gone = await b.cli(['deregister', 'leaving']);
     expect(gone.code, gone.stderr).toBe(0);
     const sent = await waiting;

@@ -10,7 +10,7 @@ import { callTool, connectMcp } from '../support/mcpClient.js';
  * with the broker's refusal — never split the stream. Both queue modes.
  */
 describe.each([
-  { mode: 'classic', refusal: /403 \(ACCESS-REFUSED\).*in exclusive use/ },
+  { mode: 'classic', refusal: /405 \(RESOURCE-LOCKED\).*agent\.[0-9a-f-]+\.lock/ },
   { mode: 'quorum', refusal: /405 \(RESOURCE-LOCKED\).*agent\.[0-9a-f-]+\.lock/ },
 ])('a second consumer on an inbox ($mode queues)', ({ mode, refusal }) => {
   const gateways: GatewayProcess[] = [];

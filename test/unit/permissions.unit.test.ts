@@ -97,10 +97,11 @@ describe('least-privilege permissions of a gateway login', () => {
     expect(allows(roster?.read ?? '', 'roster.#')).toBe(true);
   });
 
-  it('adds the lock queues in quorum mode only', () => {
+  it('adds the lock queues of its inboxes, in both modes', () => {
     const quorum = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'quorum' });
     expect(allows(quorum.configure, inboxLockName(mine.gid))).toBe(true);
-    expect(allows(perms.configure, inboxLockName(mine.gid))).toBe(false);
+    expect(allows(perms.configure, inboxLockName(mine.gid))).toBe(true);
+    expect(allows(perms.configure, inboxLockName('someone-else'))).toBe(false);
   });
 
   it('grants no inbox and no binding key when it has no entities yet', () => {
