@@ -1,5 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { z } from 'zod';
 import type { EntityActor } from '../actors/entityActor.js';
 import type { Gateway, SendOutcome } from '../actors/gateway.js';
@@ -127,12 +128,21 @@ function stageWords(outcome: SendOutcome): string {
 }
 
 /**
+ * One JSON Schema validator for every session. Left to itself the SDK builds a fresh Ajv (with
+ * its formats) per server: about a millisecond and a good part of a session's memory. The SDK
+ * uses it only to check a client's answer to an elicitation, which bridge never asks for, so its
+ * cache of compiled schemas does not grow.
+ */
+const jsonSchemaValidator = new AjvJsonSchemaValidator();
+
+/**
  * One MCP server per session, bound to the entity whose token opened it: identity comes from
  * the connection, never from an argument (R-ID2).
  */
 export function createMcpSession(gateway: Gateway, entity: EntityActor): McpServer {
   const server = new McpServer(serverInfo, {
     capabilities: { logging: {} },
+    jsonSchemaValidator,
     instructions:
       `You are ${entity.record.name}@${gateway.host} (${entity.record.kind}) on bridge. ` +
       'Send with bridge_send (wait_ms keeps the call open for the reply, wait_for until it is queued or ' +
