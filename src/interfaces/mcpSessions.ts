@@ -135,10 +135,12 @@ export class McpSessions {
     }
   }
 
+  /** Sets the gauge for `entity`'s name, the label it goes by (as in bridge_inbox_depth). */
   private publish(entity: EntityActor): void {
+    const name = entity.record.name;
     let count = 0;
-    for (const s of this.sessions.values()) if (s.entity === entity) count++;
-    const labels = { entity: entity.record.name };
+    for (const s of this.sessions.values()) if (s.entity.record.name === name) count++;
+    const labels = { entity: name };
     if (count === 0) this.options.gauge.remove(labels);
     else this.options.gauge.set(labels, count);
   }
