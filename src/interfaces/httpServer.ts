@@ -188,7 +188,8 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
   }
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      void sessions.closeAll(); // stops its sweeper: no server, no sessions
       reject(
         err.code === 'EADDRINUSE'
           ? new BridgeError(
@@ -197,8 +198,8 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
               { cause: err },
             )
           : err,
-      ),
-    );
+      );
+    });
     server.listen(port, host, () => {
       server.removeAllListeners('error');
       allowList = createHostAllowList({
