@@ -226,7 +226,7 @@ export class Gateway {
   readonly metrics: Metrics;
   readonly directory: Directory;
   readonly startedAt: number;
-  private readonly clock: Clock;
+  readonly clock: Clock;
   private store!: Store;
   private hlc!: Hlc;
   private router!: Router;
@@ -978,6 +978,9 @@ export class Gateway {
     const deadLetters = Object.fromEntries(
       (await this.metrics.deadLetters.get()).values.map((v) => [String(v.labels.reason), v.value]),
     );
+    const sessionsByEntity = (await this.metrics.mcpSessions.get()).values.map(
+      (v) => [String(v.labels.entity), v.value] as const,
+    );
     return {
       host: this.host,
       pid: process.pid,
@@ -989,6 +992,10 @@ export class Gateway {
       entities: this.roster(),
       deliveries: countActorsByState(this.store, deliveryKind),
       deadLetters,
+      mcpSessions: {
+        total: sessionsByEntity.reduce((sum, [, n]) => sum + n, 0),
+        byEntity: Object.fromEntries(sessionsByEntity),
+      },
     };
   }
 

@@ -316,6 +316,7 @@ interface StatusView {
   entities: RosterEntry[];
   deliveries: Record<string, number>;
   deadLetters: Record<string, number>;
+  mcpSessions: { total: number; byEntity: Record<string, number> };
 }
 
 /** `bridge status MSGID`: the stages of a message sent from this gateway (R-RC1). */
@@ -372,6 +373,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
       `entities:     ${result.entities.length}`,
       `deliveries:   ${counts(result.deliveries) || 'none yet'}`,
       `dead letters: ${counts(result.deadLetters) || 'none'}`,
+      `mcp sessions: ${result.mcpSessions.total}${result.mcpSessions.total > 0 ? ` (${counts(result.mcpSessions.byEntity)})` : ''}`,
     ].join('\n');
   });
 }

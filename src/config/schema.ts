@@ -123,6 +123,17 @@ export const configSchema = z.strictObject({
           }),
         )
         .default([]),
+      /**
+       * Open MCP sessions one entity may hold (each costs a transport and an MCP server); an
+       * initialize beyond it closes that entity's least recently used session.
+       */
+      maxSessionsPerEntity: z.number().int().min(1).max(10_000).default(16),
+      /** A session with no request open and none for this long is closed (its client has gone). */
+      sessionIdleMs: z
+        .number()
+        .int()
+        .min(1_000)
+        .default(30 * 60_000),
     })
     .prefault({}),
   limits: z

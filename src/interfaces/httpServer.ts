@@ -1,21 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { EntityActor } from '../actors/entityActor.js';
 import type { Gateway } from '../actors/gateway.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { checkHostAndOrigin, createHostAllowList, type HostAllowList } from './checkHostAndOrigin.js';
+import { McpSessions } from './mcpSessions.js';
 import { createMcpSession } from './mcpTools.js';
 import { trackResponse } from './responseOutcome.js';
-
-interface Session {
-  readonly transport: StreamableHTTPServerTransport;
-  readonly server: McpServer;
-  readonly entity: EntityActor;
-}
 
 export interface HttpServerHandle {
   readonly url: string;
@@ -35,8 +29,14 @@ const jsonRpcServerError = -32001;
  * `Host` alone, at any port.
  */
 export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandle> {
-  const sessions = new Map<string, Session>();
-  const { host, port } = gateway.config.mcp;
+  const { host, port, maxSessionsPerEntity, sessionIdleMs } = gateway.config.mcp;
+  const sessions = new McpSessions({
+    clock: gateway.clock,
+    logger: gateway.logger,
+    gauge: gateway.metrics.mcpSessions,
+    maxPerEntity: maxSessionsPerEntity,
+    idleMs: sessionIdleMs,
+  });
   const maxBody = gateway.config.limits.maxTextBytes * 4 + 64 * 1024;
   // Set once listening: the names are allowed at the port actually bound (`mcp.port` 0 picks one).
   let allowList: HostAllowList | undefined;
@@ -90,7 +90,9 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
           res,
           404,
           ErrorCode.badRequest,
-          `unknown MCP session ${sessionId} (the gateway may have restarted): start a new session with initialize`,
+          `unknown MCP session ${sessionId}: it was ended (DELETE), closed by the gateway (idle longer than ` +
+            'mcp.sessionIdleMs, or its entity opened more than mcp.maxSessionsPerEntity), or the gateway restarted; ' +
+            'start a new session with initialize',
         );
       }
       if (session.entity !== entity) {
@@ -103,6 +105,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
       }
       const body = req.method === 'POST' ? await readJson(req, res) : undefined;
       if (body === invalid) return;
+      sessions.use(session, res);
       await session.transport.handleRequest(req, res, body);
       return;
     }
@@ -129,7 +132,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server: mcp, entity });
+        sessions.add({ id, transport, server: mcp, entity });
       },
     });
     // Nudges (U3) reach the entity's open sessions as MCP log notifications.
@@ -142,12 +145,19 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
         )
         .catch(() => {});
     });
+    // Every way a session ends (DELETE, eviction, shutdown) closes its transport: free it all here.
     transport.onclose = () => {
       stopNudges();
-      if (transport.sessionId) sessions.delete(transport.sessionId);
+      if (transport.sessionId) sessions.forget(transport.sessionId);
     };
     await mcp.connect(transport);
-    await transport.handleRequest(req, res, body);
+    try {
+      await transport.handleRequest(req, res, body);
+    } finally {
+      // Refused before it began (e.g. 406 for an Accept without text/event-stream): no session
+      // exists that a client could end, so the server and its nudge subscription would stay.
+      if (!transport.sessionId) await transport.close();
+    }
   }
 
   function authenticate(req: IncomingMessage): EntityActor | undefined {
@@ -178,7 +188,8 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
   }
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      void sessions.closeAll(); // stops its sweeper: no server, no sessions
       reject(
         err.code === 'EADDRINUSE'
           ? new BridgeError(
@@ -187,8 +198,8 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
               { cause: err },
             )
           : err,
-      ),
-    );
+      );
+    });
     server.listen(port, host, () => {
       server.removeAllListeners('error');
       allowList = createHostAllowList({
@@ -205,8 +216,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
     url,
     port: bound,
     async close() {
-      for (const session of sessions.values()) await session.transport.close().catch(() => {});
-      sessions.clear();
+      await sessions.closeAll();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

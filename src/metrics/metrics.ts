@@ -8,6 +8,7 @@ export interface Metrics {
   readonly deadLetters: Counter<'reason'>;
   readonly deliveryLatency: Histogram<'mode'>;
   readonly inboxDepth: Gauge<'entity'>;
+  readonly mcpSessions: Gauge<'entity'>;
   readonly brokerConnected: Gauge;
   readonly rejectedRequests: Counter<'code'>;
   readonly presenceIgnored: Counter<'reason'>;
@@ -32,6 +33,12 @@ export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Me
   return {
     registry,
     inboxDepth,
+    mcpSessions: new Gauge({
+      name: 'bridge_mcp_sessions',
+      help: 'Open MCP sessions per local entity (at most mcp.maxSessionsPerEntity)',
+      labelNames: ['entity'] as const,
+      registers: [registry],
+    }),
     nudges: new Counter({
       name: 'bridge_nudges_total',
       help: 'Reminders sent to entities with undrained messages (U3)',

@@ -55,7 +55,13 @@ describe('loadConfig: defaults', () => {
     expect(config.home).toBe(resolve(home));
     expect(hostIdSchema.safeParse(config.hostId).success).toBe(true);
     expect(config.broker.uri).toBeUndefined();
-    expect(config.mcp).toEqual({ host: '127.0.0.1', port: 7433, allowedHosts: [] });
+    expect(config.mcp).toEqual({
+      host: '127.0.0.1',
+      port: 7433,
+      allowedHosts: [],
+      maxSessionsPerEntity: 16,
+      sessionIdleMs: 30 * 60_000,
+    });
     expect(config.limits).toEqual({
       maxTextBytes: 65_536,
       inboxMaxBytes: 16 * 1024 * 1024,
