@@ -1,12 +1,18 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { fetchWithOwnSignal } from './ownSignalFetch.mjs';
 
-/** An MCP SDK client connected to a gateway with an entity's bearer token. */
+/**
+ * An MCP SDK client connected to a gateway with an entity's bearer token. Its requests do not
+ * pile abort listeners on the transport's signal (see ownSignalFetch.mjs): tests make
+ * thousands of calls on one client.
+ */
 export async function connectMcp(url: string, token: string): Promise<Client> {
   const client = new Client({ name: 'bridge-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    fetch: fetchWithOwnSignal(),
   });
   await client.connect(transport);
   return client;

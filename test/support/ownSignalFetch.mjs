@@ -1,0 +1,52 @@
+/**
+ * A fetch for the MCP SDK's StreamableHTTPClientTransport that gives every request an
+ * AbortSignal of its own, linked to the caller's signal only until the response body ends.
+ *
+ * Why: the transport passes one AbortSignal, alive as long as the transport, to every request
+ * (it aborts it on close). Node's fetch (undici) hangs an `abort` listener on the signal per
+ * request that goes away only when the garbage collector takes the request, and re-arms the
+ * 1,500-listener MaxListenersExceededWarning on each one: a client that makes a few thousand
+ * calls holds thousands of listeners and prints a warning per call. AbortSignal.any([signal])
+ * is no way out on Node 20: the source keeps every dependant signal in a set that is never
+ * pruned. Here the link is one `{ once: true }` listener, removed when the request fails or its
+ * body is read to the end, errors or is cancelled; aborting the caller's signal still cuts the
+ * request and an open stream, as before.
+ *
+ * Used by test/support/mcpClient.ts, bench/lib/daemon.mjs and tools/standInAgent.mjs.
+ *
+ * @param {typeof fetch} [base]
+ * @returns {typeof fetch}
+ */
+export function fetchWithOwnSignal(base = fetch) {
+  return async (input, init) => {
+    const outer = init?.signal;
+    if (!outer) return base(input, init);
+    const own = new AbortController();
+    const forward = () => own.abort(outer.reason);
+    const unlink = () => outer.removeEventListener('abort', forward);
+    if (outer.aborted) own.abort(outer.reason);
+    else outer.addEventListener('abort', forward, { once: true });
+    let response;
+    try {
+      response = await base(input, { ...init, signal: own.signal });
+    } catch (err) {
+      unlink();
+      throw err;
+    }
+    if (response.body === null) {
+      unlink();
+      return response;
+    }
+    // pipeTo settles however the body ends: read to the end, errored (aborted) or cancelled.
+    const { readable, writable } = new TransformStream();
+    response.body.pipeTo(writable).then(unlink, unlink);
+    const linked = new Response(readable, {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+    // The SDK names a redirect's origin from `url` when it reports one it did not follow.
+    Object.defineProperty(linked, 'url', { value: response.url });
+    return linked;
+  };
+}
