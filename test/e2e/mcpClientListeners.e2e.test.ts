@@ -24,7 +24,7 @@ describe('the test support’s MCP client over many calls', () => {
     await gateway?.dispose();
   });
 
-  it('2,000 tool calls on one client leave no abort listener per call on its transport’s signal (MaxListenersExceededWarning)', async () => {
+  it('2,000 tool calls on one client leave no abort listener per call on its transport’s signal or a long-lived call signal (MaxListenersExceededWarning)', async () => {
     const registered = await gateway.cli(['register', '--kind', 'main', '--name', 'many-calls', '--json']);
     expect(registered.code, registered.stderr).toBe(0);
     client = await connectMcp(gateway.mcpUrl, (JSON.parse(registered.stdout) as { token: string }).token);
@@ -37,18 +37,24 @@ describe('the test support’s MCP client over many calls', () => {
     const warnings: string[] = [];
     const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
     process.on('warning', onWarning);
+    // A signal alive as long as the client, given to every call (the chaos suite's "connection
+    // lost"): the SDK adds a listener to a call's signal and never removes it.
+    const lost = new AbortController();
     let most = 0;
+    let mostOnLost = 0;
     try {
       for (let i = 0; i < 2000; i++) {
-        const result = await callTool(client, 'bridge_drain', {});
+        const result = await callTool(client, 'bridge_drain', {}, 60_000, lost.signal);
         expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
         most = Math.max(most, getEventListeners(signal as AbortSignal, 'abort').length);
+        mostOnLost = Math.max(mostOnLost, getEventListeners(lost.signal, 'abort').length);
       }
     } finally {
       process.off('warning', onWarning);
     }
     // The standalone GET stream holds one link while it is open; each call's goes with its response.
     expect(most, 'abort listeners on the transport’s signal, at most, after a call').toBeLessThanOrEqual(2);
+    expect(mostOnLost, 'abort listeners on the calls’ long-lived signal, at most, after a call').toBe(0);
     expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
   });
 });

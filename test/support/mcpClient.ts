@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { fetchWithOwnSignal } from './ownSignalFetch.mjs';
+import { fetchWithOwnSignal, linkSignal } from './ownSignalFetch.mjs';
 
 /**
  * An MCP SDK client connected to a gateway with an entity's bearer token. Its requests do not
@@ -18,18 +18,29 @@ export async function connectMcp(url: string, token: string): Promise<Client> {
   return client;
 }
 
-/** Calls a tool and returns its result with structured content typed loosely for assertions. */
+/**
+ * Calls a tool and returns its result with structured content typed loosely for assertions.
+ * `signal` (a connection-lost signal, say, alive as long as the client) gives up the call when
+ * it aborts; it is linked per call, so it does not collect one listener per call.
+ */
 export async function callTool(
   client: Client,
   name: string,
   args: Record<string, unknown>,
   timeoutMs = 60_000,
+  signal?: AbortSignal,
 ): Promise<CallToolResult & { structuredContent?: Record<string, unknown> }> {
-  return (await client.callTool({ name, arguments: args }, undefined, {
-    timeout: timeoutMs,
-  })) as CallToolResult & {
-    structuredContent?: Record<string, unknown>;
-  };
+  const link = signal ? linkSignal(signal) : undefined;
+  try {
+    return (await client.callTool({ name, arguments: args }, undefined, {
+      timeout: timeoutMs,
+      ...(link ? { signal: link.signal } : {}),
+    })) as CallToolResult & {
+      structuredContent?: Record<string, unknown>;
+    };
+  } finally {
+    link?.unlink();
+  }
 }
 
 /** What `bridge register --json` prints. */

@@ -12,23 +12,19 @@
  * body is read to the end, errors or is cancelled; aborting the caller's signal still cuts the
  * request and an open stream, as before.
  *
- * Used by test/support/mcpClient.ts, bench/lib/daemon.mjs and tools/standInAgent.mjs.
+ * Used by test/support/mcpClient.ts, bench/lib/daemon.mjs and tools/standInAgent.mjs; the
+ * same link (`linkSignal`) serves a tool call given a long-lived signal (mcpClient's callTool).
  *
  * @param {typeof fetch} [base]
  * @returns {typeof fetch}
  */
 export function fetchWithOwnSignal(base = fetch) {
   return async (input, init) => {
-    const outer = init?.signal;
-    if (!outer) return base(input, init);
-    const own = new AbortController();
-    const forward = () => own.abort(outer.reason);
-    const unlink = () => outer.removeEventListener('abort', forward);
-    if (outer.aborted) own.abort(outer.reason);
-    else outer.addEventListener('abort', forward, { once: true });
+    if (!init?.signal) return base(input, init);
+    const { signal, unlink } = linkSignal(init.signal);
     let response;
     try {
-      response = await base(input, { ...init, signal: own.signal });
+      response = await base(input, { ...init, signal });
     } catch (err) {
       unlink();
       throw err;
@@ -49,4 +45,21 @@ export function fetchWithOwnSignal(base = fetch) {
     Object.defineProperty(linked, 'url', { value: response.url });
     return linked;
   };
+}
+
+/**
+ * A signal of its own that aborts when `outer` does (at once if it has), through one
+ * `{ once: true }` listener that `unlink` removes: for a call that must give up with a
+ * long-lived signal but would otherwise leave a listener on it (the SDK's `request` adds one
+ * per call to `options.signal` and never removes it).
+ *
+ * @param {AbortSignal} outer
+ * @returns {{ signal: AbortSignal, unlink: () => void }}
+ */
+export function linkSignal(outer) {
+  const own = new AbortController();
+  const forward = () => own.abort(outer.reason);
+  if (outer.aborted) own.abort(outer.reason);
+  else outer.addEventListener('abort', forward, { once: true });
+  return { signal: own.signal, unlink: () => outer.removeEventListener('abort', forward) };
 }
