@@ -68,9 +68,20 @@ function answers(host: string, port: number, timeoutMs = 1_000): Promise<boolean
   });
 }
 
-/** Runs a command with its output shown; fails the preparation with `what` if it fails. */
-function run(what: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): void {
-  const result = spawnSync(command, args, { stdio: 'inherit', env });
+/**
+ * Runs a command with its errors shown (its output too unless `quiet`); fails the
+ * preparation with `what` if it fails.
+ */
+function run(
+  what: string,
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; quiet?: boolean } = {},
+): void {
+  const result = spawnSync(command, args, {
+    stdio: ['ignore', options.quiet ? 'ignore' : 'inherit', 'inherit'],
+    env: options.env ?? process.env,
+  });
   if (result.status !== 0)
     fail([
       `${what} failed (${command} ${args.join(' ')}: ${result.error?.message ?? `exit ${result.status}`})`,
@@ -89,10 +100,10 @@ function installPackages(packages: string[]): void {
     ]);
   }
   say(`installing ${packages.join(' ')} with apt-get`);
-  run('apt-get update', 'apt-get', ['update', '-qq']);
+  run('apt-get update', 'apt-get', ['update', '-qq'], { quiet: true });
   run('apt-get install', 'apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], {
-    ...process.env,
-    DEBIAN_FRONTEND: 'noninteractive',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    quiet: true,
   });
 }
 
