@@ -5,6 +5,7 @@
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { fetchWithOwnSignal } from '../test/support/ownSignalFetch.mjs';
 
 const url = process.env.BRIDGE_MCP_URL;
 const token = process.env.BRIDGE_TOKEN;
@@ -21,6 +22,7 @@ async function connect() {
   await client.connect(
     new StreamableHTTPClientTransport(new URL(url), {
       requestInit: { headers: { Authorization: `Bearer ${token}` } },
+      fetch: fetchWithOwnSignal(),
     }),
   );
   return client;

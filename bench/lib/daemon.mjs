@@ -3,6 +3,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { fetchWithOwnSignal } from '../../test/support/ownSignalFetch.mjs';
 import { freePort, runNode, spawnNode, waitFor } from './processes.mjs';
 
 const cliPath = new URL('../../dist/cli/main.js', import.meta.url).pathname;
@@ -97,11 +98,15 @@ export function adminClient(socketPath) {
   };
 }
 
-/** A real MCP SDK client (Streamable HTTP) with an entity's bearer token. */
+/**
+ * A real MCP SDK client (Streamable HTTP) with an entity's bearer token; its requests leave no
+ * abort listener behind on the transport's signal (see test/support/ownSignalFetch.mjs).
+ */
 export async function connectMcp(url, token) {
   const client = new Client({ name: 'bridge-bench', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    fetch: fetchWithOwnSignal(),
   });
   await client.connect(transport);
   return client;

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
-import { type callTool, connectMcp } from '../support/mcpClient.js';
+import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /** Kill rounds; a nightly run sets e.g. CHAOS_ROUNDS=50. */
@@ -223,17 +223,16 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
     clients.add(client);
     return Object.assign(client, { lost: lost.signal });
   };
-  /** A tool call that gives up after `timeoutMs`, or when the client's connection is lost. */
-  const call = async (
+  /**
+   * A tool call that gives up after `timeoutMs`, or when the client's connection is lost (the
+   * signal is linked per call: the SDK would keep a listener per call on `lost` otherwise).
+   */
+  const call = (
     client: Client & { lost: AbortSignal },
     name: string,
     args: Record<string, unknown>,
     timeoutMs: number,
-  ) =>
-    (await client.callTool({ name, arguments: args }, undefined, {
-      timeout: timeoutMs,
-      signal: client.lost,
-    })) as Awaited<ReturnType<typeof callTool>>;
+  ) => callTool(client, name, args, timeoutMs, client.lost);
   const disconnect = async (client: Client | undefined) => {
     if (!client) return;
     clients.delete(client);

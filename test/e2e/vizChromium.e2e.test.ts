@@ -6,12 +6,13 @@ import Database from 'better-sqlite3';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registryGraphs } from '../../src/viz/vizFiles.js';
+import { chromiumCandidates } from '../../tools/testPrerequisites.js';
 import { GatewayProcess, repoRoot, runCli } from '../support/gatewayProcess.js';
 import { waitFor } from '../support/waitFor.js';
 
 /**
  * `bridge viz` as a user sees it: the page it writes, opened in a real headless Chromium
- * (Debian's `chromium`, which .ci/run installs), must load nothing but itself, log no error,
+ * (Debian's `chromium`, which `npm test` installs: tools/prepareTests.ts), must load nothing but itself, log no error,
  * and show every state of every machine; with `--trace`, a real flow through a gateway process
  * is marked on the diagrams with its counts. Screenshots go to test-artifacts/.
  */
@@ -19,13 +20,12 @@ const artifacts = join(repoRoot, 'test-artifacts');
 const graphs = registryGraphs();
 
 function findChromium(): string {
-  const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
-  const found = candidates.find((path): path is string => path !== undefined && existsSync(path));
+  const found = chromiumCandidates(process.env).find((path) => existsSync(path));
   if (!found) {
     // Fails rather than skips: a viz page nobody rendered is not tested.
     throw new Error(
       'no Chromium for the viz test: install it (apt-get install -y --no-install-recommends chromium, ' +
-        'as .ci/run does) or set CHROMIUM_PATH',
+        'as `npm test` does through tools/prepareTests.ts) or set CHROMIUM_PATH',
     );
   }
   return found;

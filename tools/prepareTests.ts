@@ -1,0 +1,169 @@
+/**
+ * Makes this machine ready for `npm test`, which runs it first (so does .ci/run, through
+ * `npm test`); a no-op of about a second when everything is there:
+ *
+ *   1. tmux, openssl and chromium (and rabbitmq-server if the broker is down and not installed)
+ *      from Debian with apt-get when run as root; otherwise it names the command to run and
+ *      exits 1;
+ *   2. `npm ci --prefix test/conformance` (the MCP conformance suite and its Node 22) when that
+ *      is not installed or was installed from another lock file;
+ *   3. RabbitMQ started (`rabbitmq-server -detached`) when the test broker does not answer on
+ *      127.0.0.1:5672 (or BRIDGE_TEST_BROKER_URI's host, which is only waited for if not local).
+ *
+ *   npx tsx tools/prepareTests.ts      (npm run test:prepare)
+ */
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { accessSync, constants, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { delimiter, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { brokerUri } from '../test/support/federation.js';
+import {
+  aptInstallCommand,
+  brokerAddress,
+  chromiumCandidates,
+  conformanceInstallNeeded,
+  missingPackages,
+} from './testPrerequisites.js';
+
+const repoRoot = join(import.meta.dirname, '..');
+const conformanceDir = join(repoRoot, 'test', 'conformance');
+/** Written after a conformance install: the hash of the lock file it was made from. */
+const conformanceStamp = join(conformanceDir, 'node_modules', '.bridge-lock-sha256');
+const brokerWaitMs = 90_000;
+
+const say = (line: string): void => console.log(`prepareTests: ${line}`);
+
+function fail(lines: string[]): never {
+  for (const line of lines) console.error(`prepareTests: ${line}`);
+  process.exit(1);
+}
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `command` is on PATH, or in `extraDirs` (sbin is not on a non-root user's PATH). */
+function onPath(command: string, extraDirs: string[] = []): boolean {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), ...extraDirs].filter((d) => d !== '');
+  return dirs.some((dir) => executable(join(dir, command)));
+}
+
+function answers(host: string, port: number, timeoutMs = 1_000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (up: boolean) => {
+      socket.destroy();
+      resolve(up);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+/**
+ * Runs a command with its errors shown (its output too unless `quiet`); fails the
+ * preparation with `what` if it fails.
+ */
+function run(
+  what: string,
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; quiet?: boolean } = {},
+): void {
+  const result = spawnSync(command, args, {
+    stdio: ['ignore', options.quiet ? 'ignore' : 'inherit', 'inherit'],
+    env: options.env ?? process.env,
+  });
+  if (result.status !== 0)
+    fail([
+      `${what} failed (${command} ${args.join(' ')}: ${result.error?.message ?? `exit ${result.status}`})`,
+    ]);
+}
+
+function installPackages(packages: string[]): void {
+  if (packages.length === 0) return;
+  const root = process.getuid?.() === 0;
+  if (!root || !onPath('apt-get')) {
+    fail([
+      `the tests need ${packages.join(', ')}, which this machine lacks.`,
+      root
+        ? `install them with your package manager (on Debian: ${aptInstallCommand(packages)})`
+        : `install them as root: sudo ${aptInstallCommand(packages)}  (then run npm test again)`,
+    ]);
+  }
+  say(`installing ${packages.join(' ')} with apt-get`);
+  run('apt-get update', 'apt-get', ['update', '-qq'], { quiet: true });
+  run('apt-get install', 'apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], {
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    quiet: true,
+  });
+}
+
+function prepareConformance(): void {
+  const lockHash = createHash('sha256')
+    .update(readFileSync(join(conformanceDir, 'package-lock.json')))
+    .digest('hex');
+  const installed = existsSync(join(conformanceDir, 'node_modules'));
+  const stamp = existsSync(conformanceStamp) ? readFileSync(conformanceStamp, 'utf8') : undefined;
+  if (!conformanceInstallNeeded(installed, lockHash, stamp)) return;
+  say('installing the MCP conformance suite: npm ci --prefix test/conformance');
+  run('the conformance suite install', 'npm', ['ci', '--prefix', conformanceDir, '--no-audit', '--no-fund']);
+  writeFileSync(conformanceStamp, `${lockHash}\n`);
+}
+
+async function prepareBroker(): Promise<void> {
+  const { host, port, local } = brokerAddress(brokerUri);
+  if (await answers(host, port)) return;
+  if (local) {
+    say(`RabbitMQ does not answer on ${host}:${port}: starting it (rabbitmq-server -detached)`);
+    // Exits non-zero when a node is already starting; the wait below is what counts.
+    spawnSync('rabbitmq-server', ['-detached'], { stdio: 'inherit', env: sbinPath() });
+  } else {
+    say(`waiting for the test broker at ${host}:${port} (BRIDGE_TEST_BROKER_URI)`);
+  }
+  const deadline = Date.now() + brokerWaitMs;
+  while (!(await answers(host, port)) && Date.now() < deadline) await sleep(1_000);
+  if (!(await answers(host, port))) {
+    fail([
+      `the test broker does not answer on ${host}:${port} after ${brokerWaitMs / 1000} s.`,
+      local
+        ? 'start RabbitMQ (as root: rabbitmq-server -detached) with its default guest/guest login, or set BRIDGE_TEST_BROKER_URI'
+        : 'check BRIDGE_TEST_BROKER_URI',
+    ]);
+  }
+  // The port opens before the node has booted its apps; await_startup waits for those.
+  if (local) spawnSync('rabbitmqctl', ['await_startup'], { stdio: 'ignore', env: sbinPath() });
+}
+
+function sbinPath(): NodeJS.ProcessEnv {
+  return { ...process.env, PATH: `${process.env.PATH ?? ''}${delimiter}/usr/sbin${delimiter}/sbin` };
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const { host, port } = brokerAddress(brokerUri);
+  installPackages(
+    missingPackages({
+      tmux: onPath('tmux'),
+      openssl: onPath('openssl'),
+      chromium: chromiumCandidates(process.env).some(executable),
+      rabbitmqServer: onPath('rabbitmq-server', ['/usr/sbin', '/sbin']),
+      brokerUp: await answers(host, port),
+    }),
+  );
+  prepareConformance();
+  await prepareBroker();
+  say(
+    `ready in ${((Date.now() - started) / 1000).toFixed(1)} s (tmux, openssl, chromium, conformance suite, RabbitMQ)`,
+  );
+}
+
+await main();
