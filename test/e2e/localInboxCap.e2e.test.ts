@@ -1,20 +1,15 @@
 import { statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { brokerUri, removeDeadLettersOf } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
+import { rssMb } from '../support/processMemory.js';
 
 const maxLength = 300;
 const maxBytes = 1024 * 1024;
 const kb8 = 'x'.repeat(8 * 1024);
-
-async function rssMb(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
-}
 
 async function register(g: GatewayProcess, name: string): Promise<Registered> {
   const r = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
@@ -92,7 +87,7 @@ describe('same-host holds are bounded like a broker inbox', () => {
 
   it('refuses by bytes past limits.inboxMaxBytes, and the gateway stays small', async () => {
     const pid = gateway.pid as number;
-    const rssBefore = await rssMb(pid);
+    const rssBefore = rssMb(pid);
     let accepted = 0;
     let refused = 0;
     for (let i = 0; i < 600; i++) {
@@ -105,7 +100,7 @@ describe('same-host holds are bounded like a broker inbox', () => {
     // 1 MiB holds 127 messages of 8 KiB and a few bytes.
     expect(accepted).toBe(127);
     expect(refused).toBe(600 - 127);
-    const rssAfter = await rssMb(pid);
+    const rssAfter = rssMb(pid);
     const dbMb = statSync(join(gateway.home, 'events.db')).size / (1024 * 1024);
     console.log(
       `LOCAL_INBOX_CAP ${JSON.stringify({ accepted, refused, rssBefore, rssAfter, eventsDbMb: dbMb })}`,

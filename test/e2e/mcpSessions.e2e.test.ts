@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayProcess } from '../support/gatewayProcess.js';
-import { callTool, connectMcp, type Registered } from '../support/mcpClient.js';
+import { callTool, connectMcp, initializeBody, type Registered } from '../support/mcpClient.js';
+import { rssMb } from '../support/processMemory.js';
 import { waitFor } from '../support/waitFor.js';
 
 /** The default `mcp.maxSessionsPerEntity`. */
@@ -12,13 +12,6 @@ const cap = 16;
 const initializeCalls = 4_000;
 /** Old code: ~190 KB a session, +740 MB over 4,000; bounded sessions stay far below this. */
 const maxRssGrowthMb = 150;
-
-const initializeBody = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 1,
-  method: 'initialize',
-  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'leaky', version: '1' } },
-});
 
 /** One initialize POST as the SDK client sends it, read to its end; the session is never closed. */
 async function initializeRaw(url: string, token: string): Promise<string> {
@@ -35,13 +28,6 @@ async function initializeRaw(url: string, token: string): Promise<string> {
   const id = res.headers.get('mcp-session-id');
   if (res.status !== 200 || !id) throw new Error(`initialize answered ${res.status} without a session`);
   return id;
-}
-
-/** The process's resident set, from /proc (what an OOM killer or `top` sees), in MB. */
-function rssMb(pid: number): number {
-  const line = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!line?.[1]) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(line[1]) / 1024;
 }
 
 interface SessionStatus {

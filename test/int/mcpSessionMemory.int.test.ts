@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { silentLogger } from '../../src/log/logger.js';
+import { initializeBody } from '../support/mcpClient.js';
 
 // What a session leaves behind is measured on the heap after a full collection: RSS (the e2e
 // test's measure) also counts garbage not yet collected, too coarse for a few MB.
@@ -16,13 +17,6 @@ const gc = runInNewContext('gc') as () => void;
 const calls = 1_000;
 /** Old code kept ~35 KB (a refused initialize) to ~190 KB (a session) per call; now ~1 KB is noise. */
 const maxRetainedMb = 10;
-
-const initializeBody = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 1,
-  method: 'initialize',
-  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'leaky', version: '1' } },
-});
 
 function heapUsedMb(): number {
   gc();

@@ -62,3 +62,11 @@ export interface DrainedMessage {
   from: { gid: string; name: string; host: string };
   result?: Record<string, unknown>;
 }
+
+/** An MCP `initialize` request as a raw POST body, for tests that open sessions without the SDK. */
+export const initializeBody = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'leaky', version: '1' } },
+});
