@@ -192,7 +192,7 @@ export class Federation implements DeadLetterSink {
       // ignore `exclusive`, and a classic inbox whose consumer is paused (full) has none.
       lock: inboxLockSpec(entity.gid),
       prefetch: inboxPrefetch(config.broker.prefetch, entity.cap),
-      paused: this.paused.has(entity.gid) || !this.mayDeliver(entity),
+      paused: this.pausedNow(entity),
       // Quorum queues ignore `exclusive`; the lock queue keeps invariant 1 loud instead.
       exclusive: !quorum,
       onMessage: (message) => this.receiveInbound(entity, message),
@@ -217,6 +217,14 @@ export class Federation implements DeadLetterSink {
         : 'inbox has room again: taking messages from the broker',
     );
     void this.broker.setPaused(inboxName(entity.gid), pause);
+  }
+
+  /** Whether the entity's consumer should start paused (a full inbox rebuilt at start), recorded. */
+  private pausedNow(entity: EntityActor): boolean {
+    const pause = !this.mayDeliver(entity);
+    if (pause) this.paused.add(entity.gid);
+    else this.paused.delete(entity.gid);
+    return pause;
   }
 
   private mayDeliver(entity: EntityActor): boolean {

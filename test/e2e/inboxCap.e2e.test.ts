@@ -17,6 +17,7 @@ describe('a full inbox', () => {
   let sender: Client;
   let sink: Client;
   let sinkGid: string;
+  let sinkToken: string;
   let receiver: GatewayProcess;
   let origin: GatewayProcess;
 
@@ -43,6 +44,7 @@ describe('a full inbox', () => {
     );
     await receiver.cli(['register', '--kind', 'main', '--name', 'roomy', '--json']);
     sinkGid = k.gid;
+    sinkToken = k.token;
     sender = await connectMcp(origin.mcpUrl, s.token);
     sink = await connectMcp(receiver.mcpUrl, k.token);
     clients.push(sender, sink);
@@ -122,5 +124,29 @@ describe('a full inbox', () => {
     expect(drained.filter((t) => t.startsWith('m'))).toEqual(
       Array.from({ length: accepted + 1 }, (_, i) => `m${i + 1}`),
     );
+  });
+  it('a gateway restarted with a full inbox takes the broker’s messages once the main drains', async () => {
+    const sent: string[] = [];
+    for (let i = 1; i <= 8; i++) {
+      const text = `r${i}`;
+      const result = await callTool(sender, 'bridge_send', { to: 'sink', text });
+      if (result.isError) break;
+      sent.push(text);
+    }
+    expect(sent.length).toBeGreaterThanOrEqual(4);
+    await receiver.stop();
+    await receiver.start();
+    const again = await connectMcp(receiver.mcpUrl, sinkToken);
+    clients.push(again);
+    // What it held comes from its store; the rest only if its consumer starts paused and resumes.
+    const drained: string[] = [];
+    await waitFor('every accepted one drained after the restart', async () => {
+      const r = await callTool(again, 'bridge_drain', {});
+      drained.push(
+        ...(r.structuredContent as { messages: Array<{ text: string }> }).messages.map((m) => m.text),
+      );
+      return drained.filter((t) => t.startsWith('r')).length >= sent.length ? true : undefined;
+    });
+    expect(drained.filter((t) => t.startsWith('r'))).toEqual(sent);
   });
 });
