@@ -12,7 +12,7 @@ import { dlqName } from '../../src/broker/topology.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
-import { keepOnFailure, queueStates } from '../support/keepOnFailure.js';
+import { keepOnFailure, keepState, keptMark, queueStates } from '../support/keepOnFailure.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
@@ -132,7 +132,19 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     tmux = await startTmuxServer();
     dir = mkdtempSync(join(tmpdir(), 'bridge-xcrash-'));
   });
-  afterEach(async () => {
+  afterEach(async ({ task }) => {
+    // A failure the final checks did not catch (a timeout, a gateway that did not start):
+    // keep the gateways' state all the same, before they are disposed of.
+    const errors = task.result?.errors ?? [];
+    if (task.result?.state === 'fail' && !errors.some((e) => e.message?.includes(keptMark))) {
+      const label = `crossHostCrash-${task.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 40)}`;
+      const where = await keepState(label, {
+        gateways: Object.fromEntries(gateways.map((g) => [g.hostId, g])),
+        queues: [...queues, dlqName],
+      }).catch((err: Error) => `the gateways' state could not be kept: ${err.message}`);
+      console.log(where);
+      for (const error of errors) error.message = `${error.message}\n\n${where}`;
+    }
     for (const gateway of gateways.splice(0)) await gateway.dispose().catch(() => {});
     await deleteQueues(queues.splice(0));
   });

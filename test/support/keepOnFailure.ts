@@ -71,11 +71,53 @@ export interface Kept {
 }
 
 /**
- * Runs a test's final checks; when they fail, keeps what is needed to tell where the messages
- * went before the gateways are disposed of: each gateway's log and a consistent copy of its
- * `events.db` (taken with SQLite's backup while it may still run), and the broker's queue
- * state, under /tmp/bridge-failures/<test>-<time>/. The failure message names the directory
- * and shows the queue state, so a CI log alone says where to look.
+ * Keeps what is needed to tell where a test's messages went, before its gateways are disposed
+ * of: each gateway's log and a consistent copy of its `events.db` (taken with SQLite's backup
+ * while it may still run), and the broker's queue state, under
+ * /tmp/bridge-failures/<test>-<time>/. Returns a line that names the directory and shows the
+ * queue state, for the failure message, so a CI log alone says where to look.
+ */
+export async function keepState(test: string, kept: Kept): Promise<string> {
+  const dir = join(failuresRoot, `${test}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  let note = '';
+  let queues: QueueState[] | string;
+  try {
+    queues = await queueStates(kept.queues);
+  } catch (queueErr) {
+    queues = (queueErr as Error).message;
+  }
+  try {
+    mkdirSync(dir, { recursive: true });
+    for (const [label, gateway] of Object.entries(kept.gateways)) {
+      writeFileSync(join(dir, `${label}.log`), gateway.log);
+      const db = join(gateway.home, 'events.db');
+      if (!existsSync(db)) continue;
+      const source = new Database(db, { readonly: true, fileMustExist: true });
+      try {
+        await source.backup(join(dir, `${label}.events.db`));
+      } finally {
+        source.close();
+      }
+    }
+    writeFileSync(join(dir, 'broker.json'), JSON.stringify({ queues, ...(kept.extra?.() ?? {}) }, null, 1));
+  } catch (keepErr) {
+    note = ` (could not keep everything: ${(keepErr as Error).message})`;
+  }
+  const summary =
+    typeof queues === 'string'
+      ? queues
+      : queues
+          .map((q) => `${q.name}: ready ${q.ready}, unacked ${q.unacked}, consumers ${q.consumers}`)
+          .join('; ');
+  return `kept in ${dir} (logs, events.db, broker.json); broker queues: ${summary || 'none of them exist'}${note}`;
+}
+
+/** Marks a failure message that already says where its state was kept. */
+export const keptMark = `kept in ${failuresRoot}/`;
+
+/**
+ * Runs a test's final checks; when they fail, keeps the gateways' state (keepState) and adds
+ * where to the failure message.
  */
 export async function keepOnFailure(
   test: string,
@@ -85,42 +127,11 @@ export async function keepOnFailure(
   try {
     await checks();
   } catch (err) {
-    const dir = join(failuresRoot, `${test}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-    const notes: string[] = [];
-    let queues: QueueState[] | string;
-    try {
-      queues = await queueStates(kept.queues);
-    } catch (queueErr) {
-      queues = (queueErr as Error).message;
-    }
-    try {
-      mkdirSync(dir, { recursive: true });
-      for (const [label, gateway] of Object.entries(kept.gateways)) {
-        writeFileSync(join(dir, `${label}.log`), gateway.log);
-        const db = join(gateway.home, 'events.db');
-        if (!existsSync(db)) continue;
-        const source = new Database(db, { readonly: true, fileMustExist: true });
-        try {
-          await source.backup(join(dir, `${label}.events.db`));
-        } finally {
-          source.close();
-        }
-      }
-      writeFileSync(join(dir, 'broker.json'), JSON.stringify({ queues, ...(kept.extra?.() ?? {}) }, null, 1));
-    } catch (keepErr) {
-      notes.push(`(could not keep everything: ${(keepErr as Error).message})`);
-    }
-    const summary =
-      typeof queues === 'string'
-        ? queues
-        : queues
-            .map((q) => `${q.name}: ready ${q.ready}, unacked ${q.unacked}, consumers ${q.consumers}`)
-            .join('; ');
-    const message = `${(err as Error).message}\n\nkept in ${dir} (logs, events.db, broker.json); broker queues: ${summary || 'none of them exist'} ${notes.join(' ')}`;
+    const where = await keepState(test, kept);
     if (err instanceof Error) {
-      err.message = message;
+      err.message = `${err.message}\n\n${where}`;
       throw err;
     }
-    throw new Error(message, { cause: err });
+    throw new Error(`${String(err)}\n\n${where}`, { cause: err });
   }
 }
