@@ -12,8 +12,10 @@ import { dlqName } from '../../src/broker/topology.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
+import { hasStalled } from '../support/hasStalled.js';
 import { keepOnFailure, keepState, keptMark, queueStates } from '../support/keepOnFailure.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
+import { readUntil } from '../support/readUntil.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 const typed = Number(process.env.BRIDGE_XHOST_MESSAGES ?? 2000);
@@ -43,6 +45,9 @@ interface Pair {
   /** The recipient as the sender names it: `name@<B's host id>`. */
   address: string;
 }
+
+/** How long nothing may arrive, with B up, before a stream counts as stalled. */
+const stallMs = 10_000;
 
 const random = (min: number, max: number) => min + Math.random() * (max - min);
 
@@ -242,7 +247,8 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
   /**
    * Kills B -9 `kills` times, each when the receiver has got a random share (5-90 %) of the
    * stream and then `moment()` has passed, and restarts it after a random outage during which
-   * the sender keeps publishing.
+   * the sender keeps publishing. `up.at` is when B was last up again: no stall is judged
+   * across an outage (see hasStalled).
    */
   const killer = async (
     b: GatewayProcess,
@@ -250,6 +256,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     delivered: () => number,
     moment: () => Promise<unknown> = () => sleep(random(0, 300)),
     times = kills,
+    up: { at: number } = { at: Date.now() },
   ) => {
     const marks = Array.from({ length: times }, () => Math.floor(random(0.05, 0.9) * total)).sort(
       (x, y) => x - y,
@@ -266,7 +273,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
           seen = delivered();
           changed = Date.now();
         }
-        if (Date.now() - changed > 10_000)
+        if (hasStalled({ now: Date.now(), lastArrival: changed, lastUp: up.at }, stallMs))
           return { kills: done, killedAtDelivered: at, killedAt, outageMs, stalled: true };
         await sleep(10);
       }
@@ -278,6 +285,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
       const down = Date.now();
       await sleep(random(50, 800));
       await b.start();
+      up.at = Date.now();
       outageMs += Date.now() - down;
     }
     return { kills: done, killedAtDelivered: at, killedAt, outageMs };
@@ -447,12 +455,8 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     );
     expectExactlyOnceInOrder(seqs, typed);
     expect(kill.kills).toBe(kills);
-    expect(
-      deliveryStates(
-        b,
-        parsed.map((m) => m[1] as string),
-      ),
-    ).toEqual({ acked: typed });
+    const typedIds = parsed.map((m) => m[1] as string);
+    expect(await readUntil(() => deliveryStates(b, typedIds), { acked: typed })).toEqual({ acked: typed });
   });
 
   it(`${drained} messages A → a main on B, B killed -9 ${drainKills} times: none lost, in send order, repeats only from the crash window`, async () => {
@@ -497,13 +501,15 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     const receive = async (killing: Promise<unknown>) => {
       let client: Client | undefined;
       // Stop early when the stream stalls after the last send (a lost message), so the test
-      // reports what arrived instead of timing out.
+      // reports what arrived instead of timing out; the window opens again at each restart
+      // of B, whose messages come off the broker only once it is back.
       let sendsDone = false;
       let lastArrival = Date.now();
       void sending.finally(() => {
         sendsDone = true;
       });
-      const stalled = () => sendsDone && Date.now() - lastArrival > 10_000;
+      const stalled = () =>
+        sendsDone && hasStalled({ now: Date.now(), lastArrival, lastUp: bUp.at }, stallMs);
       const drainOnce = async () => {
         try {
           client ??= await connectMcp(b.mcpUrl, target.token);
@@ -535,8 +541,9 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
       }
     };
 
+    const bUp = { at: Date.now() };
     const sending = send(a, source.token, address, drained, progress);
-    const killing = killer(b, drained, () => ours.length, nextDrain, drainKills);
+    const killing = killer(b, drained, () => ours.length, nextDrain, drainKills, bUp);
     const [sender, kill] = await Promise.all([sending, killing, receive(killing)]);
 
     const seqs = ours.map((m) => Number(/^seq-(\d+)$/.exec(m.text)?.[1]));
@@ -557,7 +564,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     const missing = Array.from({ length: drained }, (_, i) => i + 1).filter((seq) => !got.has(seq));
     if (missing.length > 0) console.log(JSON.stringify(lossReport(pair, missing), null, 1));
     const kept = { gateways: { a, b }, queues: brokerQueues, extra: () => ({ dlqAtStart }) };
-    await keepOnFailure('crossHostCrash-drained', kept, () => {
+    await keepOnFailure('crossHostCrash-drained', kept, async () => {
       // A main pulls: a drain's answer that went out just before the kill, whose confirmation
       // never reached the log, is handed over again after the restart, under the same msgId
       // (at-least-once to a main; the msgId lets it drop the repeat). Nothing is lost, and the
@@ -574,10 +581,9 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
       expect(repeats).toBeLessThanOrEqual(drainKills * 100);
       console.log(JSON.stringify({ test: 'drained', repeatsFromTheCrashWindow: repeats }));
       expect(kill.kills).toBe(drainKills);
-      const states = deliveryStates(
-        b,
-        ours.map((m) => m.msgId),
-      );
+      // B records `acked` once the drain's answer is out, which the main may see first.
+      const ids = ours.map((m) => m.msgId);
+      const states = await readUntil(() => deliveryStates(b, ids), { acked: drained });
       if (states.acked !== drained) {
         // Received by the main and not acked on B: which ones, and their delivery's events.
         const unacked = notAcked(b, pair.target.gid, ours);
