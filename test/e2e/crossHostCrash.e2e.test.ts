@@ -8,10 +8,14 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { dlqName } from '../../src/broker/topology.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
+import { hasStalled } from '../support/hasStalled.js';
+import { keepOnFailure, keepState, keptMark, queueStates } from '../support/keepOnFailure.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
+import { readUntil } from '../support/readUntil.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 const typed = Number(process.env.BRIDGE_XHOST_MESSAGES ?? 2000);
@@ -41,6 +45,9 @@ interface Pair {
   /** The recipient as the sender names it: `name@<B's host id>`. */
   address: string;
 }
+
+/** How long nothing may arrive, with B up, before a stream counts as stalled. */
+const stallMs = 10_000;
 
 const random = (min: number, max: number) => min + Math.random() * (max - min);
 
@@ -130,7 +137,19 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     tmux = await startTmuxServer();
     dir = mkdtempSync(join(tmpdir(), 'bridge-xcrash-'));
   });
-  afterEach(async () => {
+  afterEach(async ({ task }) => {
+    // A failure the final checks did not catch (a timeout, a gateway that did not start):
+    // keep the gateways' state all the same, before they are disposed of.
+    const errors = task.result?.errors ?? [];
+    if (task.result?.state === 'fail' && !errors.some((e) => e.message?.includes(keptMark))) {
+      const label = `crossHostCrash-${task.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 40)}`;
+      const where = await keepState(label, {
+        gateways: Object.fromEntries(gateways.map((g) => [g.hostId, g])),
+        queues: [...queues, dlqName],
+      }).catch((err: Error) => `the gateways' state could not be kept: ${err.message}`);
+      console.log(where);
+      for (const error of errors) error.message = `${error.message}\n\n${where}`;
+    }
     for (const gateway of gateways.splice(0)) await gateway.dispose().catch(() => {});
     await deleteQueues(queues.splice(0));
   });
@@ -228,7 +247,8 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
   /**
    * Kills B -9 `kills` times, each when the receiver has got a random share (5-90 %) of the
    * stream and then `moment()` has passed, and restarts it after a random outage during which
-   * the sender keeps publishing.
+   * the sender keeps publishing. `up.at` is when B was last up again: no stall is judged
+   * across an outage (see hasStalled).
    */
   const killer = async (
     b: GatewayProcess,
@@ -236,6 +256,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     delivered: () => number,
     moment: () => Promise<unknown> = () => sleep(random(0, 300)),
     times = kills,
+    up: { at: number } = { at: Date.now() },
   ) => {
     const marks = Array.from({ length: times }, () => Math.floor(random(0.05, 0.9) * total)).sort(
       (x, y) => x - y,
@@ -252,7 +273,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
           seen = delivered();
           changed = Date.now();
         }
-        if (Date.now() - changed > 10_000)
+        if (hasStalled({ now: Date.now(), lastArrival: changed, lastUp: up.at }, stallMs))
           return { kills: done, killedAtDelivered: at, killedAt, outageMs, stalled: true };
         await sleep(10);
       }
@@ -264,6 +285,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
       const down = Date.now();
       await sleep(random(50, 800));
       await b.start();
+      up.at = Date.now();
       outageMs += Date.now() - down;
     }
     return { kills: done, killedAtDelivered: at, killedAt, outageMs };
@@ -304,12 +326,28 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     }
   };
 
+  /** The seqs of the received messages whose delivery on B did not end `acked`, in order. */
+  const notAcked = (b: GatewayProcess, recipient: string, received: readonly Drained[]): number[] => {
+    const db = new Database(join(b.home, 'events.db'), { readonly: true });
+    try {
+      const head = db.prepare("SELECT state FROM actors WHERE actor_kind = 'delivery' AND actor_id = ?");
+      const seqs = new Set<number>();
+      for (const m of received) {
+        const row = head.get(`${m.msgId}/${recipient}`) as { state: string } | undefined;
+        if (row?.state !== 'acked') seqs.add(Number(/^seq-(\d+)$/.exec(m.text)?.[1]));
+      }
+      return [...seqs].sort((x, y) => x - y);
+    } finally {
+      db.close();
+    }
+  };
+
   /**
    * For messages the recipient never got: their msgId (A's idempotency table maps `k-<seq>` to
    * it), how A's send ended, and every event B's log holds for their delivery, next to B's
    * restart times, so a loss can be placed against the kills.
    */
-  const lossReport = (pair: Pair, missing: readonly number[]) => {
+  const lossReport = (pair: Pair, missing: readonly number[], label = 'missing') => {
     const dbA = new Database(join(pair.a.home, 'events.db'), { readonly: true });
     const dbB = new Database(join(pair.b.home, 'events.db'), { readonly: true });
     try {
@@ -335,7 +373,20 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
           });
         return { seq, msgId, send: send?.state, delivery };
       });
-      return { missing: missing.length, restartsOfB: restarts, messages };
+      // Where each missing message is in B's store: its delivery's state, or not there at all
+      // (then on the broker: the inbox's ready/unacked counts or the DLQ in the failure message).
+      const where: Record<string, number> = {};
+      for (const seq of missing) {
+        const row = dbA
+          .prepare('SELECT msg_id AS msgId FROM idempotency WHERE sender = ? AND key = ?')
+          .get(pair.source.gid, `k-${seq}`) as { msgId: string } | undefined;
+        const head = dbB
+          .prepare("SELECT state FROM actors WHERE actor_kind = 'delivery' AND actor_id = ?")
+          .get(`${row?.msgId}/${pair.target.gid}`) as { state: string } | undefined;
+        const state = head?.state ?? 'not in B’s store';
+        where[state] = (where[state] ?? 0) + 1;
+      }
+      return { [label]: missing.length, whereOnB: where, restartsOfB: restarts, messages };
     } finally {
       dbA.close();
       dbB.close();
@@ -404,18 +455,21 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     );
     expectExactlyOnceInOrder(seqs, typed);
     expect(kill.kills).toBe(kills);
-    expect(
-      deliveryStates(
-        b,
-        parsed.map((m) => m[1] as string),
-      ),
-    ).toEqual({ acked: typed });
+    const typedIds = parsed.map((m) => m[1] as string);
+    expect(await readUntil(() => deliveryStates(b, typedIds), { acked: typed })).toEqual({ acked: typed });
   });
 
   it(`${drained} messages A → a main on B, B killed -9 ${drainKills} times: none lost, in send order, repeats only from the crash window`, async () => {
     const started = Date.now();
     const pair = await setUp((gateway) => register(gateway, ['--kind', 'main', '--name', 'inbox']));
     const { a, b, source, target, address } = pair;
+    // On failure the broker's side is reported too: B's inbox, and the shared DLQ (other
+    // tests' letters land there as well: its depth now tells what this test added).
+    const brokerQueues = [`agent.${target.gid}.inbox`, dlqName];
+    const dlqAtStart = await queueStates([dlqName]).then(
+      (states) => states[0]?.ready ?? 0,
+      (err: Error) => err.message,
+    );
 
     // Every inbox is bound to `broadcast.all` on the shared broker, so other tests'
     // broadcasts may land here too: only what `source` on A sent is this stream.
@@ -447,13 +501,15 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     const receive = async (killing: Promise<unknown>) => {
       let client: Client | undefined;
       // Stop early when the stream stalls after the last send (a lost message), so the test
-      // reports what arrived instead of timing out.
+      // reports what arrived instead of timing out; the window opens again at each restart
+      // of B, whose messages come off the broker only once it is back.
       let sendsDone = false;
       let lastArrival = Date.now();
       void sending.finally(() => {
         sendsDone = true;
       });
-      const stalled = () => sendsDone && Date.now() - lastArrival > 10_000;
+      const stalled = () =>
+        sendsDone && hasStalled({ now: Date.now(), lastArrival, lastUp: bUp.at }, stallMs);
       const drainOnce = async () => {
         try {
           client ??= await connectMcp(b.mcpUrl, target.token);
@@ -485,8 +541,9 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
       }
     };
 
+    const bUp = { at: Date.now() };
     const sending = send(a, source.token, address, drained, progress);
-    const killing = killer(b, drained, () => ours.length, nextDrain, drainKills);
+    const killing = killer(b, drained, () => ours.length, nextDrain, drainKills, bUp);
     const [sender, kill] = await Promise.all([sending, killing, receive(killing)]);
 
     const seqs = ours.map((m) => Number(/^seq-(\d+)$/.exec(m.text)?.[1]));
@@ -506,28 +563,34 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
     const got = new Set(seqs);
     const missing = Array.from({ length: drained }, (_, i) => i + 1).filter((seq) => !got.has(seq));
     if (missing.length > 0) console.log(JSON.stringify(lossReport(pair, missing), null, 1));
-    // A main pulls: a drain's answer that went out just before the kill, whose confirmation
-    // never reached the log, is handed over again after the restart, under the same msgId
-    // (at-least-once to a main; the msgId lets it drop the repeat). Nothing is lost, and the
-    // first arrivals are in send order.
-    const firstSeen = seqs.filter((seq, i) => seqs.indexOf(seq) === i);
-    expect(firstSeen).toEqual(Array.from({ length: drained }, (_, i) => i + 1));
-    const repeats = seqs.length - firstSeen.length;
-    const byMsgId = new Map<number, Set<string>>();
-    for (const m of ours) {
-      const seq = Number(/^seq-(\d+)$/.exec(m.text)?.[1]);
-      byMsgId.set(seq, (byMsgId.get(seq) ?? new Set()).add(m.msgId));
-    }
-    expect([...byMsgId.values()].every((ids) => ids.size === 1)).toBe(true);
-    expect(repeats).toBeLessThanOrEqual(drainKills * 100);
-    console.log(JSON.stringify({ test: 'drained', repeatsFromTheCrashWindow: repeats }));
-    expect(kill.kills).toBe(drainKills);
-    expect(
-      deliveryStates(
-        b,
-        ours.map((m) => m.msgId),
-      ),
-    ).toEqual({ acked: drained });
+    const kept = { gateways: { a, b }, queues: brokerQueues, extra: () => ({ dlqAtStart }) };
+    await keepOnFailure('crossHostCrash-drained', kept, async () => {
+      // A main pulls: a drain's answer that went out just before the kill, whose confirmation
+      // never reached the log, is handed over again after the restart, under the same msgId
+      // (at-least-once to a main; the msgId lets it drop the repeat). Nothing is lost, and the
+      // first arrivals are in send order.
+      const firstSeen = seqs.filter((seq, i) => seqs.indexOf(seq) === i);
+      expect(firstSeen).toEqual(Array.from({ length: drained }, (_, i) => i + 1));
+      const repeats = seqs.length - firstSeen.length;
+      const byMsgId = new Map<number, Set<string>>();
+      for (const m of ours) {
+        const seq = Number(/^seq-(\d+)$/.exec(m.text)?.[1]);
+        byMsgId.set(seq, (byMsgId.get(seq) ?? new Set()).add(m.msgId));
+      }
+      expect([...byMsgId.values()].every((ids) => ids.size === 1)).toBe(true);
+      expect(repeats).toBeLessThanOrEqual(drainKills * 100);
+      console.log(JSON.stringify({ test: 'drained', repeatsFromTheCrashWindow: repeats }));
+      expect(kill.kills).toBe(drainKills);
+      // B records `acked` once the drain's answer is out, which the main may see first.
+      const ids = ours.map((m) => m.msgId);
+      const states = await readUntil(() => deliveryStates(b, ids), { acked: drained });
+      if (states.acked !== drained) {
+        // Received by the main and not acked on B: which ones, and their delivery's events.
+        const unacked = notAcked(b, pair.target.gid, ours);
+        console.log(JSON.stringify(lossReport(pair, unacked, 'notAcked'), null, 1));
+      }
+      expect(states).toEqual({ acked: drained });
+    });
   });
   it('a drain whose answer never reaches the main (its connection is gone) hands the messages over again', async () => {
     const pair = await setUp((gateway) => register(gateway, ['--kind', 'main', '--name', 'inbox']));
