@@ -92,6 +92,8 @@ interface OpenConsumer {
   /** Re-opens after the server closed the channel: how many in a row, for the backoff. */
   reopenAttempts: number;
   reopenTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Pause/resume switches, one at a time: each brings the channel in line with `paused`. */
+  switching: Promise<void>;
 }
 
 /** The broker actor's kind in the event log. */
@@ -199,6 +201,7 @@ export class BrokerActor {
       paused: spec.paused ?? false,
       reopenAttempts: 0,
       reopenTimer: undefined,
+      switching: Promise.resolve(),
     };
     this.consumers.set(spec.queue.name, entry);
     if (this.model && this.connected) await this.openConsumer(this.model, entry);
@@ -222,20 +225,32 @@ export class BrokerActor {
     const entry = this.consumers.get(queueName);
     if (!entry || entry.paused === paused) return;
     entry.paused = paused;
-    const channel = entry.channel;
-    if (!channel) return; // opened (or not) accordingly on the next open
-    try {
-      if (paused && entry.tag !== undefined) {
-        const tag = entry.tag;
-        entry.tag = undefined;
-        await channel.cancel(tag);
-      } else if (!paused && entry.tag === undefined) {
-        await this.startConsuming(channel, entry);
+    await this.switchConsumer(entry);
+  }
+
+  /**
+   * Brings the consumer in line with `paused` (basic.cancel or basic.consume on its channel),
+   * after any switch still under way: a pause that comes while a consume is being set up is
+   * applied once it is, never lost, and no second consume is started beside the first.
+   */
+  private switchConsumer(entry: OpenConsumer): Promise<void> {
+    entry.switching = entry.switching.then(async () => {
+      const channel = entry.channel;
+      if (!channel) return; // opened (or not) accordingly on the next open
+      try {
+        if (entry.paused && entry.tag !== undefined) {
+          const tag = entry.tag;
+          entry.tag = undefined;
+          await channel.cancel(tag);
+        } else if (!entry.paused && entry.tag === undefined) {
+          await this.startConsuming(channel, entry);
+        }
+      } catch (err) {
+        // The channel went down meanwhile: its re-open follows `paused`.
+        this.options.logger.debug({ err, queue: entry.spec.queue.name }, 'could not switch a consumer');
       }
-    } catch (err) {
-      // The channel went down meanwhile: its re-open follows `paused`.
-      this.options.logger.debug({ err, queue: queueName, paused }, 'could not switch a consumer');
-    }
+    });
+    return entry.switching;
   }
 
   /** Whether the broker delivers from this queue now (registered, open, not paused). */
@@ -443,7 +458,19 @@ export class BrokerActor {
       await declareQueue(channel, spec.queue);
       await channel.prefetch(spec.prefetch);
       entry.channel = channel;
-      if (!entry.paused) await this.startConsuming(channel, entry);
+      entry.tag = undefined;
+      if (!entry.paused) {
+        // Not through switchConsumer: an exclusive refusal must reach the caller (invariant 1).
+        const consuming = entry.switching.then(() =>
+          entry.channel === channel && !entry.paused && entry.tag === undefined
+            ? this.startConsuming(channel, entry)
+            : undefined,
+        );
+        entry.switching = consuming.catch(() => {});
+        await consuming;
+        // A pause that came meanwhile.
+        if (entry.paused) await this.switchConsumer(entry);
+      }
       entry.reopenAttempts = 0;
     } catch (err) {
       if (entry.channel === channel) {
@@ -502,7 +529,9 @@ export class BrokerActor {
   private reopenSoon(model: ChannelModel, entry: OpenConsumer, cause: Error | undefined): void {
     const { logger } = this.options;
     const queue = entry.spec.queue.name;
-    const live = () => this.consumers.get(queue) === entry && this.model === model && this.connected;
+    // Also while (re)connecting: a channel closed before `connected` would otherwise stay shut.
+    const live = () =>
+      this.consumers.get(queue) === entry && this.model === model && this.cell.state !== 'stopped';
     if (!live() || entry.reopenTimer) return;
     const delay = Math.min(
       this.cell.context.retryMaxMs,

@@ -303,7 +303,17 @@ export class EntityActor {
     const ackOnCommit = (): void => {
       if (inbound) this.deps.store.batch.afterCommit(() => inbound.ack());
     };
-    if (this.deliveries.has(envelope.msgId) || readActorHead(this.deps.store, deliveryKind, id)) {
+    if (this.deliveries.has(envelope.msgId)) {
+      ackOnCommit();
+      return 'duplicate';
+    }
+    const head = readActorHead(this.deps.store, deliveryKind, id);
+    if (head) {
+      // Dead-lettered here once and sent back (a requeue): it goes to the DLQ again rather
+      // than be acked into nothing; any other finished one was delivered.
+      if (inbound && head.state === 'dead-lettered') {
+        this.deps.deadLetters?.deadLetter(envelope, 'rejected', 'came again after it was dead-lettered here');
+      }
       ackOnCommit();
       return 'duplicate';
     }

@@ -440,6 +440,9 @@ export class Router {
    * broker's reject-publish-dlx would put it there.
    */
   private checkRoom(recipient: EntityActor, envelope: Envelope, size: number): void {
+    // What the gateway writes (SPAWN_RESULT, TOO_LATE) and answers (handed to the parked turn,
+    // never held) take no room an entity's senders could fill.
+    if (!cappedKinds.has(envelope.kind)) return;
     try {
       recipient.checkRoom(size);
     } catch (err) {
@@ -778,6 +781,14 @@ export class Router {
     return partial;
   }
 }
+
+/** What a sender puts in an inbox, and a full inbox refuses (R-H1). */
+const cappedKinds: ReadonlySet<string> = new Set([
+  WireKind.send,
+  WireKind.reply,
+  WireKind.ask,
+  WireKind.broadcast,
+]);
 
 function codeOf(err: unknown): string {
   return err instanceof BridgeError ? err.code : ErrorCode.internal;
