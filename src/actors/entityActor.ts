@@ -24,6 +24,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { ReceiptSink } from '../receipts/receipt.js';
 import { receiptForTransition } from '../receipts/receiptForTransition.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
+import { deliveryActorId, remindActorId } from '../runtime/actorIds.js';
 import { readActorHead } from '../store/actorHeads.js';
 import type { EntityRecord } from '../store/entities.js';
 import { deleteEntity } from '../store/entities.js';
@@ -117,10 +118,6 @@ interface SharedMachines {
 
 const sharedMachines = new WeakMap<EntityActorDeps, SharedMachines>();
 
-export function deliveryActorId(msgId: string, recipient: string): string {
-  return `${msgId}/${recipient}`;
-}
-
 /**
  * One local entity and everything addressed to it: its entity machine, one delivery actor per
  * undelivered message in arrival order (per-recipient FIFO, R-DL4), and the way messages reach
@@ -193,7 +190,7 @@ export class EntityActor {
   private openReminder(): RemindCell {
     const { config } = this.deps;
     const machine = this.machines.remind;
-    const id = `remind/${this.gid}`;
+    const id = remindActorId(this.gid);
     const identity = { kind: remindKind, id, traceId: this.gid, msgId: null, owner: this.gid };
     const rows = readActorEvents(this.deps.store, remindKind, id);
     if (rows.length > 0) {

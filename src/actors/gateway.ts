@@ -14,6 +14,7 @@ import type { StageRecord } from '../machines/sendMachine.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { endsWait, type ReceiptStage, receiptStages, type WaitableStage } from '../receipts/receipt.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { deliveryActorId, parseDeliveryActorId } from '../runtime/actorIds.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
 import { createNoSigner, createSigner, type Signer } from '../security/messageSigning.js';
@@ -42,7 +43,6 @@ import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { namedUuid, uuidv7 } from '../wire/ids.js';
 import { Directory, hashToken } from './directory.js';
 import {
-  deliveryActorId,
   deliveryKind,
   EntityActor,
   type EntityActorDeps,
@@ -382,7 +382,7 @@ export class Gateway {
     let resumed = 0;
     for (const head of readLiveActors(this.store, deliveryKind)) {
       const owner = head.owner === null ? undefined : this.directory.byGidOrUndefined(head.owner);
-      const msgId = head.actorId.slice(0, head.actorId.indexOf('/'));
+      const msgId = parseDeliveryActorId(head.actorId)?.msgId ?? head.actorId;
       const identity = { actor: deliveryKind, id: head.actorId, traceId: head.traceId, msgId };
       const ok = resumeOrReport(logger, identity, () => {
         if (owner) owner.rehydrateDelivery(msgId, head.traceId);

@@ -9,6 +9,7 @@ import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/cl
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dlqName } from '../../src/broker/topology.js';
+import { parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
@@ -317,7 +318,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
         .all() as Array<{ id: string; state: string }>;
       const counts: Record<string, number> = {};
       for (const row of rows) {
-        if (!wanted.has(row.id.slice(0, row.id.indexOf('/')))) continue;
+        if (!wanted.has(parseDeliveryActorId(row.id)?.msgId ?? row.id)) continue;
         counts[row.state] = (counts[row.state] ?? 0) + 1;
       }
       return counts;
