@@ -1,16 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
-/**
- * The gateway's broker connection (R-H5). Pure: `openConnection` is named here and performed
- * by the broker actor, which answers with `broker.connected` or `broker.lost`. While it is not
- * `connected`, remote sends fail fast; nothing is buffered on the broker's behalf.
- *
- *   idle ─connect─▶ connecting ─connected─▶ connected ⇄ blocked
- *                      ▲   │ lost               │ lost
- *                      │   ▼                    ▼
- *                      └─ backoff ◀─────────────┘        (any) ─stop─▶ stopped
- */
+/** What the connection starts from: the host it is for and the bounds of its reconnect backoff. */
 export const brokerInputSchema = z.object({
   hostId: z.string(),
   retryBaseMs: z.number().int().min(1),
@@ -33,6 +24,16 @@ export interface BrokerContext extends BrokerInput {
   lastError: string | null;
 }
 
+/**
+ * The gateway's broker connection (R-H5). Pure: `openConnection` is named here and performed
+ * by the broker actor, which answers with `broker.connected` or `broker.lost`. While it is not
+ * `connected`, remote sends fail fast; nothing is buffered on the broker's behalf.
+ *
+ *   idle ─connect─▶ connecting ─connected─▶ connected ⇄ blocked
+ *                      ▲   │ lost               │ lost
+ *                      │   ▼                    ▼
+ *                      └─ backoff ◀─────────────┘        (any) ─stop─▶ stopped
+ */
 export const brokerMachine = setup({
   types: { context: {} as BrokerContext, events: {} as BrokerEvent, input: {} as BrokerInput },
   actions: {

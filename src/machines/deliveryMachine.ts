@@ -1,25 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
-/**
- * One inbound message for one recipient (R-DL1, R-DL5, R-DL6). Pure: effects are named here
- * and supplied by the runtime; time comes in through `deadline` in the context and the delays.
- *
- *   pending ──inject──▶ injecting ──typed──▶ typed ──submitted──▶ submitted ──acked──▶ acked
- *    ▲  │                │  │ deferred      │ ▲  │ not submitted                      ▲
- *    │  │                │  ▼               │ │  ▼                                  │
- *    │  │  pane ready  waiting-pane ◀───────┘ └─ unsubmitted (retry: Enter only)     │
- *    ├──┼───────────────────┘                                                       │
- *    │  │  failed (from injecting or typed) ──▶ backoff ──(retry)──┐                 │
- *    └──┼──────────────────────────────────────────────────────────┘                 │
- *       └──hold──▶ held ──handedOver──▶ handed-over ──────────acked──────────────────┘
- *                   ▲                       │ returned (the response never got there)
- *                   └───────────────────────┘
- *   side exits: dead-lettered {reason} (not-submitted once the Enters are used up); a restart
- *   in `injecting`, `typed` or `unsubmitted` goes through `verifying`, which reads the pane
- *   before anything is typed again; an ANSWER whose turn is over goes from pending or held to
- *   too-late (U2).
- */
+/** Why a delivery ended dead-lettered instead of reaching its recipient. */
 export const DeadLetterReason = {
   rejected: 'rejected',
   expired: 'expired',
@@ -126,6 +108,25 @@ const injectFailed = [
   { target: 'dead-lettered', actions: ['countAttempt', 'deliveryLimitReached'] },
 ] as const;
 
+/**
+ * One inbound message for one recipient (R-DL1, R-DL5, R-DL6). Pure: effects are named here
+ * and supplied by the runtime; time comes in through `deadline` in the context and the delays.
+ *
+ *   pending ──inject──▶ injecting ──typed──▶ typed ──submitted──▶ submitted ──acked──▶ acked
+ *    ▲  │                │  │ deferred      │ ▲  │ not submitted                      ▲
+ *    │  │                │  ▼               │ │  ▼                                  │
+ *    │  │  pane ready  waiting-pane ◀───────┘ └─ unsubmitted (retry: Enter only)     │
+ *    ├──┼───────────────────┘                                                       │
+ *    │  │  failed (from injecting or typed) ──▶ backoff ──(retry)──┐                 │
+ *    └──┼──────────────────────────────────────────────────────────┘                 │
+ *       └──hold──▶ held ──handedOver──▶ handed-over ──────────acked──────────────────┘
+ *                   ▲                       │ returned (the response never got there)
+ *                   └───────────────────────┘
+ *   side exits: dead-lettered {reason} (not-submitted once the Enters are used up); a restart
+ *   in `injecting`, `typed` or `unsubmitted` goes through `verifying`, which reads the pane
+ *   before anything is typed again; an ANSWER whose turn is over goes from pending or held to
+ *   too-late (U2).
+ */
 export const deliveryMachine = setup({
   types: {
     context: {} as DeliveryContext,

@@ -2,11 +2,7 @@ import { setup } from 'xstate';
 import { z } from 'zod';
 import { entityKindSchema } from '../wire/envelope.js';
 
-/**
- * One local entity (worker, main or orchestrator): registered, then active, where it is idle
- * (its pane can take input) or busy (its agent is working or showing a prompt, R-DL2), until
- * it is deregistered.
- */
+/** Who the entity is and how it gets its messages, as it was registered. */
 export const entityInputSchema = z.object({
   gid: z.string(),
   name: z.string(),
@@ -29,6 +25,11 @@ export const entityEventSchema = z.discriminatedUnion('type', [
 ]);
 export type EntityEvent = z.infer<typeof entityEventSchema>;
 
+/**
+ * One local entity (worker, main or orchestrator): registered, then active, where it is idle
+ * (its pane can take input) or busy (its agent is working or showing a prompt, R-DL2), until
+ * it is deregistered.
+ */
 export const entityMachine = setup({
   types: {
     context: {} as EntityInput,

@@ -1,16 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
-/**
- * Reminders for one entity that pulls its messages (U3, R-DL3): while messages wait for it,
- * it is nudged after `firstMs`, then at growing intervals (doubling, capped at `maxMs`),
- * until a drain (or an open send) takes them. The next due time is in the context and every
- * event carries the time it happened, so a restart re-arms the reminder where it was.
- *
- *   quiet ──held──▶ waiting ──(due)──▶ nudging ──nudged──▶ waiting …
- *     ▲                │                  │
- *     └────drained─────┴──────────────────┘
- */
+/** Whom the reminders are for and their first and longest interval. */
 export const remindInputSchema = z.object({
   entity: z.string(),
   firstMs: z.number().int().min(1),
@@ -47,6 +38,16 @@ export function remindInterval(context: Pick<RemindContext, 'firstMs' | 'maxMs'>
   return Math.min(context.maxMs, context.firstMs * 2 ** nudges);
 }
 
+/**
+ * Reminders for one entity that pulls its messages (U3, R-DL3): while messages wait for it,
+ * it is nudged after `firstMs`, then at growing intervals (doubling, capped at `maxMs`),
+ * until a drain (or an open send) takes them. The next due time is in the context and every
+ * event carries the time it happened, so a restart re-arms the reminder where it was.
+ *
+ *   quiet ──held──▶ waiting ──(due)──▶ nudging ──nudged──▶ waiting …
+ *     ▲                │                  │
+ *     └────drained─────┴──────────────────┘
+ */
 export const remindMachine = setup({
   types: {
     context: {} as RemindContext,

@@ -2,29 +2,7 @@ import { assign, setup } from 'xstate';
 import { z } from 'zod';
 import { ReceiptStage, receiptStages, stagesAfter } from '../receipts/receipt.js';
 
-/**
- * One outbound message, from the sender's side: accepted, then either delivered by this
- * gateway (routed-local, invariant 3) or published to the broker and confirmed by it. A send
- * that failed (broker unreachable, inbox full) can be published again under the same msgId.
- * Then the recipient's gateway reports how far the delivery got (receipts, R-RC1):
- *
- *   accepted ──routedLocal──▶ routed-local ──┐
- *      │ published                           │
- *      ▼                                     │ receipt
- *   published ──confirmed──▶ confirmed ──────┤
- *      │ failed   ▲ published                │
- *      ▼          │                          ▼
- *   failed ───────┴─────────receipt──▶ queued ──▶ typed ──▶ submitted | handed-over |
- *                                                         dead-lettered | too-late   (final)
- *
- * A receipt moves the send forward only, and may skip stages (confirmed → submitted); one for
- * an earlier or the same stage, or for another recipient, is no transition at all. Failed takes
- * receipts too: a publish reported failed (the connection dropped before the confirm) may still
- * have got through. A receipt that overtakes the broker's confirm waits in the runtime until the
- * send has left `published` (so the log always reads published → confirmed → a stage).
- * Broadcasts get no receipts (their recipient is a routing key): they stay in confirmed or
- * routed-local.
- */
+/** The message as it was accepted from the sender. */
 export const sendInputSchema = z.object({
   msgId: z.string(),
   traceId: z.string(),
@@ -80,6 +58,29 @@ export const unconfirmedSendStates: readonly string[] = ['accepted', 'published'
 /** States whose call is still under way: a receipt waits until the send has left them. */
 export const inFlightSendStates: readonly string[] = ['accepted', 'published'];
 
+/**
+ * One outbound message, from the sender's side: accepted, then either delivered by this
+ * gateway (routed-local, invariant 3) or published to the broker and confirmed by it. A send
+ * that failed (broker unreachable, inbox full) can be published again under the same msgId.
+ * Then the recipient's gateway reports how far the delivery got (receipts, R-RC1):
+ *
+ *   accepted ──routedLocal──▶ routed-local ──┐
+ *      │ published                           │
+ *      ▼                                     │ receipt
+ *   published ──confirmed──▶ confirmed ──────┤
+ *      │ failed   ▲ published                │
+ *      ▼          │                          ▼
+ *   failed ───────┴─────────receipt──▶ queued ──▶ typed ──▶ submitted | handed-over |
+ *                                                         dead-lettered | too-late   (final)
+ *
+ * A receipt moves the send forward only, and may skip stages (confirmed → submitted); one for
+ * an earlier or the same stage, or for another recipient, is no transition at all. Failed takes
+ * receipts too: a publish reported failed (the connection dropped before the confirm) may still
+ * have got through. A receipt that overtakes the broker's confirm waits in the runtime until the
+ * send has left `published` (so the log always reads published → confirmed → a stage).
+ * Broadcasts get no receipts (their recipient is a routing key): they stay in confirmed or
+ * routed-local.
+ */
 export const sendMachine = setup({
   types: {
     context: {} as SendContext,

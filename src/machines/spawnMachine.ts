@@ -1,17 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
-/**
- * One spawn request on the host that runs it (U4). The request id is the actor id, so a SPAWN
- * that comes again (redelivery, a retried call, a restart) finds this actor and launches
- * nothing twice. The gid is chosen and recorded before the launch: a gateway that dies while
- * launching finds out on restart whether that entity got registered, and launches only if not.
- *
- *   requested ──launching──▶ launching ──launched──▶ running ──stopped──▶ stopped
- *       │                        │ launchFailed
- *       └──refused───────────────┴──────────────▶ refused ──answered──▶ closed
- *   `running` and `refused` answer the requester (SPAWN_RESULT) until `answered` is recorded.
- */
+/** The spawn request as it arrived, with who asked for it. */
 export const spawnInputSchema = z.object({
   requestId: z.string(),
   traceId: z.string(),
@@ -54,6 +44,17 @@ const recordError = assign<
   never
 >({ error: ({ event }) => ({ code: event.code, message: event.message }) });
 
+/**
+ * One spawn request on the host that runs it (U4). The request id is the actor id, so a SPAWN
+ * that comes again (redelivery, a retried call, a restart) finds this actor and launches
+ * nothing twice. The gid is chosen and recorded before the launch: a gateway that dies while
+ * launching finds out on restart whether that entity got registered, and launches only if not.
+ *
+ *   requested ──launching──▶ launching ──launched──▶ running ──stopped──▶ stopped
+ *       │                        │ launchFailed
+ *       └──refused───────────────┴──────────────▶ refused ──answered──▶ closed
+ *   `running` and `refused` answer the requester (SPAWN_RESULT) until `answered` is recorded.
+ */
 export const spawnMachine = setup({
   types: {
     context: {} as SpawnContext,

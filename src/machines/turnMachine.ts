@@ -1,17 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
 
-/**
- * One asking turn (U2): a caller parked in `bridge_ask` until the answer comes or the
- * deadline passes. The deadline is in the context, so a restarted gateway re-arms it and it
- * fires on time. A turn that is over takes no answer: a late one is `too-late` on its
- * delivery, and the answerer is told.
- *
- *   waiting ──answered──▶ answered
- *      ├──(deadline)───▶ expired
- *      └──abandoned────▶ abandoned   (the caller went away: hung up, or its gateway restarted
- *                                     and an answer came before the caller was back)
- */
+/** The ask that opened the turn, who asks whom, and when it ends. */
 export const turnInputSchema = z.object({
   turnId: z.string(),
   /** The ASK message that opened the turn. */
@@ -38,6 +28,17 @@ export interface TurnContext extends TurnInput {
   why: string | null;
 }
 
+/**
+ * One asking turn (U2): a caller parked in `bridge_ask` until the answer comes or the
+ * deadline passes. The deadline is in the context, so a restarted gateway re-arms it and it
+ * fires on time. A turn that is over takes no answer: a late one is `too-late` on its
+ * delivery, and the answerer is told.
+ *
+ *   waiting ──answered──▶ answered
+ *      ├──(deadline)───▶ expired
+ *      └──abandoned────▶ abandoned   (the caller went away: hung up, or its gateway restarted
+ *                                     and an answer came before the caller was back)
+ */
 export const turnMachine = setup({
   types: {
     context: {} as TurnContext,
