@@ -1,8 +1,8 @@
 import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
-import { resolveHerdrSocketPath } from '../inject/herdrInjector.js';
 import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../inject/herdrProtocol.js';
 import { type HerdrRequestFailure, herdrRequest } from '../inject/herdrRequest.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
+import { resolveHerdrSocketPath } from '../inject/resolveHerdrSocketPath.js';
 import { type EnvFile, envFileText, sourceAndRun, writeEnvFile } from './envFile.js';
 import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 

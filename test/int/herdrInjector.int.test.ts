@@ -3,11 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ChannelError, ErrorCode } from '../../src/errors.js';
-import {
-  createHerdrInjector,
-  type HerdrInjectorOptions,
-  resolveHerdrSocketPath,
-} from '../../src/inject/herdrInjector.js';
+import { createHerdrInjector, type HerdrInjectorOptions } from '../../src/inject/herdrInjector.js';
 import type {
   PaneInjector,
   PaneMessage,
@@ -15,6 +11,7 @@ import type {
   SubmitOutcome,
   TypeOutcome,
 } from '../../src/inject/paneInjector.js';
+import { resolveHerdrSocketPath } from '../../src/inject/resolveHerdrSocketPath.js';
 import { type FakeHerdr, type FakeHerdrVersion, startFakeHerdr } from '../support/fakeHerdr.js';
 import { waitFor } from '../support/waitFor.js';
 
