@@ -1,7 +1,8 @@
 /**
  * The herdr socket protocol as the pane injector and the herdr launcher use it: pure
- * encode/decode helpers, the zod schemas every inbound line goes through, and what a server's
- * `ping` says it can do. No sockets here (those live in `herdrRequest.ts` and `herdrInjector.ts`).
+ * encode/decode helpers and the zod schemas every inbound line goes through. What a server's
+ * `ping` says it can do is read in `herdrFeatures.ts`; lines are cut from the byte stream in
+ * `lineSplitter.ts`. No sockets here (those live in `herdrRequest.ts` and `herdrStatusWatch.ts`).
  *
  * One JSON object per line; a request is `{id, method, params}`; a reply is `{id, result:{type,…}}`
  * or `{id, error:{code, message}}`; a subscription connection then carries `{event, data}` lines.
@@ -332,113 +333,4 @@ export function decodeResult<M extends HerdrMethod>(method: M, result: HerdrResu
   const parsed = resultSchemas[method].safeParse(result);
   if (parsed.success) return { ok: true, value: parsed.data as HerdrResults[M] };
   return { ok: false, reason: `unexpected ${method} result: ${z.prettifyError(parsed.error)}` };
-}
-
-/** What one herdr server can do, as the injector uses it; read from its `ping`. */
-export interface HerdrFeatures {
-  /** What `ping` said; undefined when the server refused `ping`. */
-  readonly version: string | undefined;
-  readonly protocol: number | undefined;
-  /** `agent.prompt` that refuses a blocked agent without typing (`agent_blocked`): 0.8.2 on. */
-  readonly agentPrompt: boolean;
-  /** `session.snapshot`: 0.7.2 on. */
-  readonly sessionSnapshot: boolean;
-}
-
-/** A server that refused `ping`: only what every herdr has (pane.get, pane.read, pane.send_input). */
-export const LEGACY_HERDR_FEATURES: HerdrFeatures = {
-  version: undefined,
-  protocol: undefined,
-  agentPrompt: false,
-  sessionSnapshot: false,
-};
-
-/** herdr release, and the protocol number it shipped with, from which each feature is there. */
-const FEATURE_SINCE = {
-  agentPrompt: { version: [0, 8, 2], protocol: 20 },
-  sessionSnapshot: { version: [0, 7, 2], protocol: 16 },
-} as const;
-
-function atLeast(version: readonly number[], since: readonly number[]): boolean {
-  for (let i = 0; i < since.length; i++) {
-    const have = version[i] ?? 0;
-    const want = since[i] ?? 0;
-    if (have !== want) return have > want;
-  }
-  return true;
-}
-
-/**
- * The features of a server from its `pong`. herdr numbers releases `MAJOR.MINOR.PATCH` (a
- * preview build adds a suffix); a version that does not parse falls back to the protocol
- * number. A feature wrongly assumed is caught at its first use: herdr answers
- * `invalid_request` for a method it does not know, and the caller drops the feature.
- */
-export function herdrFeatures(pong: { readonly version: string; readonly protocol: number }): HerdrFeatures {
-  const parsed = /^v?(\d+)\.(\d+)\.(\d+)/.exec(pong.version.trim());
-  const version = parsed === null ? undefined : [Number(parsed[1]), Number(parsed[2]), Number(parsed[3])];
-  const has = (since: { readonly version: readonly number[]; readonly protocol: number }): boolean =>
-    version === undefined ? pong.protocol >= since.protocol : atLeast(version, since.version);
-  return {
-    version: pong.version,
-    protocol: pong.protocol,
-    agentPrompt: has(FEATURE_SINCE.agentPrompt),
-    sessionSnapshot: has(FEATURE_SINCE.sessionSnapshot),
-  };
-}
-
-/** Splits a byte stream (already decoded to text) into lines. */
-export interface LineSplitter {
-  /** Adds a chunk; returns the complete lines it finished, without their newline. */
-  push(chunk: string): string[];
-  /** True when a line longer than the limit was dropped since the last call; resets it. */
-  takeOverflow(): boolean;
-}
-
-/**
- * A newline splitter with a cap on line length, so a peer that never sends a newline cannot
- * grow our buffer without bound. An over-long line is dropped, up to its newline.
- */
-export function createLineSplitter(maxLineChars = 16 * 1024 * 1024): LineSplitter {
-  let buffer = '';
-  let discarding = false;
-  let overflowed = false;
-  return {
-    push(chunk) {
-      const lines: string[] = [];
-      let rest = chunk;
-      for (;;) {
-        const newline = rest.indexOf('\n');
-        if (newline === -1) break;
-        const piece = rest.slice(0, newline);
-        rest = rest.slice(newline + 1);
-        if (discarding) {
-          discarding = false;
-          buffer = '';
-          continue;
-        }
-        const line = (buffer + piece).replace(/\r$/, '');
-        buffer = '';
-        if (line.length > maxLineChars) {
-          overflowed = true;
-          continue;
-        }
-        if (line.trim() !== '') lines.push(line);
-      }
-      if (!discarding) {
-        buffer += rest;
-        if (buffer.length > maxLineChars) {
-          buffer = '';
-          discarding = true;
-          overflowed = true;
-        }
-      }
-      return lines;
-    },
-    takeOverflow() {
-      const was = overflowed;
-      overflowed = false;
-      return was;
-    },
-  };
 }

@@ -6,7 +6,6 @@
 import { createConnection, type Socket } from 'node:net';
 import { ChannelError, ErrorCode } from '../errors.js';
 import {
-  createLineSplitter,
   decodeLine,
   decodeResult,
   encodeRequest,
@@ -15,6 +14,7 @@ import {
   type HerdrParams,
   type HerdrResults,
 } from './herdrProtocol.js';
+import { createLineSplitter } from './lineSplitter.js';
 
 /** Why a request failed, for the caller to turn into its own error. */
 export type HerdrRequestFailure =

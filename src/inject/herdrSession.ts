@@ -10,15 +10,13 @@
  */
 import type { Socket } from 'node:net';
 import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
+import { type HerdrFeatures, herdrFeatures, LEGACY_HERDR_FEATURES } from './herdrFeatures.js';
 import {
   type HerdrErrorBody,
   HerdrErrorCode,
-  type HerdrFeatures,
   HerdrMethod,
   type HerdrParams,
   type HerdrResults,
-  herdrFeatures,
-  LEGACY_HERDR_FEATURES,
 } from './herdrProtocol.js';
 import { herdrRequest } from './herdrRequest.js';
 

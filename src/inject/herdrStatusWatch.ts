@@ -5,7 +5,6 @@
  */
 import type { Socket } from 'node:net';
 import {
-  createLineSplitter,
   decodeLine,
   decodeResult,
   encodeRequest,
@@ -15,6 +14,7 @@ import {
 } from './herdrProtocol.js';
 import { openSocket } from './herdrRequest.js';
 import { type HerdrLogger, type HerdrSession, herdrCodeOf } from './herdrSession.js';
+import { createLineSplitter } from './lineSplitter.js';
 import { PaneStatus } from './paneInjector.js';
 
 export interface HerdrStatusWatchOptions {

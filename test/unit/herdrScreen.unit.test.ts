@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { herdrFeatures } from '../../src/inject/herdrProtocol.js';
+import { herdrFeatures } from '../../src/inject/herdrFeatures.js';
 import { locateOnScreen, pendingInput } from '../../src/inject/herdrScreen.js';
 
 const message = { text: '[bridge SEND from a@h msg M1] please\nreview this', marker: 'msg M1' };
