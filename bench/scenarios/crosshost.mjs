@@ -91,7 +91,7 @@ function brokerLeftovers(brokerUri, hosts, teardown) {
 /**
  * The two ways into a daemon a benchmark can drive at rate. Both end in the same calls,
  * gateway.send(entity, { kind: 'SEND', to, text }) and gateway.drain(entity), for the entity
- * whose token the request carries (src/interfaces/mcpTools.ts, src/interfaces/adminServer.ts);
+ * whose token the request carries (src/interfaces/messageTools.ts, src/interfaces/adminServer.ts);
  * they differ only in transport and parsing. `open` returns `send(lane, to, text)` and `drain()`.
  */
 const interfaces = {
