@@ -19,7 +19,7 @@ import type { Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import {
   createLineSplitter,
   decodeLine,
@@ -115,7 +115,7 @@ function nonEmpty(value: string | undefined): string | undefined {
 /**
  * Where herdr's socket is, in herdr's own order: `HERDR_SOCKET_PATH`, then the named session
  * in `HERDR_SESSION`, then the default session, under `$XDG_CONFIG_HOME` or `~/.config`.
- * Throws a ChannelError (BAD_CONFIG) for a malformed HERDR_SESSION.
+ * Throws a BridgeError (BAD_CONFIG) for a malformed HERDR_SESSION.
  */
 export function resolveHerdrSocketPath(
   env: Readonly<Record<string, string | undefined>> = process.env,
@@ -126,7 +126,7 @@ export function resolveHerdrSocketPath(
   const session = nonEmpty(env.HERDR_SESSION);
   if (session === undefined || session === 'default') return join(configHome, 'herdr', 'herdr.sock');
   if (!SESSION_NAME.test(session)) {
-    throw new ChannelError(
+    throw new BridgeError(
       ErrorCode.badConfig,
       `HERDR_SESSION=${JSON.stringify(session)} is not a herdr session name (1-64 of A-Z a-z 0-9 . _ -): fix or unset it, or set HERDR_SOCKET_PATH`,
     );
@@ -165,7 +165,7 @@ function herdrCodeOf(err: unknown): unknown {
 export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector {
   const paneId = options.paneId;
   if (paneId.trim() === '') {
-    throw new ChannelError(ErrorCode.badConfig, 'herdr pane id is empty: pass the pane id (HERDR_PANE_ID)');
+    throw new BridgeError(ErrorCode.badConfig, 'herdr pane id is empty: pass the pane id (HERDR_PANE_ID)');
   }
   const socketPath = options.socketPath ?? resolveHerdrSocketPath(options.env ?? process.env);
   const requestTimeoutMs = options.requestTimeoutMs ?? 7000;
@@ -187,20 +187,20 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
 
   const nextId = (method: string): string => `bridge:${method}:${++sequence}`;
 
-  const closedError = (): ChannelError =>
-    new ChannelError(ErrorCode.shuttingDown, `herdr injector for pane ${paneId} is closed`);
+  const closedError = (): BridgeError =>
+    new BridgeError(ErrorCode.shuttingDown, `herdr injector for pane ${paneId} is closed`);
 
-  function herdrError(method: HerdrMethod, body: HerdrErrorBody, typing: Typing): ChannelError {
+  function herdrError(method: HerdrMethod, body: HerdrErrorBody, typing: Typing): BridgeError {
     const details = { paneId, socketPath, herdrMethod: method, herdrCode: body.code };
     if (body.code === HerdrErrorCode.paneNotFound) {
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `herdr has no pane ${paneId} (${body.message || body.code}): the pane was closed or the id is wrong; register the agent again with its HERDR_PANE_ID`,
         { details },
       );
     }
     const code = typing === undefined ? ErrorCode.paneUnavailable : ErrorCode.injectFailed;
-    return new ChannelError(
+    return new BridgeError(
       code,
       `herdr refused ${method} for pane ${paneId}: ${body.code}: ${body.message}`,
       {
@@ -212,33 +212,33 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
   }
 
   /** What to say when a request was sent but no answer came back. */
-  function lostAnswer(method: HerdrMethod, what: string, typing: Typing, cause?: unknown): ChannelError {
+  function lostAnswer(method: HerdrMethod, what: string, typing: Typing, cause?: unknown): BridgeError {
     const details = { paneId, socketPath, herdrMethod: method };
     if (typing === 'text') {
       // The text may or may not have reached the pane: retrying blindly could type it twice (R-DL5).
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.injectFailed,
         `${what} while typing into herdr pane ${paneId}: the text may have been typed; check the pane's output for the message id before typing it again`,
         { cause, details: { ...details, ambiguous: true } },
       );
     }
     if (typing === 'enter') {
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.injectFailed,
         `${what} while pressing Enter in herdr pane ${paneId}: it may have been pressed; read the pane back before pressing it again`,
         { cause, details: { ...details, ambiguous: true } },
       );
     }
-    return new ChannelError(ErrorCode.paneUnavailable, `${what} during ${method} for herdr pane ${paneId}`, {
+    return new BridgeError(ErrorCode.paneUnavailable, `${what} during ${method} for herdr pane ${paneId}`, {
       cause,
       retryable: true,
       details,
     });
   }
 
-  function unexpectedReply(method: HerdrMethod, reason: string, typing: Typing): ChannelError {
+  function unexpectedReply(method: HerdrMethod, reason: string, typing: Typing): BridgeError {
     if (typing !== undefined) return lostAnswer(method, `herdr gave an unexpected reply (${reason})`, typing);
-    return new ChannelError(
+    return new BridgeError(
       ErrorCode.paneUnavailable,
       `herdr pane ${paneId}: ${reason}: is this herdr version supported?`,
       {
@@ -443,7 +443,7 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
           // pane back and presses Enter again if the text still waits in the input area.
           return { kind: 'typed' };
         case HerdrErrorCode.agentNotRunning:
-          throw new ChannelError(
+          throw new BridgeError(
             ErrorCode.injectFailed,
             `the agent in herdr pane ${paneId} went away while it was prompted: the text may have been typed; check the pane's output for the message id before typing it again`,
             {
@@ -753,7 +753,7 @@ export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector
       const message = checked(sent);
       if (message.text === '') {
         // Enter alone would submit whatever the user has half-typed (R-DL2).
-        throw new ChannelError(
+        throw new BridgeError(
           ErrorCode.injectFailed,
           `refusing to type an empty message into herdr pane ${paneId}`,
         );
