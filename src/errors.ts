@@ -79,6 +79,15 @@ export function isBridgeError(value: unknown): value is BridgeError {
   return value instanceof BridgeError;
 }
 
+/**
+ * A failure as a result reports it: a BridgeError keeps its code; anything else thrown becomes
+ * one with `code` and its message, kept as `cause`.
+ */
+export function asBridgeError(value: unknown, code: ErrorCode): BridgeError {
+  if (isBridgeError(value)) return value;
+  return new BridgeError(code, value instanceof Error ? value.message : String(value), { cause: value });
+}
+
 /** Wraps anything thrown into a BridgeError, keeping the original as `cause`. */
 export function toBridgeError(value: unknown): BridgeError {
   if (isBridgeError(value)) return value;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Config, Profile } from '../config/schema.js';
-import { BridgeError, ErrorCode } from '../errors.js';
+import { asBridgeError, BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import type { ActorKind } from '../machines/index.js';
 import { type SpawnContext, type SpawnEvent, spawnMachine } from '../machines/spawnMachine.js';
@@ -12,7 +12,6 @@ import { admitSpawn } from '../spawn/admitSpawn.js';
 import type { Launcher } from '../spawn/launcher.js';
 import { provisionWorkspace } from '../spawn/provisionWorkspace.js';
 import {
-  asSpawnFailure,
   mayStop,
   resultText,
   spawnResultOf,
@@ -197,7 +196,7 @@ export class Spawner {
         this.byGid.delete(stop.gid);
         result = stopResult.stopped(stop, this.deps.host);
       } catch (err) {
-        result = stopResult.failed(stop, asSpawnFailure(err, ErrorCode.internal));
+        result = stopResult.failed(stop, asBridgeError(err, ErrorCode.internal));
       }
     } else {
       const head = readActorHead(this.deps.store, spawnKind, findSpawnOfGid(this.deps.store, stop.gid) ?? '');
@@ -317,7 +316,7 @@ export class Spawner {
       this.deliverBrief(cell, gid);
       cell.send({ type: 'spawn.launched', pane });
     } catch (err) {
-      const error = asSpawnFailure(err, ErrorCode.launchFailed);
+      const error = asBridgeError(err, ErrorCode.launchFailed);
       this.deps.logger.error({ err, traceId: cell.context.traceId, name }, 'spawn failed');
       if (cell.state === 'launching')
         cell.send({ type: 'spawn.launchFailed', code: error.code, message: error.message });

@@ -1,4 +1,4 @@
-import { BridgeError, ErrorCode } from '../errors.js';
+import { type BridgeError, ErrorCode } from '../errors.js';
 import type { SpawnContext } from '../machines/spawnMachine.js';
 import { type Address, type ControlResult, type Envelope, nameRule } from '../wire/envelope.js';
 
@@ -97,9 +97,4 @@ export function resultText(result: ControlResult, host: string): string {
 /** Who may stop a spawned agent: its requester, or any main or orchestrator (not another worker). */
 export function mayStop(stopper: Address, requester: string): boolean {
   return stopper.gid === requester || stopper.kind !== 'worker';
-}
-
-/** A launch or stop failure as a result reports it: a BridgeError keeps its code. */
-export function asSpawnFailure(err: unknown, code: ErrorCode): BridgeError {
-  return err instanceof BridgeError ? err : new BridgeError(code, (err as Error).message, { cause: err });
 }

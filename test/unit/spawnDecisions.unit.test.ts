@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
-import { BridgeError, ErrorCode } from '../../src/errors.js';
+import { asBridgeError, BridgeError, ErrorCode } from '../../src/errors.js';
 import { type SpawnContext, type SpawnInput, spawnMachine } from '../../src/machines/spawnMachine.js';
 import { upcastSpawnLaunched } from '../../src/machines/upcastSpawnLaunched.js';
 import { foldEvents, initEvent } from '../../src/runtime/foldEvents.js';
 import { admitSpawn, type SpawnHost } from '../../src/spawn/admitSpawn.js';
 import {
-  asSpawnFailure,
   mayStop,
   resultText,
   spawnResultOf,
@@ -125,11 +124,11 @@ describe('spawn results', () => {
 
   it('a failure that is no BridgeError keeps what was thrown as its cause', () => {
     const thrown = new Error('tmux: no server');
-    const failure = asSpawnFailure(thrown, ErrorCode.launchFailed);
+    const failure = asBridgeError(thrown, ErrorCode.launchFailed);
     expect(failure).toMatchObject({ code: ErrorCode.launchFailed, message: 'tmux: no server' });
     expect(failure.cause).toBe(thrown);
     const own = new BridgeError(ErrorCode.paneUnavailable, 'gone');
-    expect(asSpawnFailure(own, ErrorCode.launchFailed)).toBe(own);
+    expect(asBridgeError(own, ErrorCode.launchFailed)).toBe(own);
   });
 });
 
