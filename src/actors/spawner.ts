@@ -426,12 +426,7 @@ export class Spawner {
       WireKind.spawnResult,
       request.from.gid,
       resultText(result, this.deps.host),
-      {
-        msgId,
-        traceId: request.traceId,
-        inReplyTo: request.msgId,
-        result,
-      },
+      { msgId, traceId: request.traceId, inReplyTo: request.msgId, result },
     );
     await this.deps.route(envelope);
   }
