@@ -1,7 +1,10 @@
 /**
- * One error hierarchy for the whole gateway. Every error has a stable `code` that scripts and
- * MCP clients can match on, a `retryable` flag, and a message that says what happened and what
- * to do about it. Expected outcomes (duplicate, too late) are values, not errors.
+ * One error type for the whole gateway. Every error has a stable `code` that scripts and MCP
+ * clients can match on, a `retryable` flag, the `cause` it wraps, and a message that says what
+ * happened and what to do about it. Expected outcomes (duplicate, too late) are values, not
+ * errors. There are no subclasses by severity (STYLE.md suggests message < channel <
+ * connection): no caller handles one severity differently from another, and what a caller
+ * does decide on, whether to try again, is `retryable`.
  */
 export const ErrorCode = {
   badConfig: 'BAD_CONFIG',
@@ -43,9 +46,6 @@ export const ErrorCode = {
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
-export const Severity = { message: 'message', channel: 'channel', connection: 'connection' } as const;
-export type Severity = (typeof Severity)[keyof typeof Severity];
-
 export interface BridgeErrorOptions {
   cause?: unknown;
   retryable?: boolean;
@@ -55,7 +55,6 @@ export interface BridgeErrorOptions {
 export class BridgeError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
-  readonly severity: Severity = Severity.message;
   readonly details: Record<string, unknown> | undefined;
 
   constructor(code: ErrorCode, message: string, options: BridgeErrorOptions = {}) {
@@ -76,21 +75,17 @@ export class BridgeError extends Error {
   }
 }
 
-/** A failure confined to one message or request; the gateway carries on. */
-export class MessageError extends BridgeError {}
-
-/** A failure of one pane, channel or consumer; others are unaffected. */
-export class ChannelError extends BridgeError {
-  override readonly severity: Severity = Severity.channel;
-}
-
-/** A failure of a whole connection or of the gateway's own resources. */
-export class ConnectionError extends BridgeError {
-  override readonly severity: Severity = Severity.connection;
-}
-
 export function isBridgeError(value: unknown): value is BridgeError {
   return value instanceof BridgeError;
+}
+
+/**
+ * A failure as a result reports it: a BridgeError keeps its code; anything else thrown becomes
+ * one with `code` and its message, kept as `cause`.
+ */
+export function asBridgeError(value: unknown, code: ErrorCode): BridgeError {
+  if (isBridgeError(value)) return value;
+  return new BridgeError(code, value instanceof Error ? value.message : String(value), { cause: value });
 }
 
 /** Wraps anything thrown into a BridgeError, keeping the original as `cause`. */

@@ -9,7 +9,7 @@ import { describeBrokerError } from '../broker/describeBrokerError.js';
 import { dlqSpec, legacyControlExchange, type QueueSpec, sharedExchanges } from '../broker/topology.js';
 import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBrokerTls.js';
 import type { BrokerTlsConfig } from '../config/schema.js';
-import { BridgeError, ConnectionError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
@@ -363,7 +363,7 @@ export class BrokerActor {
 
   private unavailable(cause?: unknown): BridgeError {
     const why = this.lastError ? ` (${this.lastError})` : '';
-    return new ConnectionError(
+    return new BridgeError(
       ErrorCode.brokerUnavailable,
       `the broker is unreachable${why}: remote sends fail until it is back (same-host messages still flow); retry later`,
       { retryable: true, cause },
@@ -481,7 +481,7 @@ export class BrokerActor {
       const code = (err as { code?: number }).code ?? (failure as { code?: number } | undefined)?.code;
       if (code !== undefined && refusalCodes.has(code)) {
         const denied = /refused for user/.test((err as Error).message);
-        throw new ConnectionError(
+        throw new BridgeError(
           ErrorCode.consumerRefused,
           `the broker refused to let this gateway consume ${spec.queue.name}: ${(err as Error).message}. ` +
             (denied
@@ -674,7 +674,7 @@ async function checkSharedTopology(model: ChannelModel): Promise<void> {
     missing.push(`queue ${dlqSpec.name}`);
   });
   if (missing.length > 0) {
-    throw new ConnectionError(
+    throw new BridgeError(
       ErrorCode.brokerNotSetUp,
       `the broker lacks the shared topology (${missing.join(', ')}): run \`bridge broker setup\` once as ` +
         'the broker operator (a login that may configure bridge.*), then start the gateway again',

@@ -15,7 +15,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import { decodeHlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
-import { type BridgeError, ErrorCode, MessageError } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import type { DeadLetterReason } from '../machines/deliveryMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -694,7 +694,7 @@ export class Federation implements DeadLetterSink {
   private withDeadLetters<T>(fn: (channel: BrokerChannel) => Promise<T>): Promise<T> {
     return this.broker.withChannel(fn).catch((err: unknown) => {
       if ((err as { code?: number }).code !== 403) throw err;
-      throw new MessageError(
+      throw new BridgeError(
         ErrorCode.forbidden,
         `this gateway's broker login may not read ${dlqName} (every host's dead letters are the ` +
           `operator's): run \`bridge dlq\` on the operator's gateway, or grant it to this one with ` +

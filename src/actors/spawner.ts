@@ -1,16 +1,28 @@
 import { randomUUID } from 'node:crypto';
 import type { Config, Profile } from '../config/schema.js';
-import { BridgeError, ErrorCode } from '../errors.js';
+import { asBridgeError, BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import type { ActorKind } from '../machines/index.js';
 import { type SpawnContext, type SpawnEvent, spawnMachine } from '../machines/spawnMachine.js';
+import { upcastSpawnLaunched } from '../machines/upcastSpawnLaunched.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
-import { describePane, type Launcher } from '../spawn/launcher.js';
+import { admitSpawn } from '../spawn/admitSpawn.js';
+import type { Launcher } from '../spawn/launcher.js';
 import { provisionWorkspace } from '../spawn/provisionWorkspace.js';
+import {
+  mayStop,
+  resultText,
+  spawnResultOf,
+  stopResult,
+  unreadableSpawnResult,
+} from '../spawn/spawnResults.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
+import type { EventRow } from '../store/eventRow.js';
+import { findSpawnOfGid } from '../store/findSpawnOfGid.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
+import type { Store } from '../store/openStore.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import {
@@ -19,10 +31,7 @@ import {
   describeIssues,
   type Envelope,
   envelopeSchema,
-  nameRule,
   type SpawnHeader,
-  smuggledRunKeys,
-  spawnRequestSchema,
   WireKind,
 } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
@@ -33,15 +42,16 @@ export const spawnKind: ActorKind = 'spawn';
 /** SPAWN envelopes (their brief) are kept under this recipient until the spawn is over. */
 const spawnInbox = '>spawn';
 const answerRetryMs = 5_000;
-/** Room a refusal's message has in a SPAWN_RESULT (`controlResultSchema`). */
-const maxResultMessage = 2000;
 
 /** What an answer needs of the request it answers. */
 type RequestRef = Pick<Envelope, 'from' | 'traceId' | 'msgId'>;
 
+/** The part of the config the spawner reads: its profiles and where spawned agents work. */
+export type SpawnerConfig = Pick<Config, 'profiles' | 'spawn' | 'home'>;
+
 /** What the spawner needs from the gateway around it. */
 export interface SpawnerDeps extends RuntimeDeps {
-  config: Config;
+  config: SpawnerConfig;
   metrics: Metrics;
   launchers: { tmux: Launcher; herdr: Launcher };
   /** The MCP endpoint spawned agents connect to, once the gateway serves it. */
@@ -102,7 +112,7 @@ export class Spawner {
     for (const head of readLiveActors(this.deps.store, spawnKind)) {
       const identity = { actor: spawnKind, id: head.actorId, traceId: head.traceId };
       const ok = resumeOrReport(this.deps.logger, identity, () => {
-        const rows = readActorEvents(this.deps.store, spawnKind, head.actorId);
+        const rows = readSpawnEvents(this.deps.store, head.actorId);
         const cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
           this.machine,
           rows,
@@ -176,65 +186,29 @@ export class Spawner {
     const cell = this.byGid.get(stop.gid);
     let result: ControlResult;
     if (cell && cell.state === 'running' && !mayStop(envelope.from, cell.context.requester.gid)) {
-      result = {
-        requestId: stop.requestId,
-        op: 'stop',
-        ok: false,
-        gid: stop.gid,
-        code: ErrorCode.forbidden,
-        message:
-          `${envelope.from.name}@${envelope.from.host} may not stop ${cell.context.entityName ?? stop.gid}: ` +
-          'a spawned agent is stopped by whoever spawned it, or by a main or orchestrator',
-      };
+      result = stopResult.forbidden(stop, envelope.from, cell.context.entityName ?? stop.gid);
     } else if (cell && cell.state === 'running') {
-      const pane = this.paneOf(cell);
+      const { pane } = cell.context;
       try {
         if (pane) await this.launcherFor(cell).close(pane);
         if (this.deps.hasEntity(stop.gid)) await this.deps.deregister(stop.gid);
         cell.send({ type: 'spawn.stopped', by: `${envelope.from.name}@${envelope.from.host}` });
         this.byGid.delete(stop.gid);
-        result = { requestId: stop.requestId, op: 'stop', ok: true, gid: stop.gid, host: this.deps.host };
+        result = stopResult.stopped(stop, this.deps.host);
       } catch (err) {
-        const error =
-          err instanceof BridgeError ? err : new BridgeError(ErrorCode.internal, (err as Error).message);
-        result = {
-          requestId: stop.requestId,
-          op: 'stop',
-          ok: false,
-          gid: stop.gid,
-          code: error.code,
-          message: error.message,
-        };
+        result = stopResult.failed(stop, asBridgeError(err, ErrorCode.internal));
       }
     } else {
-      const head = readActorHead(this.deps.store, spawnKind, this.requestOfGid(stop.gid) ?? '');
+      const head = readActorHead(this.deps.store, spawnKind, findSpawnOfGid(this.deps.store, stop.gid) ?? '');
       result =
         head?.state === 'stopped'
-          ? { requestId: stop.requestId, op: 'stop', ok: true, gid: stop.gid, host: this.deps.host }
-          : {
-              requestId: stop.requestId,
-              op: 'stop',
-              ok: false,
-              gid: stop.gid,
-              code: ErrorCode.notSpawned,
-              message:
-                `${stop.gid} is not a running agent spawned on ${this.deps.host}: bridge_stop ends spawned agents only; ` +
-                `deregister others on their host (bridge deregister)`,
-            };
+          ? stopResult.stopped(stop, this.deps.host)
+          : stopResult.notSpawned(stop, this.deps.host);
     }
     this.settle(inbound);
     await this.sendResult(envelope, result).catch((err: unknown) =>
       this.deps.logger.warn({ err, traceId: envelope.traceId }, 'could not answer a STOP'),
     );
-  }
-
-  private requestOfGid(gid: string): string | undefined {
-    const row = this.deps.store
-      .prepare<[string], { actor_id: string }>(
-        "SELECT actor_id FROM events WHERE actor_kind = 'spawn' AND event = 'spawn.launching' AND json_extract(data, '$.gid') = ? LIMIT 1",
-      )
-      .get(gid);
-    return row?.actor_id;
   }
 
   private track(cell: SpawnCell): void {
@@ -260,70 +234,27 @@ export class Spawner {
   private begin(requestId: string): void {
     const cell = this.cells.get(requestId);
     if (cell?.state !== 'requested') return;
-    const refuse = (code: string, message: string): void =>
-      cell.send({ type: 'spawn.refused', code, message });
-    const { config } = this.deps;
     const stored = readMessage(this.deps.store, cell.context.msgId, spawnInbox);
     if (!stored.ok && !stored.missing) {
       this.deps.logger.error(
         { traceId: cell.context.traceId, requestId, detail: stored.detail },
         'a kept SPAWN does not parse: refused with the reason',
       );
-      refuse(ErrorCode.badRequest, `${this.deps.host} cannot use this spawn request: ${stored.detail}`);
+      cell.send({
+        type: 'spawn.refused',
+        code: ErrorCode.badRequest,
+        message: `${this.deps.host} cannot use this spawn request: ${stored.detail}`,
+      });
       return;
     }
-    const request = spawnRequestSchema.safeParse({
-      requestId,
-      profile: cell.context.profile,
-      ...(cell.context.name === undefined ? {} : { name: cell.context.name }),
-      groups: cell.context.groups,
+    const admission = admitSpawn(cell.context, {
+      host: this.deps.host,
+      profiles: this.deps.config.profiles,
+      hasName: (name) => this.deps.hasName(name),
+      keptRequest: storedEnvelope(stored)?.spawn,
     });
-    if (!request.success) {
-      refuse(
-        ErrorCode.badRequest,
-        `${this.deps.host} cannot use this spawn request: ${describeIssues(request.error)}`,
-      );
-      return;
-    }
-    const smuggled = smuggledRunKeys(storedEnvelope(stored)?.spawn);
-    if (smuggled.length > 0) {
-      refuse(
-        ErrorCode.spawnRefused,
-        `the request carries ${smuggled.join(', ')}: a requester names a profile only, never a command; ` +
-          `${this.deps.host} runs what its own profiles say (config \`profiles\`)`,
-      );
-      return;
-    }
-    const profile = Object.hasOwn(config.profiles, cell.context.profile)
-      ? config.profiles[cell.context.profile]
-      : undefined;
-    if (!profile) {
-      const known = Object.keys(config.profiles);
-      refuse(
-        ErrorCode.unknownProfile,
-        `${this.deps.host} has no profile "${cell.context.profile}"; ` +
-          (known.length > 0
-            ? `its profiles: ${known.join(', ')}`
-            : 'it has no profiles configured (config `profiles`)'),
-      );
-      return;
-    }
-    const name = cell.context.name ?? `${cell.context.profile}-${requestId.slice(-6)}`;
-    if (!spawnRequestSchema.shape.name.safeParse(name).success) {
-      refuse(
-        ErrorCode.badRequest,
-        `profile "${cell.context.profile}" makes no entity name by default: name the agent (${nameRule})`,
-      );
-      return;
-    }
-    if (this.deps.hasName(name)) {
-      refuse(
-        ErrorCode.nameTaken,
-        `an entity named "${name}" already runs on ${this.deps.host}; pick another name`,
-      );
-      return;
-    }
-    cell.send({ type: 'spawn.launching', gid: randomUUID(), name });
+    if (admission.ok) cell.send({ type: 'spawn.launching', gid: randomUUID(), name: admission.name });
+    else cell.send({ type: 'spawn.refused', code: admission.code, message: admission.message });
   }
 
   /**
@@ -345,8 +276,7 @@ export class Spawner {
           `profile ${cell.context.profile} was removed from the config`,
         );
       if (this.deps.hasEntity(gid)) {
-        const pane = (await launcher.find(name)) ?? undefined;
-        cell.send({ type: 'spawn.launched', pane: pane ? describePane(pane) : 'unknown' });
+        cell.send({ type: 'spawn.launched', pane: (await launcher.find(name)) ?? null });
         return;
       }
       const leftover = await launcher.find(name);
@@ -384,10 +314,9 @@ export class Spawner {
         pane,
       });
       this.deliverBrief(cell, gid);
-      cell.send({ type: 'spawn.launched', pane: describePane(pane) });
+      cell.send({ type: 'spawn.launched', pane });
     } catch (err) {
-      const error =
-        err instanceof BridgeError ? err : new BridgeError(ErrorCode.launchFailed, (err as Error).message);
+      const error = asBridgeError(err, ErrorCode.launchFailed);
       this.deps.logger.error({ err, traceId: cell.context.traceId, name }, 'spawn failed');
       if (cell.state === 'launching')
         cell.send({ type: 'spawn.launchFailed', code: error.code, message: error.message });
@@ -433,14 +362,14 @@ export class Spawner {
     // gateway does not drop it as the first answer's duplicate.
     await this.sendResult(
       envelope,
-      this.resultOf(requestId, cell),
+      spawnResultOf(cell.state, cell.context, this.deps.host),
       namedUuid(requestId, `result/spawn again ${envelope.hlc}`),
     );
   }
 
   /** A spawn actor as its log has it (one that is over is no longer kept in memory). */
   private recorded(requestId: string): SpawnCell | undefined {
-    const rows = readActorEvents(this.deps.store, spawnKind, requestId);
+    const rows = readSpawnEvents(this.deps.store, requestId);
     const first = rows[0];
     if (!first) return undefined;
     return ActorCell.rehydrate<SpawnContext, SpawnEvent>(
@@ -451,46 +380,12 @@ export class Spawner {
     );
   }
 
-  /** How a spawn went, as SPAWN_RESULT reports it. */
-  private resultOf(requestId: string, cell: SpawnCell): ControlResult {
-    const { context } = cell;
-    if (cell.state === 'running' && context.gid !== null) {
-      return {
-        requestId,
-        op: 'spawn',
-        ok: true,
-        gid: context.gid,
-        name: context.entityName ?? '',
-        host: this.deps.host,
-      };
-    }
-    if (cell.state === 'stopped' && context.gid !== null) {
-      return {
-        requestId,
-        op: 'spawn',
-        ok: false,
-        gid: context.gid,
-        code: ErrorCode.notSpawned,
-        message:
-          `request ${requestId} started ${context.entityName ?? context.gid}@${this.deps.host} (${context.gid}), ` +
-          'which has been stopped since: spawn again with a new idempotency_key',
-      };
-    }
-    return {
-      requestId,
-      op: 'spawn',
-      ok: false,
-      code: context.error?.code ?? ErrorCode.spawnRefused,
-      message: context.error?.message ?? 'refused',
-    };
-  }
-
   /** SPAWN_RESULT to the requester; recorded as answered once it is on its way. */
   private async answer(requestId: string): Promise<void> {
     const cell = this.cells.get(requestId);
     if (!cell || cell.context.answered || (cell.state !== 'running' && cell.state !== 'refused')) return;
     const { context } = cell;
-    const result = this.resultOf(requestId, cell);
+    const result = spawnResultOf(cell.state, context, this.deps.host);
     const request: RequestRef = {
       from: context.requester as Address,
       msgId: context.msgId,
@@ -513,19 +408,11 @@ export class Spawner {
   async refuseUnreadable(request: SpawnHeader | Envelope, why: string): Promise<void> {
     const requestId = request.spawn?.requestId;
     if (requestId === undefined) return;
-    const message =
-      `${this.deps.host} cannot take this spawn request: ${why}. Names and groups are ${nameRule}; ` +
-      `a profile is one of the host's (config \`profiles\`)`;
     this.deps.logger.warn({ traceId: request.traceId, requestId, why }, 'SPAWN refused: it does not parse');
     this.deps.metrics.spawns.inc({ outcome: 'refused' });
-    await this.sendResult(request, {
-      requestId,
-      op: 'spawn',
-      ok: false,
-      code: ErrorCode.badRequest,
-      message: message.length > maxResultMessage ? `${message.slice(0, maxResultMessage - 3)}...` : message,
-    }).catch((err: unknown) =>
-      this.deps.logger.warn({ err, traceId: request.traceId }, 'could not answer a refused SPAWN'),
+    await this.sendResult(request, unreadableSpawnResult(requestId, this.deps.host, why)).catch(
+      (err: unknown) =>
+        this.deps.logger.warn({ err, traceId: request.traceId }, 'could not answer a refused SPAWN'),
     );
   }
 
@@ -534,33 +421,14 @@ export class Spawner {
     result: ControlResult,
     msgId = namedUuid(result.requestId, `result/${result.op}`),
   ): Promise<void> {
-    const text = result.ok
-      ? `${result.op === 'spawn' ? 'spawned' : 'stopped'} ${result.name ?? result.gid}@${this.deps.host}`
-      : `${result.op} refused: ${result.code}: ${result.message}`;
     const envelope = this.deps.compose(
       gatewayAddress(this.deps.host),
       WireKind.spawnResult,
       request.from.gid,
-      text,
-      {
-        msgId,
-        traceId: request.traceId,
-        inReplyTo: request.msgId,
-        result,
-      },
+      resultText(result, this.deps.host),
+      { msgId, traceId: request.traceId, inReplyTo: request.msgId, result },
     );
     await this.deps.route(envelope);
-  }
-
-  private paneOf(cell: SpawnCell): PaneTarget | undefined {
-    const pane = cell.context.pane;
-    if (pane === null) return undefined;
-    if (pane.startsWith('tmux:')) {
-      const socket = this.deps.config.spawn.tmuxSocket;
-      return { type: 'tmux', target: pane.slice(5), ...(socket === undefined ? {} : { socket }) };
-    }
-    if (pane.startsWith('herdr:')) return { type: 'herdr', paneId: pane.slice(6) };
-    return undefined;
   }
 
   private launcherFor(cell: SpawnCell): Launcher {
@@ -569,7 +437,11 @@ export class Spawner {
   }
 }
 
-/** Who may stop a spawned agent: its requester, or any main or orchestrator (not another worker). */
-function mayStop(stopper: Address, requester: string): boolean {
-  return stopper.gid === requester || stopper.kind !== 'worker';
+/** A spawn's log, its older events in their current shape. */
+function readSpawnEvents(store: Store, requestId: string): EventRow[] {
+  return readActorEvents(store, spawnKind, requestId).map((row) =>
+    row.event === 'spawn.launched' && row.data !== null
+      ? { ...row, data: upcastSpawnLaunched(row.data) }
+      : row,
+  );
 }

@@ -107,7 +107,9 @@ async function main(argv: string[]): Promise<number> {
   try {
     parsed = parseCli(argv);
   } catch (err) {
-    throw new BridgeError(ErrorCode.badRequest, `${(err as Error).message}; see \`bridge help\``);
+    throw new BridgeError(ErrorCode.badRequest, `${(err as Error).message}; see \`bridge help\``, {
+      cause: err,
+    });
   }
   const { values, positionals } = parsed;
   const [command, ...rest] = positionals;

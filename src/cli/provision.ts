@@ -202,6 +202,7 @@ function readPassword(file: string): string {
     throw new BridgeError(
       ErrorCode.badRequest,
       `cannot read --password-file ${file}: ${(err as Error).message}`,
+      { cause: err },
     );
   }
   const password = text.replace(/\r?\n$/, '');
@@ -272,10 +273,11 @@ async function userExists(user: string, node: string | undefined): Promise<boole
   let users: unknown;
   try {
     users = JSON.parse(out);
-  } catch {
+  } catch (err) {
     throw new BridgeError(
       ErrorCode.brokerUnavailable,
       `rabbitmqctl list_users printed something unexpected: ${out.slice(0, 200)}`,
+      { cause: err },
     );
   }
   return Array.isArray(users) && users.some((u) => (u as { user?: unknown }).user === user);

@@ -83,7 +83,9 @@ function markTrace(traceId: string, logs: string[], graphs: MachineGraph[]): Pag
     try {
       isFile = statSync(path).isFile();
     } catch (err) {
-      throw new BridgeError(ErrorCode.badRequest, `cannot read ${path}: ${(err as Error).message}`);
+      throw new BridgeError(ErrorCode.badRequest, `cannot read ${path}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     if (!isFile) {
       throw new BridgeError(

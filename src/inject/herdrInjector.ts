@@ -7,7 +7,7 @@
  * (`herdrSession.ts`), the status subscription (`herdrStatusWatch.ts`), reading the pane back
  * (`herdrPaneReader.ts`), and typing and submitting (`herdrSubmission.ts`).
  */
-import { ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import { createHerdrPaneReader } from './herdrPaneReader.js';
 import { DEFAULT_PROMPT_LINE } from './herdrScreen.js';
 import { createHerdrSession, type HerdrLogger } from './herdrSession.js';
@@ -72,7 +72,7 @@ function checked(message: PaneMessage): PaneMessage {
 export function createHerdrInjector(options: HerdrInjectorOptions): PaneInjector {
   const paneId = options.paneId;
   if (paneId.trim() === '') {
-    throw new ChannelError(ErrorCode.badConfig, 'herdr pane id is empty: pass the pane id (HERDR_PANE_ID)');
+    throw new BridgeError(ErrorCode.badConfig, 'herdr pane id is empty: pass the pane id (HERDR_PANE_ID)');
   }
   const requestTimeoutMs = options.requestTimeoutMs ?? 7000;
   const connectTimeoutMs = options.connectTimeoutMs ?? 2000;

@@ -4,7 +4,7 @@
  * (`toError`), as what a failure means depends on who asked.
  */
 import { createConnection, type Socket } from 'node:net';
-import { ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import {
   decodeLine,
   decodeResult,
@@ -52,7 +52,7 @@ let sequence = 0;
 
 /**
  * Sends one request and resolves with its decoded result. A connection that cannot be opened
- * rejects with the ChannelError `openSocket` gives (PANE_UNAVAILABLE, saying what to do); any
+ * rejects with the BridgeError `openSocket` gives (PANE_UNAVAILABLE, saying what to do); any
  * later failure with `toError`'s error.
  */
 export async function herdrRequest<M extends HerdrMethod>(
@@ -135,7 +135,7 @@ export function openSocket(socketPath: string, timeoutMs: number): Promise<Socke
       settled = true;
       socket.destroy();
       reject(
-        new ChannelError(
+        new BridgeError(
           ErrorCode.paneUnavailable,
           `timed out after ${timeoutMs} ms connecting to herdr socket ${socketPath}: is herdr responsive?`,
           { retryable: true },
@@ -159,29 +159,29 @@ export function openSocket(socketPath: string, timeoutMs: number): Promise<Socke
   });
 }
 
-function connectError(socketPath: string, err: NodeJS.ErrnoException): ChannelError {
+function connectError(socketPath: string, err: NodeJS.ErrnoException): BridgeError {
   const options = { cause: err, retryable: true, details: { socketPath, errno: err.code } };
   switch (err.code) {
     case 'ENOENT':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `herdr socket ${socketPath} not found: is herdr running? set HERDR_SOCKET_PATH to its socket`,
         options,
       );
     case 'ECONNREFUSED':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `herdr socket ${socketPath} refused the connection: herdr is not running (stale socket); start herdr or set HERDR_SOCKET_PATH`,
         options,
       );
     case 'EACCES':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `no permission to open herdr socket ${socketPath}: run the gateway as the user that runs herdr`,
         options,
       );
     default:
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `cannot connect to herdr socket ${socketPath}: ${err.message}`,
         options,

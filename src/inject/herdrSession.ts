@@ -9,7 +9,7 @@
  * out to be unknown (`invalid_request`) is dropped with `withoutFeature`.
  */
 import type { Socket } from 'node:net';
-import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import { type HerdrFeatures, herdrFeatures, LEGACY_HERDR_FEATURES } from './herdrFeatures.js';
 import {
   type HerdrErrorBody,
@@ -64,7 +64,7 @@ export interface HerdrSession {
   /** A fresh request id, for a request written on a connection of the caller's own. */
   nextId(method: HerdrMethod): string;
   /** The error for herdr's refusal of `method`. */
-  refused(method: HerdrMethod, body: HerdrErrorBody, typing: Typing): ChannelError;
+  refused(method: HerdrMethod, body: HerdrErrorBody, typing: Typing): BridgeError;
   /** Refuses new requests and drops those in flight. */
   close(): void;
 }
@@ -83,20 +83,20 @@ export function createHerdrSession(options: HerdrSessionOptions): HerdrSession {
 
   const nextId = (method: string): string => `bridge:${method}:${++sequence}`;
 
-  const closedError = (): ChannelError =>
-    new ChannelError(ErrorCode.shuttingDown, `herdr injector for pane ${paneId} is closed`);
+  const closedError = (): BridgeError =>
+    new BridgeError(ErrorCode.shuttingDown, `herdr injector for pane ${paneId} is closed`);
 
-  function refused(method: HerdrMethod, body: HerdrErrorBody, typing: Typing): ChannelError {
+  function refused(method: HerdrMethod, body: HerdrErrorBody, typing: Typing): BridgeError {
     const details = { paneId, socketPath, herdrMethod: method, herdrCode: body.code };
     if (body.code === HerdrErrorCode.paneNotFound) {
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `herdr has no pane ${paneId} (${body.message || body.code}): the pane was closed or the id is wrong; register the agent again with its HERDR_PANE_ID`,
         { details },
       );
     }
     const code = typing === undefined ? ErrorCode.paneUnavailable : ErrorCode.injectFailed;
-    return new ChannelError(
+    return new BridgeError(
       code,
       `herdr refused ${method} for pane ${paneId}: ${body.code}: ${body.message}`,
       {
@@ -108,33 +108,33 @@ export function createHerdrSession(options: HerdrSessionOptions): HerdrSession {
   }
 
   /** What to say when a request was sent but no answer came back. */
-  function lostAnswer(method: HerdrMethod, what: string, typing: Typing, cause?: unknown): ChannelError {
+  function lostAnswer(method: HerdrMethod, what: string, typing: Typing, cause?: unknown): BridgeError {
     const details = { paneId, socketPath, herdrMethod: method };
     if (typing === 'text') {
       // The text may or may not have reached the pane: retrying blindly could type it twice (R-DL5).
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.injectFailed,
         `${what} while typing into herdr pane ${paneId}: the text may have been typed; check the pane's output for the message id before typing it again`,
         { cause, details: { ...details, ambiguous: true } },
       );
     }
     if (typing === 'enter') {
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.injectFailed,
         `${what} while pressing Enter in herdr pane ${paneId}: it may have been pressed; read the pane back before pressing it again`,
         { cause, details: { ...details, ambiguous: true } },
       );
     }
-    return new ChannelError(ErrorCode.paneUnavailable, `${what} during ${method} for herdr pane ${paneId}`, {
+    return new BridgeError(ErrorCode.paneUnavailable, `${what} during ${method} for herdr pane ${paneId}`, {
       cause,
       retryable: true,
       details,
     });
   }
 
-  function unexpectedReply(method: HerdrMethod, reason: string, typing: Typing): ChannelError {
+  function unexpectedReply(method: HerdrMethod, reason: string, typing: Typing): BridgeError {
     if (typing !== undefined) return lostAnswer(method, `herdr gave an unexpected reply (${reason})`, typing);
-    return new ChannelError(
+    return new BridgeError(
       ErrorCode.paneUnavailable,
       `herdr pane ${paneId}: ${reason}: is this herdr version supported?`,
       {

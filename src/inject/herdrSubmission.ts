@@ -6,7 +6,7 @@
  * pause) are two requests.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import type { HerdrPaneReader } from './herdrPaneReader.js';
 import { HerdrErrorCode, HerdrMethod } from './herdrProtocol.js';
 import { locateOnScreen, shownOnScreen } from './herdrScreen.js';
@@ -133,7 +133,7 @@ export function createHerdrSubmission(
           // pane back and presses Enter again if the text still waits in the input area.
           return { kind: 'typed' };
         case HerdrErrorCode.agentNotRunning:
-          throw new ChannelError(
+          throw new BridgeError(
             ErrorCode.injectFailed,
             `the agent in herdr pane ${paneId} went away while it was prompted: the text may have been typed; check the pane's output for the message id before typing it again`,
             {
@@ -171,7 +171,7 @@ export function createHerdrSubmission(
     async type(message) {
       if (message.text === '') {
         // Enter alone would submit whatever the user has half-typed (R-DL2).
-        throw new ChannelError(
+        throw new BridgeError(
           ErrorCode.injectFailed,
           `refusing to type an empty message into herdr pane ${paneId}`,
         );

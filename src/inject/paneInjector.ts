@@ -73,7 +73,7 @@ export interface PaneInjector {
   /**
    * Looks at the pane and, if it can take a message (no dialog, empty input, not busy), types
    * `message.text` without submitting it and waits until it shows in the input area. Never
-   * sends keys that could answer a dialog. Rejects with a ChannelError when the pane is gone
+   * sends keys that could answer a dialog. Rejects with a BridgeError when the pane is gone
    * or the multiplexer fails.
    */
   type(message: PaneMessage): Promise<TypeOutcome>;

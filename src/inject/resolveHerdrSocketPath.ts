@@ -4,7 +4,7 @@
  */
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 
 const SESSION_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -15,7 +15,7 @@ function nonEmpty(value: string | undefined): string | undefined {
 /**
  * Where herdr's socket is, in herdr's own order: `HERDR_SOCKET_PATH`, then the named session
  * in `HERDR_SESSION`, then the default session, under `$XDG_CONFIG_HOME` or `~/.config`.
- * Throws a ChannelError (BAD_CONFIG) for a malformed HERDR_SESSION.
+ * Throws a BridgeError (BAD_CONFIG) for a malformed HERDR_SESSION.
  */
 export function resolveHerdrSocketPath(
   env: Readonly<Record<string, string | undefined>> = process.env,
@@ -26,7 +26,7 @@ export function resolveHerdrSocketPath(
   const session = nonEmpty(env.HERDR_SESSION);
   if (session === undefined || session === 'default') return join(configHome, 'herdr', 'herdr.sock');
   if (!SESSION_NAME.test(session)) {
-    throw new ChannelError(
+    throw new BridgeError(
       ErrorCode.badConfig,
       `HERDR_SESSION=${JSON.stringify(session)} is not a herdr session name (1-64 of A-Z a-z 0-9 . _ -): fix or unset it, or set HERDR_SOCKET_PATH`,
     );

@@ -1,6 +1,6 @@
 import { type ExecFileException, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { ChannelError, ErrorCode, MessageError } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import {
   type PaneHold,
   type PaneInjector,
@@ -58,7 +58,7 @@ const defaultContainsLines = 500;
  * its own command once the paste shows, and the pane is read back until the agent has taken
  * it. Calls run one at a time, in call order.
  *
- * Throws a MessageError (`BAD_REQUEST`) at once when `target` cannot be a tmux target.
+ * Throws a BridgeError (`BAD_REQUEST`) at once when `target` cannot be a tmux target.
  */
 export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
   const target = checkTarget(options.target);
@@ -131,7 +131,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
   function serial<T>(step: () => Promise<T>): Promise<T> {
     if (closed) {
       return Promise.reject(
-        new ChannelError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
+        new BridgeError(ErrorCode.shuttingDown, `the injector for tmux pane ${target} is closed`),
       );
     }
     const next = tail.then(step);
@@ -144,7 +144,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
   function checked(message: PaneMessage): PaneMessage {
     const text = neutralise(message.text);
     if (text === '') {
-      throw new MessageError(
+      throw new BridgeError(
         ErrorCode.badRequest,
         `nothing to type into tmux pane ${target}: the text is empty`,
       );
@@ -167,9 +167,9 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     },
 
     async contains(marker: string, lines: number = defaultContainsLines): Promise<boolean> {
-      if (marker === '') throw new MessageError(ErrorCode.badRequest, 'contains() needs a non-empty marker');
+      if (marker === '') throw new BridgeError(ErrorCode.badRequest, 'contains() needs a non-empty marker');
       if (!Number.isSafeInteger(lines) || lines < 1) {
-        throw new MessageError(ErrorCode.badRequest, `contains() needs a positive line count, got ${lines}`);
+        throw new BridgeError(ErrorCode.badRequest, `contains() needs a positive line count, got ${lines}`);
       }
       // -J joins lines tmux wrapped at the pane width, so a marker that happened to straddle
       // the right edge is still found. -S counts history lines above the visible screen, which
@@ -203,7 +203,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
 
 /**
  * True when `target` names a pane on the tmux server at `socket` (default server when unset).
- * A missing pane or no running server is `false`; a missing tmux binary throws a ChannelError
+ * A missing pane or no running server is `false`; a missing tmux binary throws a BridgeError
  * (`PANE_UNAVAILABLE`), since "not found" would send the operator looking in the wrong place.
  */
 export async function tmuxPaneExists(target: string, socket?: string): Promise<boolean> {
@@ -292,7 +292,7 @@ export function toTmuxFailure(err: unknown): TmuxFailure {
   return { kind: 'failed', stderr: '', exitCode: undefined, cause: err };
 }
 
-function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, verb: string): ChannelError {
+function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, verb: string): BridgeError {
   const server = tmux.socket === undefined ? 'the default tmux server' : `the tmux server at ${tmux.socket}`;
   const cli = tmux.socket === undefined ? 'tmux' : `tmux -S ${tmux.socket}`;
   const said = failure.stderr === '' ? '' : ` (tmux said: ${failure.stderr})`;
@@ -305,20 +305,20 @@ function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, v
   const options = { cause: failure.cause, details };
   switch (failure.kind) {
     case 'notInstalled':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `cannot ${verb} tmux pane ${target}: could not run "${tmux.tmuxPath}": install tmux or put it on PATH`,
         options,
       );
     case 'serverDown':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `cannot ${verb} tmux pane ${target}: ${server} is not running${said}: ` +
           'start tmux (or fix the socket path) and register the pane again',
         options,
       );
     case 'notFound':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.paneUnavailable,
         `tmux pane ${target} not found on ${server}${said}: check the target with \`${cli} list-panes -a\``,
         options,
@@ -326,14 +326,14 @@ function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, v
     case 'timeout':
       // Retryable: whether the text was typed is unknown, and R-DL5 recovery settles that by
       // looking for the msg id in the pane before typing again.
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.injectFailed,
         `tmux did not answer within ${tmux.timeoutMs} ms when asked to ${verb} pane ${target}: ` +
           `check that ${server} is responsive`,
         { ...options, retryable: true },
       );
     case 'failed':
-      return new ChannelError(
+      return new BridgeError(
         ErrorCode.injectFailed,
         `cannot ${verb} tmux pane ${target}: tmux failed${said}`,
         options,
@@ -348,7 +348,7 @@ function paneError(failure: TmuxFailure, target: string, tmux: TmuxRunOptions, v
  */
 function checkTarget(target: string): string {
   if (target.trim() === '' || target !== target.trim() || target.includes(';') || hasUnsafeChar(target)) {
-    throw new MessageError(
+    throw new BridgeError(
       ErrorCode.badRequest,
       `"${target}" is not a tmux pane target: use a pane id like %12 or session:window.pane ` +
         '(see `tmux list-panes -a -F "#{pane_id} #{session_name}:#{window_index}.#{pane_index}"`)',

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { paneTargetSchema } from '../store/entities.js';
 import {
   entityKindSchema,
   entityNameSchema,
@@ -7,6 +6,7 @@ import {
   groupsSchema,
   profileRequestSchema,
 } from '../wire/envelope.js';
+import { paneTargetSchema } from '../wire/paneTarget.js';
 
 /** The admin socket's requests: operator commands from the CLI to the running gateway. */
 export const registerBody = z.strictObject({

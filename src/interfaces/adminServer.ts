@@ -136,7 +136,9 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new BridgeError(ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`);
+    throw new BridgeError(ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 

@@ -1,5 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
+import type { PaneTarget } from '../inject/paneInjector.js';
+import { paneTargetSchema } from '../wire/paneTarget.js';
 
 /** The spawn request as it arrived, with who asked for it. */
 export const spawnInputSchema = z.object({
@@ -19,7 +21,7 @@ export type SpawnInput = z.infer<typeof spawnInputSchema>;
 
 export const spawnEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('spawn.launching'), gid: z.string(), name: z.string() }),
-  z.object({ type: z.literal('spawn.launched'), pane: z.string() }),
+  z.object({ type: z.literal('spawn.launched'), pane: paneTargetSchema.nullable() }),
   z.object({ type: z.literal('spawn.launchFailed'), code: z.string(), message: z.string() }),
   z.object({ type: z.literal('spawn.refused'), code: z.string(), message: z.string() }),
   z.object({ type: z.literal('spawn.answered') }),
@@ -31,7 +33,7 @@ export type SpawnEvent = z.infer<typeof spawnEventSchema>;
 export interface SpawnContext extends SpawnInput {
   gid: string | null;
   entityName: string | null;
-  pane: string | null;
+  pane: PaneTarget | null;
   error: { code: string; message: string } | null;
   answered: boolean;
 }

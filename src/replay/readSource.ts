@@ -29,7 +29,9 @@ export function openSource(path: string, traceId: string | undefined): ReplaySou
   try {
     fd = openSync(path, 'r');
   } catch (err) {
-    throw new BridgeError(ErrorCode.badRequest, `cannot read ${path}: ${(err as Error).message}`);
+    throw new BridgeError(ErrorCode.badRequest, `cannot read ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   const head = Buffer.alloc(sqliteMagic.length);
   readSync(fd, head, 0, head.length, 0);
@@ -62,6 +64,7 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
     throw new BridgeError(
       ErrorCode.badRequest,
       `${path} is an SQLite file but not a bridge event log (${(err as Error).message}): give a gateway's events.db or a \`bridge export\` file`,
+      { cause: err },
     );
   }
 }
@@ -106,6 +109,7 @@ function parseLine<T>(
     throw new BridgeError(
       ErrorCode.badRequest,
       `${path}:${line}: not JSON (${(err as Error).message}): not a bridge export line`,
+      { cause: err },
     );
   }
   const parsed = parse(json);

@@ -49,7 +49,7 @@ export function initKeys(home: string, options: InitKeysOptions = {}): GatewayKe
         `a gateway key already exists at ${privateKeyPath}; \`bridge keys show\` prints its public key. ` +
           'To replace it run `bridge keys init --force`, then give the new public key to every peer ' +
           '(`bridge trust add`): they will refuse this gateway until they have it',
-        { details: { path: privateKeyPath } },
+        { cause: err, details: { path: privateKeyPath } },
       );
     }
     throw new BridgeError(
@@ -83,7 +83,7 @@ export function loadKeys(home: string): GatewayKeys {
         ErrorCode.keyMissing,
         `this gateway has no key pair: ${privateKeyPath} does not exist; run \`bridge keys init\` ` +
           '(with the same BRIDGE_HOME) to create one',
-        { details: { path: privateKeyPath } },
+        { cause: err, details: { path: privateKeyPath } },
       );
     }
     throw new BridgeError(

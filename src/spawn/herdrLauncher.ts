@@ -1,4 +1,4 @@
-import { BridgeError, ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../inject/herdrProtocol.js';
 import { type HerdrRequestFailure, herdrRequest } from '../inject/herdrRequest.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
@@ -49,23 +49,23 @@ export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
     method: M,
     params: HerdrParams[M],
   ): Promise<HerdrResults[M]> {
-    const toError = (failure: HerdrRequestFailure): ChannelError => {
+    const toError = (failure: HerdrRequestFailure): BridgeError => {
       const details = { socketPath, herdrMethod: method };
       switch (failure.kind) {
         case 'refused':
-          return new ChannelError(
+          return new BridgeError(
             ErrorCode.launchFailed,
             `herdr at ${socketPath} refused ${method}: ${failure.body.code}: ${failure.body.message}`,
             { details: { ...details, herdrCode: failure.body.code } },
           );
         case 'unexpected':
-          return new ChannelError(
+          return new BridgeError(
             ErrorCode.launchFailed,
             `herdr at ${socketPath} gave an unexpected reply to ${method} (${failure.reason}): is this herdr version supported?`,
             { details },
           );
         case 'lost':
-          return new ChannelError(
+          return new BridgeError(
             ErrorCode.launchFailed,
             `${failure.what} during ${method} on herdr socket ${socketPath}`,
             { cause: failure.cause, details },
@@ -87,8 +87,8 @@ export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
 
   async function launchNow(request: LaunchRequest): Promise<PaneTarget> {
     let socketPath = options.socketPath ?? '(unresolved)';
-    const failed = (what: string, cause?: unknown): ChannelError =>
-      new ChannelError(
+    const failed = (what: string, cause?: unknown): BridgeError =>
+      new BridgeError(
         ErrorCode.launchFailed,
         `could not start ${request.name} in a new herdr tab via ${socketPath}: ${what}`,
         {
@@ -174,7 +174,7 @@ export function createHerdrLauncher(options: HerdrLauncherOptions): Launcher {
         }
       } catch (err) {
         if (isGone(err)) return;
-        throw new ChannelError(
+        throw new BridgeError(
           ErrorCode.paneUnavailable,
           `could not close herdr pane ${pane.paneId} via ${socketPath}: ${(err as Error).message}`,
           { cause: err, details: { socketPath, paneId: pane.paneId } },

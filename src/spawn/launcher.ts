@@ -19,11 +19,6 @@ export interface Launcher {
   close(pane: PaneTarget): Promise<void>;
 }
 
-/** How a pane target reads in the log and in results. */
-export function describePane(pane: PaneTarget): string {
-  return pane.type === 'tmux' ? `tmux:${pane.target}` : `herdr:${pane.paneId}`;
-}
-
 /**
  * Runs launches one at a time, in call order (two must not both create a session or race for
  * the same name); a failed launch does not stop the ones behind it.

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 
 const cloneTimeoutMs = 5 * 60_000;
 
@@ -38,7 +38,7 @@ export async function provisionWorkspace(
         }
         const said = String(stderr).trim() || error.message;
         reject(
-          new ChannelError(
+          new BridgeError(
             ErrorCode.launchFailed,
             `could not clone ${repo.url}${repo.ref === undefined ? '' : ` at ${repo.ref}`} into ${dir}: ${said}`,
             { cause: error },

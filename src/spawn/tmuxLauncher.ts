@@ -1,4 +1,4 @@
-import { ChannelError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { defaultTimeoutMs, runTmux, type TmuxRunOptions, toTmuxFailure } from '../inject/tmuxInjector.js';
 import { type EnvFile, envFileText, sourceAndRun, writeEnvFile } from './envFile.js';
@@ -33,7 +33,7 @@ export function createTmuxLauncher(options: TmuxLauncherOptions): Launcher {
     const server =
       options.socket === undefined ? 'the default tmux server' : `the tmux server at ${options.socket}`;
     const failed = (said: string, cause: unknown) =>
-      new ChannelError(
+      new BridgeError(
         ErrorCode.launchFailed,
         `could not open a tmux window for ${request.name} in session ${session} on ${server}: ${said}`,
         { cause },

@@ -1,13 +1,9 @@
 import { z } from 'zod';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { type EntityKind, entityKindSchema, isGroupName } from '../wire/envelope.js';
+import { paneTargetSchema } from '../wire/paneTarget.js';
 import type { Store } from './openStore.js';
 import { parseJsonColumn, parseStoredRow } from './storeDamage.js';
-
-export const paneTargetSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('tmux'), target: z.string().min(1), socket: z.string().min(1).optional() }),
-  z.object({ type: z.literal('herdr'), paneId: z.string().min(1), socketPath: z.string().min(1).optional() }),
-]);
 
 /** A local entity as registered. */
 export interface EntityRecord {

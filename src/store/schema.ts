@@ -89,4 +89,11 @@ export const migrations: readonly string[] = [
   ALTER TABLE idempotency ADD COLUMN recipient TEXT;
   ALTER TABLE idempotency ADD COLUMN digest TEXT;
   `,
+  `
+  -- Which spawn launched a gid (\`findSpawnOfGid\`), without reading every event. Partial: only
+  -- launch rows whose data parses are indexed, so a damaged one in an existing log fails neither
+  -- this migration nor a later append (json_extract throws on malformed JSON).
+  CREATE INDEX events_spawn_by_gid ON events (json_extract(data, '$.gid'))
+    WHERE actor_kind = 'spawn' AND event = 'spawn.launching' AND json_valid(data);
+  `,
 ];

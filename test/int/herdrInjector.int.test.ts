@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { ChannelError, ErrorCode } from '../../src/errors.js';
+import { BridgeError, ErrorCode } from '../../src/errors.js';
 import { createHerdrInjector, type HerdrInjectorOptions } from '../../src/inject/herdrInjector.js';
 import type {
   PaneInjector,
@@ -30,13 +30,13 @@ function recordStatuses(injector: PaneInjector): { seen: PaneStatus[]; stop: () 
   return { seen, stop };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<ChannelError> {
+async function rejection(promise: Promise<unknown>): Promise<BridgeError> {
   const err = await promise.then(
     () => undefined,
     (e: unknown) => e,
   );
-  expect(err).toBeInstanceOf(ChannelError);
-  return err as ChannelError;
+  expect(err).toBeInstanceOf(BridgeError);
+  return err as BridgeError;
 }
 
 /** A message as the gateway types it: the msg id in its first line is its marker. */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ChannelError, ErrorCode } from '../../src/errors.js';
+import { BridgeError, ErrorCode } from '../../src/errors.js';
 import type { PaneTarget } from '../../src/inject/paneInjector.js';
 import { envFileText, shellQuote } from '../../src/spawn/envFile.js';
 import { createHerdrLauncher } from '../../src/spawn/herdrLauncher.js';
@@ -31,13 +31,13 @@ function herdrPane(pane: PaneTarget | undefined): string {
   return pane?.type === 'herdr' ? pane.paneId : '';
 }
 
-async function rejection(promise: Promise<unknown>): Promise<ChannelError> {
+async function rejection(promise: Promise<unknown>): Promise<BridgeError> {
   const err = await promise.then(
     () => undefined,
     (e: unknown) => e,
   );
-  expect(err).toBeInstanceOf(ChannelError);
-  return err as ChannelError;
+  expect(err).toBeInstanceOf(BridgeError);
+  return err as BridgeError;
 }
 
 /** The env file a typed launch line sources: the first single-quoted word after `. `. */

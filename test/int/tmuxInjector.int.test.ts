@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChannelError, ErrorCode, MessageError } from '../../src/errors.js';
+import { BridgeError, ErrorCode } from '../../src/errors.js';
 import { type PaneInjector, PaneStatus } from '../../src/inject/paneInjector.js';
 import { createTmuxInjector, tmuxPaneExists } from '../../src/inject/tmuxInjector.js';
 import { typeAndSubmit } from '../../src/inject/typeAndSubmit.js';
@@ -240,9 +240,9 @@ describe('tmux injector against real tmux panes', () => {
   it('reports a missing pane as PANE_UNAVAILABLE with a message naming it and what to do', async () => {
     const injector = createTmuxInjector({ target: '%999', socket: server.socket });
     const err = await rejection(deliver(injector, 'hello'));
-    expect(err).toBeInstanceOf(ChannelError);
+    expect(err).toBeInstanceOf(BridgeError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
-    const message = (err as ChannelError).message;
+    const message = (err as BridgeError).message;
     expect(message).toContain('tmux pane %999 not found');
     expect(message).toContain(`tmux -S ${server.socket} list-panes -a`);
     expect(message).toContain("can't find pane: %999"); // tmux's own words
@@ -273,9 +273,9 @@ describe('tmux injector against real tmux panes', () => {
       await doomed.kill();
 
       const err = await rejection(deliver(injector, 'after the crash'));
-      expect(err).toBeInstanceOf(ChannelError);
+      expect(err).toBeInstanceOf(BridgeError);
       expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
-      const message = (err as ChannelError).message;
+      const message = (err as BridgeError).message;
       expect(message).toMatch(new RegExp(`cannot (read|type into) tmux pane ${paneId}`));
       expect(message).toContain(`the tmux server at ${doomed.socket} is not running`);
       expect(message).toContain('start tmux');
@@ -294,13 +294,13 @@ describe('tmux injector against real tmux panes', () => {
       tmuxPath: '/nonexistent/tmux',
     });
     const err = await rejection(deliver(injector, 'hello'));
-    expect(err).toBeInstanceOf(ChannelError);
+    expect(err).toBeInstanceOf(BridgeError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
-    expect((err as ChannelError).message).toMatch(/could not run "\/nonexistent\/tmux": install tmux/);
+    expect((err as BridgeError).message).toMatch(/could not run "\/nonexistent\/tmux": install tmux/);
   });
 
   it('rejects targets that tmux would parse as a command separator, and empty text', async () => {
-    expect(() => createTmuxInjector({ target: '%1;', socket: server.socket })).toThrow(MessageError);
+    expect(() => createTmuxInjector({ target: '%1;', socket: server.socket })).toThrow(BridgeError);
     expect(() => createTmuxInjector({ target: '', socket: server.socket })).toThrow(/not a tmux pane target/);
     await expect(tmuxPaneExists('%1\n', server.socket)).rejects.toMatchObject({ code: ErrorCode.badRequest });
     const { paneId } = await catPane();

@@ -51,7 +51,8 @@ const launching = (gid = 'worker-gid', name = 'helper'): SpawnEvent => ({
   gid,
   name,
 });
-const launched = (pane = '%7'): SpawnEvent => ({ type: 'spawn.launched', pane });
+const tmuxPane = (target: string) => ({ type: 'tmux' as const, target });
+const launched = (target = '%7'): SpawnEvent => ({ type: 'spawn.launched', pane: tmuxPane(target) });
 const launchFailed = (code = 'LAUNCH_FAILED', message = 'tmux: no server'): SpawnEvent => ({
   type: 'spawn.launchFailed',
   code,
@@ -138,7 +139,7 @@ describe('spawnMachine: launching', () => {
       ...initialContext,
       gid: 'worker-gid',
       entityName: 'helper',
-      pane: '%42',
+      pane: tmuxPane('%42'),
     });
     expect(effects(actions)).toEqual(['answer']);
   });
@@ -281,7 +282,7 @@ describe('spawnMachine: whole requests', () => {
       ...initialContext,
       gid: 'w-gid',
       entityName: 'w',
-      pane: '%3',
+      pane: tmuxPane('%3'),
       answered: true,
     });
   });
