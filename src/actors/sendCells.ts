@@ -143,8 +143,8 @@ export class SendCells {
   }
 
   /**
-   * Records why the send did not go (`failed` is where every refused or unpublished send
-   * ends, R-H2: it keeps no body), then throws `err` once that is on disk.
+   * Ends a send that did not go in `failed`, with why, and throws `err` once that is on disk:
+   * a refused or unpublished send never stays `accepted`.
    */
   async fail(cell: SendCell, err: unknown): Promise<never> {
     const code = err instanceof BridgeError ? err.code : ErrorCode.internal;
