@@ -21,7 +21,8 @@ import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { uuidv7 } from '../wire/ids.js';
 import type { InboundHandle } from './entityActor.js';
 import type { Federation } from './federation.js';
-import type { Router, SendCell } from './router.js';
+import type { Router } from './router.js';
+import type { SendCell } from './sendCells.js';
 
 export interface ReceiptsDeps extends RuntimeDeps {
   metrics: Metrics;

@@ -122,10 +122,27 @@ describe('presence: decode', () => {
   });
 
   it('property: arbitrary bytes never throw and are either a snapshot or a refusal with a detail', () => {
+    const encoded = encodePresence(snapshot);
+    const bytes = fc.oneof(
+      fc.uint8Array({ maxLength: 512 }),
+      fc.nat({ max: encoded.length }).map((n) => encoded.subarray(0, n)),
+      fc.constant(encoded),
+    );
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 512 }), (raw) => {
+      fc.property(bytes, (raw) => {
         const decoded = decodePresence(Buffer.from(raw));
-        expect(decoded.ok ? typeof decoded.presence.host : decoded.detail.length > 0).toBeTruthy();
+        if (decoded.ok) {
+          // What it accepts is a snapshot, one it would accept again as it stands.
+          expect(decoded.presence).toMatchObject({
+            kind: 'PRESENCE',
+            host: expect.stringMatching(/./),
+            ttlMs: expect.any(Number),
+            entities: expect.any(Array),
+          });
+          expect(decodePresence(encodePresence(decoded.presence))).toEqual(decoded);
+        } else {
+          expect(decoded.detail).not.toBe('');
+        }
       }),
       { numRuns: 2_000 },
     );
