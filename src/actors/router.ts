@@ -3,13 +3,7 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { newTraceId } from '../log/logger.js';
 import type { ActorKind } from '../machines/index.js';
-import {
-  type SendContext,
-  type SendEvent,
-  sendInputSchema,
-  sendMachine,
-  unconfirmedSendStates,
-} from '../machines/sendMachine.js';
+import { sendInputSchema, sendMachine, unconfirmedSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
@@ -80,7 +74,7 @@ export function addressOf(entity: EntityActor, host: string): Address {
   return { gid: entity.gid, name: entity.record.name, host, kind: entity.record.kind };
 }
 
-export type SendCell = ActorCell<SendContext, SendEvent>;
+export type SendCell = ActorCell<typeof sendMachine>;
 
 /**
  * Send actors kept in memory after their call, for the receipts that follow (R-RC1). Beyond
@@ -236,7 +230,7 @@ export class Router {
     const first = rows[0];
     if (!first) return undefined;
     const owner = typeof first.data?.sender === 'string' ? first.data.sender : null;
-    const cell = ActorCell.rehydrate<SendContext, SendEvent>(
+    const cell = ActorCell.rehydrate(
       sendMachine,
       rows,
       { kind: sendKind, id: msgId, traceId: first.traceId, msgId, owner },
@@ -662,7 +656,7 @@ export class Router {
     recipientHost?: string | undefined,
   ): SendCell {
     const sender = envelope.from;
-    const cell = ActorCell.create<SendContext, SendEvent>(
+    const cell = ActorCell.create(
       sendMachine,
       {
         msgId: envelope.msgId,

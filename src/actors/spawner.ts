@@ -3,7 +3,7 @@ import type { Config, Profile } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import type { ActorKind } from '../machines/index.js';
-import { type SpawnContext, type SpawnEvent, spawnMachine } from '../machines/spawnMachine.js';
+import { spawnMachine } from '../machines/spawnMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
@@ -72,7 +72,7 @@ export interface SpawnerDeps extends RuntimeDeps {
   newToken(): string;
 }
 
-type SpawnCell = ActorCell<SpawnContext, SpawnEvent>;
+type SpawnCell = ActorCell<typeof spawnMachine>;
 
 /**
  * Runs SPAWN and STOP requests for this host (U4). Each spawn is a persisted actor keyed by
@@ -103,7 +103,7 @@ export class Spawner {
       const identity = { actor: spawnKind, id: head.actorId, traceId: head.traceId };
       const ok = resumeOrReport(this.deps.logger, identity, () => {
         const rows = readActorEvents(this.deps.store, spawnKind, head.actorId);
-        const cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
+        const cell = ActorCell.rehydrate(
           this.machine,
           rows,
           { kind: spawnKind, id: head.actorId, traceId: head.traceId, msgId: rows[0]?.msgId ?? null },
@@ -149,7 +149,7 @@ export class Spawner {
       return;
     }
     putMessage(this.deps.store, spawnInbox, envelope);
-    const cell = ActorCell.create<SpawnContext, SpawnEvent>(
+    const cell = ActorCell.create(
       this.machine,
       {
         requestId: id,
@@ -443,7 +443,7 @@ export class Spawner {
     const rows = readActorEvents(this.deps.store, spawnKind, requestId);
     const first = rows[0];
     if (!first) return undefined;
-    return ActorCell.rehydrate<SpawnContext, SpawnEvent>(
+    return ActorCell.rehydrate(
       this.machine,
       rows,
       { kind: spawnKind, id: requestId, traceId: first.traceId, msgId: first.msgId },
