@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Architecture checks the linter cannot express:
 // 1. src/machines stays pure: no I/O imports, no wall clock (STYLE.md "Machines are pure").
-// 2. No import cycles among runtime (non-type) imports in src/.
+// 2. src/machines spawn no children: runtime/pureTransition.ts shares one actor scope per
+//    machine across calls, which is only safe while no machine invokes or spawns an actor.
+// 3. No import cycles among runtime (non-type) imports in src/.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -15,6 +17,8 @@ function walk(dir) {
   });
 }
 
+const childActorPattern = /\binvoke\s*:|\bspawnChild\b|\bspawn\s*\(/;
+const withoutComments = (text) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
 const importPattern = /^\s*(import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/gm;
 const files = walk(src);
 const graph = new Map();
@@ -42,6 +46,12 @@ for (const file of files) {
   }
   if (file.startsWith(join(src, 'machines')) && /Date\.now\(\)|new Date\(/.test(text)) {
     problems.push(`${relative(root, file)} reads the wall clock: inject time instead`);
+  }
+  const child = file.startsWith(join(src, 'machines')) && withoutComments(text).match(childActorPattern);
+  if (child) {
+    problems.push(
+      `${relative(root, file)} has \`${child[0].replace(/\s+/g, '')}\`; machines spawn no children (runtime/pureTransition.ts shares one actor scope per machine)`,
+    );
   }
   graph.set(file, edges);
 }

@@ -10,7 +10,7 @@ import { dlqSpec, legacyControlExchange, type QueueSpec, sharedExchanges } from 
 import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBrokerTls.js';
 import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { type BrokerContext, type BrokerEvent, brokerMachine } from '../machines/brokerMachine.js';
+import { brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 
@@ -123,7 +123,7 @@ const refusalCodes = new Set([403, 405]);
  * (R-H5). While not connected, `publish` fails fast: nothing is buffered for the broker.
  */
 export class BrokerActor {
-  private readonly cell: ActorCell<BrokerContext, BrokerEvent>;
+  private readonly cell: ActorCell<typeof brokerMachine>;
   private model: ChannelModel | undefined;
   private publisher: ConfirmChannel | undefined;
   private readonly consumers = new Map<string, OpenConsumer>();
@@ -142,7 +142,7 @@ export class BrokerActor {
         closeConnection: () => void this.disconnect(),
       },
     });
-    this.cell = ActorCell.create<BrokerContext, BrokerEvent>(
+    this.cell = ActorCell.create(
       machine,
       {
         hostId: options.hostId,

@@ -17,9 +17,9 @@ import {
   DeliveryMode,
   deliveryMachine,
 } from '../machines/deliveryMachine.js';
-import { type EntityEvent, type EntityInput, entityMachine } from '../machines/entityMachine.js';
+import { type EntityInput, entityMachine } from '../machines/entityMachine.js';
 import type { ActorKind } from '../machines/index.js';
-import { type RemindContext, type RemindEvent, remindMachine } from '../machines/remindMachine.js';
+import { type RemindEvent, remindMachine } from '../machines/remindMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { ReceiptSink } from '../receipts/receipt.js';
 import { receiptForTransition } from '../receipts/receiptForTransition.js';
@@ -73,7 +73,7 @@ export interface EntityActorDeps extends RuntimeDeps {
   onInboxLoad?: ((entity: EntityActor) => void) | undefined;
 }
 
-type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
+type DeliveryCell = ActorCell<typeof deliveryMachine>;
 
 interface LiveDelivery {
   readonly cell: DeliveryCell;
@@ -107,7 +107,7 @@ export const deliveryKind: ActorKind = 'delivery';
 export const entityKind: ActorKind = 'entity';
 export const remindKind: ActorKind = 'remind';
 
-type RemindCell = ActorCell<RemindContext, RemindEvent>;
+type RemindCell = ActorCell<typeof remindMachine>;
 
 interface SharedMachines {
   readonly delivery: typeof deliveryMachine;
@@ -144,7 +144,7 @@ export class EntityActor {
 
   private constructor(
     readonly record: EntityRecord,
-    private readonly cell: ActorCell<EntityInput, EntityEvent>,
+    private readonly cell: ActorCell<typeof entityMachine>,
     private readonly deps: EntityActorDeps,
   ) {
     this.machines = EntityActor.machinesFor(deps);
@@ -194,11 +194,11 @@ export class EntityActor {
     const identity = { kind: remindKind, id, traceId: this.gid, msgId: null, owner: this.gid };
     const rows = readActorEvents(this.deps.store, remindKind, id);
     if (rows.length > 0) {
-      const cell = ActorCell.rehydrate<RemindContext, RemindEvent>(machine, rows, identity, this.deps);
+      const cell = ActorCell.rehydrate(machine, rows, identity, this.deps);
       cell.send({ type: 'actor.rehydrated' });
       return cell;
     }
-    return ActorCell.create<RemindContext, RemindEvent>(
+    return ActorCell.create(
       machine,
       { entity: this.gid, firstMs: config.remind.firstMs, maxMs: config.remind.maxMs },
       identity,
@@ -208,7 +208,7 @@ export class EntityActor {
 
   /** A newly registered entity. */
   static create(record: EntityRecord, host: string, deps: EntityActorDeps): EntityActor {
-    const cell = ActorCell.create<EntityInput, EntityEvent>(
+    const cell = ActorCell.create(
       entityMachine,
       inputOf(record, host),
       { kind: entityKind, id: record.gid, traceId: record.gid, msgId: null },
@@ -220,7 +220,7 @@ export class EntityActor {
   /** An entity rebuilt from its log after a restart. */
   static rehydrate(record: EntityRecord, deps: EntityActorDeps): EntityActor {
     const rows = readActorEvents(deps.store, entityKind, record.gid);
-    const cell = ActorCell.rehydrate<EntityInput, EntityEvent>(
+    const cell = ActorCell.rehydrate(
       entityMachine,
       rows,
       { kind: entityKind, id: record.gid, traceId: record.gid, msgId: null },
@@ -323,7 +323,7 @@ export class EntityActor {
     const { config, clock } = this.deps;
     putMessage(this.deps.store, this.gid, envelope);
     const acceptedAt = clock.now();
-    const cell = ActorCell.create<DeliveryContext, DeliveryEvent>(
+    const cell = ActorCell.create(
       this.machines.delivery,
       {
         msgId: envelope.msgId,
@@ -379,7 +379,7 @@ export class EntityActor {
   rehydrateDelivery(msgId: string, traceId: string): void {
     const id = deliveryActorId(msgId, this.gid);
     const rows = readActorEvents(this.deps.store, deliveryKind, id);
-    const cell = ActorCell.rehydrate<DeliveryContext, DeliveryEvent>(
+    const cell = ActorCell.rehydrate(
       this.machines.delivery,
       rows,
       { kind: deliveryKind, id, traceId, msgId, owner: this.gid },

@@ -1,6 +1,6 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
-import { type SendContext, type SendEvent, sendMachine } from '../machines/sendMachine.js';
+import { sendMachine } from '../machines/sendMachine.js';
 import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { digestText } from '../wire/digest.js';
@@ -8,7 +8,7 @@ import { type Envelope, WireKind } from '../wire/envelope.js';
 
 export const sendKind: ActorKind = 'send';
 
-export type SendCell = ActorCell<SendContext, SendEvent>;
+export type SendCell = ActorCell<typeof sendMachine>;
 
 /**
  * Send actors kept in memory after their call, for the receipts that follow (R-RC1). Beyond
@@ -46,7 +46,7 @@ export class SendCells {
   /** A new send actor for `envelope`, on record (in this batch) before anything is sent. */
   create(envelope: Envelope, recipient: string, size: number, recipientHost?: string | undefined): SendCell {
     const sender = envelope.from;
-    const cell = ActorCell.create<SendContext, SendEvent>(
+    const cell = ActorCell.create(
       sendMachine,
       {
         msgId: envelope.msgId,
@@ -85,7 +85,7 @@ export class SendCells {
     const first = rows[0];
     if (!first) return undefined;
     const owner = typeof first.data?.sender === 'string' ? first.data.sender : null;
-    const cell = ActorCell.rehydrate<SendContext, SendEvent>(
+    const cell = ActorCell.rehydrate(
       sendMachine,
       rows,
       { kind: sendKind, id: msgId, traceId: first.traceId, msgId, owner },

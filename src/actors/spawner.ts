@@ -3,8 +3,7 @@ import type { Config, Profile } from '../config/schema.js';
 import { asBridgeError, BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import type { ActorKind } from '../machines/index.js';
-import { type SpawnContext, type SpawnEvent, spawnMachine } from '../machines/spawnMachine.js';
-import { upcastSpawnLaunched } from '../machines/upcastSpawnLaunched.js';
+import { spawnMachine } from '../machines/spawnMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
@@ -19,10 +18,8 @@ import {
   unreadableSpawnResult,
 } from '../spawn/spawnResults.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
-import type { EventRow } from '../store/eventRow.js';
 import { findSpawnOfGid } from '../store/findSpawnOfGid.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
-import type { Store } from '../store/openStore.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import {
@@ -82,7 +79,7 @@ export interface SpawnerDeps extends RuntimeDeps {
   newToken(): string;
 }
 
-type SpawnCell = ActorCell<SpawnContext, SpawnEvent>;
+type SpawnCell = ActorCell<typeof spawnMachine>;
 
 /**
  * Runs SPAWN and STOP requests for this host (U4). Each spawn is a persisted actor keyed by
@@ -112,8 +109,8 @@ export class Spawner {
     for (const head of readLiveActors(this.deps.store, spawnKind)) {
       const identity = { actor: spawnKind, id: head.actorId, traceId: head.traceId };
       const ok = resumeOrReport(this.deps.logger, identity, () => {
-        const rows = readSpawnEvents(this.deps.store, head.actorId);
-        const cell = ActorCell.rehydrate<SpawnContext, SpawnEvent>(
+        const rows = readActorEvents(this.deps.store, spawnKind, head.actorId);
+        const cell = ActorCell.rehydrate(
           this.machine,
           rows,
           { kind: spawnKind, id: head.actorId, traceId: head.traceId, msgId: rows[0]?.msgId ?? null },
@@ -159,7 +156,7 @@ export class Spawner {
       return;
     }
     putMessage(this.deps.store, spawnInbox, envelope);
-    const cell = ActorCell.create<SpawnContext, SpawnEvent>(
+    const cell = ActorCell.create(
       this.machine,
       {
         requestId: id,
@@ -369,10 +366,10 @@ export class Spawner {
 
   /** A spawn actor as its log has it (one that is over is no longer kept in memory). */
   private recorded(requestId: string): SpawnCell | undefined {
-    const rows = readSpawnEvents(this.deps.store, requestId);
+    const rows = readActorEvents(this.deps.store, spawnKind, requestId);
     const first = rows[0];
     if (!first) return undefined;
-    return ActorCell.rehydrate<SpawnContext, SpawnEvent>(
+    return ActorCell.rehydrate(
       this.machine,
       rows,
       { kind: spawnKind, id: requestId, traceId: first.traceId, msgId: first.msgId },
@@ -435,13 +432,4 @@ export class Spawner {
     const profile = this.deps.config.profiles[cell.context.profile];
     return profile?.injector === 'herdr' ? this.deps.launchers.herdr : this.deps.launchers.tmux;
   }
-}
-
-/** A spawn's log, its older events in their current shape. */
-function readSpawnEvents(store: Store, requestId: string): EventRow[] {
-  return readActorEvents(store, spawnKind, requestId).map((row) =>
-    row.event === 'spawn.launched' && row.data !== null
-      ? { ...row, data: upcastSpawnLaunched(row.data) }
-      : row,
-  );
 }

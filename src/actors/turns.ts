@@ -1,6 +1,6 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
-import { type TurnContext, type TurnEvent, type TurnInput, turnMachine } from '../machines/turnMachine.js';
+import { type TurnInput, turnMachine } from '../machines/turnMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
@@ -22,7 +22,7 @@ export interface AnswerClaims {
   claim(recipient: string, answer: Envelope): AnswerClaim;
 }
 
-type TurnCell = ActorCell<TurnContext, TurnEvent>;
+type TurnCell = ActorCell<typeof turnMachine>;
 
 interface LiveTurn {
   readonly cell: TurnCell;
@@ -55,7 +55,7 @@ export class Turns implements AnswerClaims {
     for (const head of readLiveActors(this.deps.store, turnKind)) {
       resumeOrReport(this.deps.logger, { actor: turnKind, id: head.actorId, traceId: head.traceId }, () => {
         const rows = readActorEvents(this.deps.store, turnKind, head.actorId);
-        const cell = ActorCell.rehydrate<TurnContext, TurnEvent>(
+        const cell = ActorCell.rehydrate(
           this.machine,
           rows,
           {
@@ -76,7 +76,7 @@ export class Turns implements AnswerClaims {
 
   /** Opens a turn; attach the caller before the ASK goes out. */
   open(input: TurnInput): void {
-    const cell = ActorCell.create<TurnContext, TurnEvent>(
+    const cell = ActorCell.create(
       this.machine,
       input,
       { kind: turnKind, id: input.turnId, traceId: input.traceId, msgId: input.askMsgId, owner: input.asker },

@@ -8,11 +8,15 @@ import { sendEventSchema, sendInputSchema, sendMachine } from './sendMachine.js'
 import { spawnEventSchema, spawnInputSchema, spawnMachine } from './spawnMachine.js';
 import { turnEventSchema, turnInputSchema, turnMachine } from './turnMachine.js';
 
-/** Every machine by actor kind, with the schemas of its input and events (for replay and viz). */
+/**
+ * Every machine by actor kind, with the schemas of its input and events: what a row of its log
+ * is parsed with (runtime/parseRecordedEvent.ts), and what viz draws.
+ */
 export interface MachineEntry {
   readonly machine: AnyStateMachine;
   readonly input: z.ZodType;
-  readonly events: z.ZodType;
+  /** One object schema per event, told apart by `type`. */
+  readonly events: z.ZodDiscriminatedUnion<z.ZodObject[], 'type'>;
 }
 
 export const machines = {
@@ -26,4 +30,5 @@ export const machines = {
 } as const satisfies Record<string, MachineEntry>;
 
 export type ActorKind = keyof typeof machines;
+export type MachineOf<K extends ActorKind> = (typeof machines)[K]['machine'];
 export const actorKinds = Object.keys(machines) as ActorKind[];

@@ -1,5 +1,5 @@
 import { BridgeError, ErrorCode } from '../errors.js';
-import { initEvent } from '../runtime/foldEvents.js';
+import { initEvent } from '../runtime/parseRecordedEvent.js';
 import { mergeByHlc } from './mergeByHlc.js';
 import { openSource, type ReplaySource } from './readSource.js';
 import type { ReplayEvent } from './replayEvent.js';

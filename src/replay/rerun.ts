@@ -1,6 +1,6 @@
 import type { AnyMachineSnapshot } from 'xstate';
 import { type ActorKind, machines } from '../machines/index.js';
-import { eventOfRow, initEvent } from '../runtime/foldEvents.js';
+import { initEvent, parseRecordedEvent } from '../runtime/parseRecordedEvent.js';
 import { pureInitialTransition, pureTransition } from '../runtime/pureTransition.js';
 import { stateName } from '../runtime/stateName.js';
 import type { ReplayEvent } from './replayEvent.js';
@@ -15,6 +15,8 @@ export const DivergenceKind = {
   unknownKind: 'unknown-kind',
   /** The machine refuses the recorded input or event (it throws). */
   rejected: 'rejected',
+  /** The recorded input or event does not fit the machine's schema: no machine would take it. */
+  invalidEvent: 'invalid-event',
 } as const;
 export type DivergenceKind = (typeof DivergenceKind)[keyof typeof DivergenceKind];
 
@@ -59,38 +61,45 @@ export class Rerun {
     const previous = actors.get(row.actorId);
     if (previous === parted) return undefined;
     this.checked++;
-    const entry = (machines as Record<string, (typeof machines)[ActorKind] | undefined>)[row.actorKind];
-    if (!entry)
+    if (!Object.hasOwn(machines, row.actorKind))
       return this.part(actors, row, DivergenceKind.unknownKind, null, `no machine is named ${row.actorKind}`);
+    const kind = row.actorKind as ActorKind;
+    const { machine } = machines[kind];
+    if (row.event === initEvent && previous) {
+      return this.part(actors, row, DivergenceKind.missingInit, null, 'created twice');
+    }
+    if (row.event !== initEvent && !previous) {
+      return this.part(actors, row, DivergenceKind.missingInit, null, `no ${initEvent} before this event`);
+    }
+    const parsed = parseRecordedEvent(kind, row);
+    if (!parsed.ok) {
+      // The machine takes no transition on an event it has no name for: where the log records
+      // one to another state, that is the first thing that parts.
+      const stays = parsed.unknownType && previous ? stateName(previous.value) : null;
+      if (stays !== null && stays !== row.toState) {
+        return this.part(actors, row, DivergenceKind.stateMismatch, stays, mismatch(row, stays));
+      }
+      return this.part(
+        actors,
+        row,
+        DivergenceKind.invalidEvent,
+        stays,
+        `the recorded event ${parsed.problem}`,
+      );
+    }
+    const { event } = parsed;
     let next: AnyMachineSnapshot;
     try {
-      if (row.event === initEvent) {
-        if (previous) return this.part(actors, row, DivergenceKind.missingInit, null, 'created twice');
-        [next] = pureInitialTransition(entry.machine, row.data ?? {});
-      } else {
-        if (!previous) {
-          return this.part(
-            actors,
-            row,
-            DivergenceKind.missingInit,
-            null,
-            `no ${initEvent} before this event`,
-          );
-        }
-        [next] = pureTransition(entry.machine, previous, eventOfRow(row));
-      }
+      [next] =
+        event.type === initEvent
+          ? pureInitialTransition(machine, event.input)
+          : pureTransition(machine, previous as AnyMachineSnapshot, event);
     } catch (err) {
       return this.part(actors, row, DivergenceKind.rejected, null, (err as Error).message);
     }
     const computed = stateName(next.value);
     if (computed !== row.toState) {
-      return this.part(
-        actors,
-        row,
-        DivergenceKind.stateMismatch,
-        computed,
-        `recorded ${row.fromState ?? '∅'} → ${row.toState}, the ${row.actorKind} machine computes ${computed}`,
-      );
+      return this.part(actors, row, DivergenceKind.stateMismatch, computed, mismatch(row, computed));
     }
     if (next.status === 'done') {
       if (previous) {
@@ -146,4 +155,8 @@ export class Rerun {
       detail,
     };
   }
+}
+
+function mismatch(row: ReplayEvent, computed: string): string {
+  return `recorded ${row.fromState ?? '∅'} → ${row.toState}, the ${row.actorKind} machine computes ${computed}`;
 }

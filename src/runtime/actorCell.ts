@@ -1,11 +1,20 @@
-import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
+import type {
+  AnyMachineSnapshot,
+  AnyStateMachine,
+  ContextFrom,
+  EventFromLogic,
+  EventObject,
+  InputFrom,
+} from 'xstate';
 import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import type { Logger } from '../log/logger.js';
+import type { ActorKind } from '../machines/index.js';
 import { appendEvent } from '../store/appendEvent.js';
 import type { EventRow } from '../store/eventRow.js';
 import type { Store } from '../store/openStore.js';
-import { foldEvents, initEvent } from './foldEvents.js';
+import { foldEvents } from './foldEvents.js';
+import { initEvent } from './parseRecordedEvent.js';
 import { pureInitialTransition, pureTransition } from './pureTransition.js';
 import { stateName } from './stateName.js';
 
@@ -19,7 +28,7 @@ export interface RuntimeDeps {
 }
 
 export interface ActorIdentity {
-  kind: string;
+  kind: ActorKind;
   id: string;
   traceId: string;
   msgId: string | null;
@@ -50,12 +59,10 @@ const cancelAction = 'xstate.cancel';
  * An actor: one XState machine driven by XState's pure `transition`, with the I/O around it.
  * Every event is appended to the event log first; the machine's actions (its effects, and its
  * delayed events as timers on the injected clock) run only after that append is durable. That
- * ordering is what lets a crashed gateway rebuild every actor from its log (`rehydrate`).
+ * ordering is what lets a crashed gateway rebuild every actor from its log (`rehydrate`). Typed
+ * by its machine, as XState's `transition` is: it takes only the events the machine knows.
  */
-/** An event as the runtime handles it: a type and a small JSON payload. */
-export type CellEvent = { type: string } & Record<string, unknown>;
-
-export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEvent = CellEvent> {
+export class ActorCell<M extends AnyStateMachine> {
   private snapshot: AnyMachineSnapshot;
   private readonly timers = new Map<string, unknown>();
   private stopped = false;
@@ -63,7 +70,7 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
   onTransition: ((transition: Transition) => void) | undefined;
 
   private constructor(
-    readonly machine: AnyStateMachine,
+    readonly machine: M,
     readonly identity: ActorIdentity,
     private readonly deps: RuntimeDeps,
     snapshot: AnyMachineSnapshot,
@@ -72,14 +79,14 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
   }
 
   /** Creates a new actor: logs its creation (with its input) and runs its entry effects. */
-  static create<TContext, TEvent extends CellEvent>(
-    machine: AnyStateMachine,
-    input: object,
+  static create<M extends AnyStateMachine>(
+    machine: M,
+    input: InputFrom<M>,
     identity: ActorIdentity,
     deps: RuntimeDeps,
-  ): ActorCell<TContext, TEvent> {
+  ): ActorCell<M> {
     const [snapshot, actions] = pureInitialTransition(machine, input);
-    const cell = new ActorCell<TContext, TEvent>(machine, identity, deps, snapshot);
+    const cell = new ActorCell(machine, identity, deps, snapshot);
     cell.record(initEvent, input as Record<string, unknown>, null);
     cell.runAfterCommit(actions as ExecutableAction[]);
     return cell;
@@ -87,23 +94,25 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
 
   /**
    * Rebuilds an actor from its recorded events without running anything, then sends it
-   * `actor.rehydrated` so that each machine re-arms its timers and resumes its effects.
+   * `actor.rehydrated` so that each machine re-arms its timers and resumes its effects. Throws
+   * for a log that does not fold: one not starting with the creation, or with a row the
+   * machine's schemas refuse (see foldEvents).
    */
-  static rehydrate<TContext, TEvent extends CellEvent>(
-    machine: AnyStateMachine,
+  static rehydrate<M extends AnyStateMachine>(
+    machine: M,
     rows: readonly EventRow[],
     identity: ActorIdentity,
     deps: RuntimeDeps,
-  ): ActorCell<TContext, TEvent> {
-    return new ActorCell<TContext, TEvent>(machine, identity, deps, foldEvents(machine, rows));
+  ): ActorCell<M> {
+    return new ActorCell(machine, identity, deps, foldEvents(identity.kind, machine, rows));
   }
 
   get state(): string {
     return stateName(this.snapshot.value);
   }
 
-  get context(): TContext {
-    return this.snapshot.context as TContext;
+  get context(): ContextFrom<M> {
+    return this.snapshot.context;
   }
 
   get done(): boolean {
@@ -111,34 +120,42 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
   }
 
   /** Whether the current state would take this event (XState's `can`, without running it). */
-  can(event: TEvent | CellEvent): boolean {
+  can(event: EventFromLogic<M>): boolean {
     return this.snapshot.can(event);
   }
 
-  /** Processes one event: transition, append, then effects after commit. Ignored once done. */
-  send(event: TEvent | CellEvent): void {
+  /**
+   * Processes one event: transition, append, then effects after commit. Ignored once done, and
+   * when the current state does not take it (both logged at debug).
+   */
+  send(event: EventFromLogic<M>): void {
+    this.take(event);
+  }
+
+  /** `send`, and the machine's own raised and delayed events (which its event type does not name). */
+  private take(event: EventObject): void {
     if (this.stopped || this.done) {
-      this.deps.logger.debug(
-        {
-          traceId: this.identity.traceId,
-          actor: this.identity.kind,
-          id: this.identity.id,
-          event: event.type,
-        },
-        'event for a finished actor ignored',
-      );
+      this.ignore(event, 'event for a finished actor ignored');
       return;
     }
     const from = this.state;
     const [next, actions] = pureTransition(this.machine, this.snapshot, event);
     // XState hands back the same snapshot for an event no state takes, and also for a
     // re-entry into the same state (which still has actions, e.g. re-armed timers).
-    if (next === this.snapshot && actions.length === 0) return;
+    if (next === this.snapshot && actions.length === 0) {
+      this.ignore(event, 'event not taken in this state: ignored');
+      return;
+    }
     this.snapshot = next;
     const { type, ...data } = event;
     this.record(type, Object.keys(data).length > 0 ? data : null, from);
     this.runAfterCommit(actions as ExecutableAction[]);
     if (this.done) this.clearTimers();
+  }
+
+  private ignore(event: EventObject, why: string): void {
+    const { traceId, kind, id } = this.identity;
+    this.deps.logger.debug({ traceId, actor: kind, id, event: event.type, state: this.state }, why);
   }
 
   /**
@@ -185,10 +202,10 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
   private runAction(action: ExecutableAction): void {
     if (this.stopped) return;
     if (action.type === raiseAction) {
-      const params = action.params as { event: { type: string }; id?: string; delay?: number };
+      const params = action.params as { event: EventObject; id?: string; delay?: number };
       if (this.done) return;
       if (params.delay === undefined) {
-        this.send(params.event as CellEvent);
+        this.take(params.event);
         return;
       }
       const id = params.id ?? params.event.type;
@@ -196,7 +213,7 @@ export class ActorCell<TContext = Record<string, unknown>, TEvent extends CellEv
       if (previous !== undefined) this.deps.clock.clearTimeout(previous);
       const handle = this.deps.clock.setTimeout(() => {
         this.timers.delete(id);
-        this.send(params.event as CellEvent);
+        this.take(params.event);
       }, params.delay);
       this.timers.set(id, handle);
       return;

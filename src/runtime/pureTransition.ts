@@ -11,8 +11,10 @@ import {
  * XState's pure `transition` / `initialTransition`, with one inert actor scope per machine
  * instead of a new one per call (XState builds a whole actor for each call; that was a fifth
  * of the gateway's CPU per message). Same semantics: the machine's own `transition` runs with
- * an action executor that only collects, so nothing executes. Our machines spawn no children,
- * so sharing the scope's system between calls is safe.
+ * an action executor that only collects, so nothing executes. Our machines spawn no children
+ * (tools/checkImports.mjs rejects `invoke` and `spawn` in src/machines), so sharing the scope's
+ * system between calls is safe. test/unit/pureTransition.unit.test.ts is the proof that the fork
+ * agrees with `xstate.transition` on every shortest path of every registered machine.
  */
 const scopes = new WeakMap<AnyStateMachine, AnyActorScope>();
 

@@ -8,7 +8,6 @@ import { createHlc, isHlc } from '../../src/clock/hlc.js';
 import { silentLogger } from '../../src/log/logger.js';
 import {
   type DeliveryContext,
-  type DeliveryEvent,
   type DeliveryInput,
   deliveryMachine,
 } from '../../src/machines/deliveryMachine.js';
@@ -19,7 +18,7 @@ import { readActorEvents, readLastHlc } from '../../src/store/readEvents.js';
 import { WriteBatch } from '../../src/store/writeBatch.js';
 import type { WriteOp, Writer } from '../../src/store/writers.js';
 
-type DeliveryCell = ActorCell<DeliveryContext, DeliveryEvent>;
+type DeliveryCell = ActorCell<typeof deliveryMachine>;
 
 const host = 'host-a';
 const recipient = 'worker-gid';
@@ -147,17 +146,12 @@ function identityFor(input: DeliveryInput): ActorIdentity {
 }
 
 function createDelivery(proc: Process, input: DeliveryInput): DeliveryCell {
-  return ActorCell.create<DeliveryContext, DeliveryEvent>(proc.machine, input, identityFor(input), proc.deps);
+  return ActorCell.create(proc.machine, input, identityFor(input), proc.deps);
 }
 
 function rehydrateDelivery(proc: Process, input: DeliveryInput): DeliveryCell {
   const rows = readActorEvents(proc.store, 'delivery', actorId(input.msgId));
-  return ActorCell.rehydrate<DeliveryContext, DeliveryEvent>(
-    proc.machine,
-    rows,
-    identityFor(input),
-    proc.deps,
-  );
+  return ActorCell.rehydrate(proc.machine, rows, identityFor(input), proc.deps);
 }
 
 describe('ActorCell: the event log', () => {

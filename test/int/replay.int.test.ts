@@ -157,6 +157,59 @@ describe('replay of recorded multi-host logs (golden fixtures)', () => {
   });
 });
 
+describe('replay parses each recorded row with its machine’s schemas', () => {
+  it('an event whose payload the schema refuses is a typed divergence, though the states agree', () => {
+    const { files, traceId } = fixture('send-reply');
+    const [alpha, beta] = files as [string, string];
+    const changed = tampered(beta, (e) =>
+      e.event === 'delivery.acked' ? { ...e, data: { via: 'telepathy' } } : undefined,
+    );
+    const { divergences } = replayTrace({ sources: [alpha, changed], traceId });
+    expect(divergences).toHaveLength(1);
+    expect(divergences[0]).toMatchObject({
+      kind: 'invalid-event',
+      actorKind: 'delivery',
+      event: 'delivery.acked',
+      recorded: { from: 'submitted', to: 'acked' },
+      computed: null,
+    });
+    expect(divergences[0]?.detail).toMatch(/^the recorded event does not fit the delivery machine \(via: /);
+  });
+
+  it('a creation whose input the schema refuses is a typed divergence', () => {
+    const { files, traceId } = fixture('send-reply');
+    const [alpha, beta] = files as [string, string];
+    const changed = tampered(alpha, (e) =>
+      e.event === 'xstate.init' && e.actorKind === 'send'
+        ? { ...e, data: { ...(e.data as Record<string, unknown>), size: 'large' } }
+        : undefined,
+    );
+    expect(replayTrace({ sources: [changed, beta], traceId }).divergences[0]).toMatchObject({
+      kind: 'invalid-event',
+      actorKind: 'send',
+      event: 'xstate.init',
+      detail: expect.stringMatching(
+        /^the recorded event has an input the send machine does not take \(size: /,
+      ),
+    });
+  });
+
+  it('an event the machine has no name for, recorded where the state stays, is reported at that event', () => {
+    const { files, traceId } = fixture('send-reply');
+    const [alpha, beta] = files as [string, string];
+    const changed = tampered(alpha, (e) =>
+      e.event === 'send.published' ? { ...e, event: 'send.teleported', toState: e.fromState } : undefined,
+    );
+    expect(replayTrace({ sources: [changed, beta], traceId }).divergences[0]).toMatchObject({
+      kind: 'invalid-event',
+      actorKind: 'send',
+      event: 'send.teleported',
+      computed: 'accepted',
+      detail: 'the recorded event is no event of the send machine',
+    });
+  });
+});
+
 describe('bridge export / bridge replay (CLI)', () => {
   const gateways: GatewayProcess[] = [];
   afterAll(async () => {

@@ -3,7 +3,8 @@ import type { Config } from '../../src/config/schema.js';
 import { asBridgeError, BridgeError, ErrorCode } from '../../src/errors.js';
 import { type SpawnContext, type SpawnInput, spawnMachine } from '../../src/machines/spawnMachine.js';
 import { upcastSpawnLaunched } from '../../src/machines/upcastSpawnLaunched.js';
-import { foldEvents, initEvent } from '../../src/runtime/foldEvents.js';
+import { foldEvents } from '../../src/runtime/foldEvents.js';
+import { initEvent } from '../../src/runtime/parseRecordedEvent.js';
 import { admitSpawn, type SpawnHost } from '../../src/spawn/admitSpawn.js';
 import {
   mayStop,
@@ -169,8 +170,8 @@ describe('upcastSpawnLaunched: logs written when the pane was recorded as text',
       row(initEvent, input),
       row('spawn.launching', { gid, name: 'helper' }),
       row('spawn.launched', { pane: 'tmux:%7' }),
-    ].map((r) => (r.event === 'spawn.launched' && r.data ? { ...r, data: upcastSpawnLaunched(r.data) } : r));
-    const snapshot = foldEvents(spawnMachine, rows);
+    ];
+    const snapshot = foldEvents('spawn', spawnMachine, rows);
     expect(snapshot.value).toBe('running');
     expect((snapshot.context as SpawnContext).pane).toEqual({ type: 'tmux', target: '%7' });
   });

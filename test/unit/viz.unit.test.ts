@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type AnyStateMachine, createMachine } from 'xstate';
 import { actorKinds, machines } from '../../src/machines/index.js';
-import { initEvent } from '../../src/runtime/foldEvents.js';
+import { initEvent } from '../../src/runtime/parseRecordedEvent.js';
 import { pureInitialTransition, pureTransition } from '../../src/runtime/pureTransition.js';
 import { stateName } from '../../src/runtime/stateName.js';
 import { overlapArea } from '../../src/viz/geometry.js';
