@@ -3,7 +3,8 @@
 // 1. src/machines stays pure: no I/O imports, no wall clock (STYLE.md "Machines are pure").
 // 2. src/machines spawn no children: runtime/pureTransition.ts shares one actor scope per
 //    machine across calls, which is only safe while no machine invokes or spawns an actor.
-// 3. No import cycles among runtime (non-type) imports in src/.
+// 3. No import cycles in src/, type-only imports included: a type shared by two modules lives
+//    where both can import it (STYLE.md "Type-only import cycles are cycles").
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -21,7 +22,9 @@ const childActorPattern = /\binvoke\s*:|\bspawnChild\b|\bspawn\s*\(/;
 const withoutComments = (text) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:])\/\/.*$/gm, '$1');
 const importPattern = /^\s*(import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/gm;
 const files = walk(src);
-const graph = new Map();
+/** Local imports by file: purity follows the runtime ones; cycles count type-only ones too. */
+const runtimeImports = new Map();
+const allImports = new Map();
 const impureImports = new Map();
 const problems = [];
 
@@ -31,6 +34,7 @@ const impureLocal = /\/(store|actors|runtime|inject|interfaces|daemon|cli|log|me
 for (const file of files) {
   const text = readFileSync(file, 'utf8');
   const edges = [];
+  const allEdges = [];
   for (const match of text.matchAll(importPattern)) {
     const [, , typeOnly, spec] = match;
     const inMachines = file.startsWith(join(src, 'machines'));
@@ -42,7 +46,10 @@ for (const file of files) {
       problems.push(`${relative(root, file)} imports ${spec}: machines must stay pure (actors do the I/O)`);
     }
     if (!typeOnly && impureModules.test(spec)) impureImports.set(file, spec);
-    if (!typeOnly && spec.startsWith('.')) edges.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+    if (!spec.startsWith('.')) continue;
+    const target = resolve(dirname(file), spec.replace(/\.js$/, '.ts'));
+    allEdges.push(target);
+    if (!typeOnly) edges.push(target);
   }
   if (file.startsWith(join(src, 'machines')) && /Date\.now\(\)|new Date\(/.test(text)) {
     problems.push(`${relative(root, file)} reads the wall clock: inject time instead`);
@@ -53,13 +60,14 @@ for (const file of files) {
       `${relative(root, file)} has \`${child[0].replace(/\s+/g, '')}\`; machines spawn no children (runtime/pureTransition.ts shares one actor scope per machine)`,
     );
   }
-  graph.set(file, edges);
+  runtimeImports.set(file, edges);
+  allImports.set(file, allEdges);
 }
 
 // Machines may import local modules only if those are pure too, all the way down.
 for (const file of files.filter((f) => f.startsWith(join(src, 'machines')))) {
   const seen = new Set([file]);
-  const queue = [...(graph.get(file) ?? [])];
+  const queue = [...(runtimeImports.get(file) ?? [])];
   while (queue.length > 0) {
     const next = queue.shift();
     if (seen.has(next)) continue;
@@ -69,7 +77,7 @@ for (const file of files.filter((f) => f.startsWith(join(src, 'machines')))) {
         `${relative(root, file)} reaches ${relative(root, next)}, which imports ${impureImports.get(next)}`,
       );
     }
-    queue.push(...(graph.get(next) ?? []));
+    queue.push(...(runtimeImports.get(next) ?? []));
   }
 }
 
@@ -78,7 +86,7 @@ const stack = [];
 function visit(file) {
   state.set(file, 'open');
   stack.push(file);
-  for (const next of graph.get(file) ?? []) {
+  for (const next of allImports.get(file) ?? []) {
     if (state.get(next) === 'open') {
       const cycle = stack
         .slice(stack.indexOf(next))

@@ -34,7 +34,9 @@ import {
   type PublishOutcome,
   type PublishRequest,
 } from './brokerActor.js';
-import type { DeadLetterSink, EntityActor, InboundHandle } from './entityActor.js';
+import type { DeadLetterSink } from './delivery.js';
+import type { EntityActor } from './entityActor.js';
+import type { InboundHandle } from './handover.js';
 import { RemoteRoster } from './roster.js';
 
 export interface FederationDeps extends RuntimeDeps {

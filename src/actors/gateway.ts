@@ -41,18 +41,13 @@ import {
 } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { namedUuid, uuidv7 } from '../wire/ids.js';
+import { deliveryKind } from './delivery.js';
 import { Directory, hashToken } from './directory.js';
-import {
-  deliveryKind,
-  EntityActor,
-  type EntityActorDeps,
-  entityKind,
-  type Handover,
-  type InboundHandle,
-  type Nudge,
-} from './entityActor.js';
+import { createEntityMachines, EntityActor, type EntityActorDeps, entityKind } from './entityActor.js';
 import { type DeadLetterView, Federation, type RequeueResult } from './federation.js';
+import type { Handover, InboundHandle } from './handover.js';
 import { Receipts } from './receipts.js';
+import type { Nudge } from './reminder.js';
 import {
   addressOf,
   type BroadcastRequest,
@@ -323,6 +318,7 @@ export class Gateway {
       onNudge: (nudge) => {
         for (const listener of this.nudgeListeners) listener(nudge);
       },
+      machines: createEntityMachines(deps.clock, (gid) => this.directory.byGidOrUndefined(gid)),
     };
     this.router = new Router({
       ...deps,

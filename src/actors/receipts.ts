@@ -19,8 +19,8 @@ import {
 } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { uuidv7 } from '../wire/ids.js';
-import type { InboundHandle } from './entityActor.js';
 import type { Federation } from './federation.js';
+import type { InboundHandle } from './handover.js';
 import type { Router } from './router.js';
 import type { SendCell } from './sendCells.js';
 

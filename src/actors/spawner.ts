@@ -33,7 +33,7 @@ import {
 } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { namedUuid } from '../wire/ids.js';
-import type { InboundHandle } from './entityActor.js';
+import type { InboundHandle } from './handover.js';
 
 export const spawnKind: ActorKind = 'spawn';
 /** SPAWN envelopes (their brief) are kept under this recipient until the spawn is over. */

@@ -6,7 +6,7 @@ import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
 import { readActorEvents } from '../store/readEvents.js';
 import type { Envelope } from '../wire/envelope.js';
-import type { Handover } from './entityActor.js';
+import type { AnswerClaim, AnswerClaims, Handover } from './handover.js';
 
 export const turnKind: ActorKind = 'turn';
 
@@ -14,13 +14,6 @@ export const turnKind: ActorKind = 'turn';
 export type TurnOutcome =
   | { state: 'answered'; handover: Handover }
   | { state: 'expired' | 'abandoned'; why: string };
-
-/** What an entity actor asks when an ANSWER arrives for it. */
-export type AnswerClaim = { ok: true; resume(handover: Handover): void } | { ok: false; why: string };
-
-export interface AnswerClaims {
-  claim(recipient: string, answer: Envelope): AnswerClaim;
-}
 
 type TurnCell = ActorCell<typeof turnMachine>;
 

@@ -2,7 +2,7 @@ import { type SetupReport, setupSharedTopology } from '../actors/brokerActor.js'
 import { legacyControlExchange } from '../broker/topology.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import type { CliValues } from './main.js';
+import type { CliValues } from './cliOptions.js';
 
 // `bridge broker setup`: the operator declares the shared topology once per broker (the
 // exchanges, bridge.dlq bound to bridge.dlx). Gateway logins may not configure shared names;

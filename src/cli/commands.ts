@@ -21,7 +21,7 @@ import {
   groupsSchema,
 } from '../wire/envelope.js';
 import { callAdmin } from './adminClient.js';
-import type { CliValues } from './main.js';
+import type { CliValues } from './cliOptions.js';
 
 function socketOf(values: CliValues): string {
   return adminSocketPath(loadConfig({ file: values.config }).config);

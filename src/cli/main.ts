@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { parseArgs } from 'node:util';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { parseCli } from './cliOptions.js';
 import {
   runBroadcast,
   runDeregister,
@@ -61,46 +61,6 @@ Usage:
 Every command takes --json (machine-readable output), --config FILE, and --token for send/drain.
 Environment: BRIDGE_CONFIG, BRIDGE_HOME (default ./.bridge), BRIDGE_HOST_ID, BRIDGE_BROKER_URI,
 BRIDGE_MCP_PORT (default 7433), BRIDGE_TOKEN.`;
-
-const options = {
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-  config: { type: 'string' },
-  kind: { type: 'string' },
-  name: { type: 'string' },
-  tmux: { type: 'string' },
-  'tmux-socket': { type: 'string' },
-  'herdr-pane': { type: 'string' },
-  group: { type: 'string', multiple: true },
-  token: { type: 'string' },
-  'reply-to': { type: 'string' },
-  wait: { type: 'string' },
-  'wait-for': { type: 'string' },
-  'idempotency-key': { type: 'string' },
-  max: { type: 'string' },
-  all: { type: 'boolean' },
-  force: { type: 'boolean' },
-  apply: { type: 'boolean' },
-  vhost: { type: 'string' },
-  'password-file': { type: 'string' },
-  node: { type: 'string' },
-  'read-dlq': { type: 'boolean' },
-  'delete-legacy': { type: 'boolean' },
-  brief: { type: 'string' },
-  trace: { type: 'string' },
-  db: { type: 'string', multiple: true },
-  out: { type: 'string' },
-  mermaid: { type: 'boolean' },
-  'no-check': { type: 'boolean' },
-  progress: { type: 'boolean' },
-  quiet: { type: 'boolean' },
-} as const;
-
-export type CliValues = ReturnType<typeof parseCli>['values'];
-
-function parseCli(argv: string[]) {
-  return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
-}
 
 async function main(argv: string[]): Promise<number> {
   let parsed: ReturnType<typeof parseCli>;

@@ -14,7 +14,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import { readEntities } from '../store/entities.js';
 import { openStore } from '../store/openStore.js';
 import { runBrokerSetup } from './brokerSetup.js';
-import type { CliValues } from './main.js';
+import type { CliValues } from './cliOptions.js';
 
 // `bridge broker provision HOST`: the rabbitmqctl commands that give one gateway its own broker
 // login with least privilege (R-H2). Printed by default, run with --apply.

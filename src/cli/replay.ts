@@ -5,7 +5,7 @@ import { exportTrace } from '../replay/exportTrace.js';
 import { formatEventLine, formatSummary, MermaidSequence, shortId } from '../replay/formatTimeline.js';
 import type { ReplayEvent } from '../replay/replayEvent.js';
 import { replayTrace } from '../replay/replayTrace.js';
-import type { CliValues } from './main.js';
+import type { CliValues } from './cliOptions.js';
 import { createProgressBar } from './progressBar.js';
 
 /** `bridge export --trace ID [--db FILE] [--out FILE]`: one host's slice of a flow, portable. */

@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/loadConfig.js';
 import { startDaemon } from '../daemon/startDaemon.js';
 import { createLogger } from '../log/logger.js';
-import type { CliValues } from './main.js';
+import type { CliValues } from './cliOptions.js';
 
 /** `bridge start`: runs the gateway in the foreground until SIGINT/SIGTERM. */
 export async function runStart(values: CliValues): Promise<number> {

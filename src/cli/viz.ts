@@ -6,7 +6,7 @@ import type { PageTrace } from '../viz/html.js';
 import type { MachineGraph } from '../viz/machineGraph.js';
 import { TraceMarker } from '../viz/traceMarks.js';
 import { registryGraphs, vizFiles } from '../viz/vizFiles.js';
-import type { CliValues } from './main.js';
+import type { CliValues } from './cliOptions.js';
 
 /**
  * `bridge viz [--out DIR] [--trace ID LOG...]`: every machine as a Mermaid state diagram

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ServerResponse } from 'node:http';
-import type { Handover } from '../actors/entityActor.js';
+import type { Handover } from '../actors/handover.js';
 
 type Listener = (delivered: boolean) => void;
 

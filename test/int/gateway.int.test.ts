@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { Gateway } from '../../src/actors/gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import { silentLogger } from '../../src/log/logger.js';
+import { createLogger } from '../../src/log/logger.js';
 import { RecordingPane } from '../support/recordingPane.js';
 
 describe('gateway actors in-process (real SQLite, simulated clock)', () => {
@@ -14,6 +14,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
   let clock: SimulatedClock;
   let pane: RecordingPane;
   let gateway: Gateway;
+  let logLines: Array<Record<string, unknown>>;
   /** Lets effects run and their writes commit (the commits run on the writer thread). */
   const settle = async () => {
     for (let i = 0; i < 3; i++) {
@@ -31,7 +32,10 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
         ...config,
         delivery: { ...config.delivery, ttlMs: 60_000, maxAttempts: 3, retryBaseMs: 1_000 },
       },
-      logger: silentLogger(),
+      logger: createLogger({
+        level: 'warn',
+        destination: { write: (line: string) => void logLines.push(JSON.parse(line)) },
+      }),
       clock,
       createInjector: () => pane,
     });
@@ -52,6 +56,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     clock = new SimulatedClock();
     clock.set(1_700_000_000_000);
     pane = new RecordingPane();
+    logLines = [];
     gateway = await boot();
   });
   afterEach(async () => {
@@ -296,6 +301,27 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     );
     expect(rows).toEqual([{ reason: 'recipient-gone' }]);
     expect(() => gateway.directory.resolve('gone-soon')).toThrow(/unknown recipient/);
+  });
+
+  it('deregistering a recipient counts and logs each dead letter, as any other dead letter is', async () => {
+    const main = await gateway.register({ kind: 'main', name: 'm' });
+    await gateway.register({ kind: 'main', name: 'gone-soon' });
+    const sender = gateway.authenticate(main.token)!;
+    const sent = await gateway.send(sender, { kind: 'SEND', to: 'gone-soon', text: 'left behind' });
+    await gateway.deregister('gone-soon');
+    await settle();
+    const metrics = await gateway.metrics.registry.getSingleMetricAsString('bridge_dead_letters_total');
+    expect(metrics).toContain('reason="recipient-gone"} 1');
+    expect(
+      logLines.filter((line) => line.msg === 'message dead-lettered; its body is kept for the operator'),
+    ).toEqual([
+      expect.objectContaining({
+        msgId: sent.msgId,
+        recipient: 'gone-soon',
+        reason: 'recipient-gone',
+        level: 50,
+      }),
+    ]);
   });
 
   it('an idempotency key returns the first msgId and sends nothing new', async () => {
