@@ -372,6 +372,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
     db.exec('ALTER TABLE idempotency DROP COLUMN kind');
     db.exec('ALTER TABLE idempotency DROP COLUMN recipient');
     db.exec('ALTER TABLE idempotency DROP COLUMN digest');
+    db.exec('DROP INDEX events_spawn_by_gid');
     db.pragma('user_version = 2');
     db.close();
 
