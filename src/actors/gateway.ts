@@ -27,6 +27,7 @@ import { type EntityRecord, insertEntity, readEntities } from '../store/entities
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
 import { asStoreDamage } from '../store/storeDamage.js';
+import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   type Address,
   type ControlResult,
@@ -51,7 +52,7 @@ import {
   type InboundHandle,
   type Nudge,
 } from './entityActor.js';
-import { type DeadLetterView, Federation, type RequeueResult } from './federation.js';
+import { Federation } from './federation.js';
 import { Receipts } from './receipts.js';
 import {
   addressOf,
