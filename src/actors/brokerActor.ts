@@ -396,11 +396,13 @@ export class BrokerActor {
   }
 
   /**
-   * A refusal no retry can fix (or, at start, a broker nobody has set up): any error of ours
-   * but one the operator can fix while the gateway runs.
+   * What no retry can fix: the broker refusing a consumer (invariant 1), or, at start, a broker
+   * nobody has set up (the operator runs `bridge broker setup`, then starts the gateway again).
    */
   private isFatal(err: unknown): err is BridgeError {
-    return err instanceof BridgeError && !(err.retryable && this.firstAttempt === undefined);
+    if (!(err instanceof BridgeError)) return false;
+    if (err.code === ErrorCode.consumerRefused) return true;
+    return err.code === ErrorCode.brokerNotSetUp && this.firstAttempt !== undefined;
   }
 
   private lost(generation: number, error: string): void {
