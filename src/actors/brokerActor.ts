@@ -62,8 +62,9 @@ export function withHeartbeat(uri: string, seconds: number): string {
 const nackSettleMs = 100;
 
 /**
- * The gateway's one connection to the broker, and with `brokerConsumers.ts` the only gateway
- * code that touches amqplib (the operator's one-off setup lives in `src/broker/`). It drives
+ * The gateway's one connection to the broker. amqplib is used here, in `brokerConsumers.ts`
+ * (its consumers) and in `src/broker/` (declaring a queue; the shared topology's setup and
+ * check), nowhere else. It drives
  * the broker connection machine: connects, checks the shared topology, opens a confirm channel
  * for publishing and one channel per exclusive consumer, and on any loss reconnects with
  * backoff and re-declares all of it (R-H5). While not connected, `publish` fails fast: nothing
