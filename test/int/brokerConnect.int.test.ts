@@ -1,14 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { BrokerActor } from '../../src/actors/brokerActor.js';
+import type { BrokerActor } from '../../src/actors/brokerActor.js';
 import type { ConsumerSpec } from '../../src/broker/brokerMessages.js';
 import { controlSpec } from '../../src/broker/topology.js';
-import { systemClock } from '../../src/clock/clock.js';
-import { createHlc } from '../../src/clock/hlc.js';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
-import { silentLogger } from '../../src/log/logger.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { createBrokerActor } from '../support/brokerActor.js';
+import { waitFor } from '../support/federation.js';
 
 /**
  * Review finding: any BridgeError met while connecting was taken as a refusal no retry can fix
@@ -30,18 +28,7 @@ describe('broker actor: what is fatal while connecting', () => {
     const hostId = uniqueHostId('connect');
     store = openStore({ file: ':memory:' });
     const fatal: unknown[] = [];
-    broker = new BrokerActor({
-      store,
-      hlc: createHlc(() => systemClock.now()),
-      clock: systemClock,
-      host: hostId,
-      logger: silentLogger(),
-      uri: brokerUri,
-      hostId,
-      retryBaseMs: 50,
-      retryMaxMs: 200,
-      onFatal: (err) => void fatal.push(err),
-    });
+    broker = createBrokerActor(hostId, store, { onFatal: (err) => void fatal.push(err) });
     const queue = controlSpec(hostId);
     queues.push(queue.name);
     let failures = 1;
