@@ -43,7 +43,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setupSharedTopology } from '../dist/actors/brokerActor.js';
+import { setupSharedTopology } from '../dist/broker/sharedTopology.js';
 import { loadConfig } from '../dist/config/loadConfig.js';
 import { writeFleetResults } from './lib/fleetReport.mjs';
 import { measure } from './lib/measure.mjs';

@@ -27,6 +27,7 @@ import { type EntityRecord, insertEntity, readEntities } from '../store/entities
 import { openStore, type Store } from '../store/openStore.js';
 import { readActorEvents, readLastHlc } from '../store/readEvents.js';
 import { asStoreDamage } from '../store/storeDamage.js';
+import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   type Address,
   type ControlResult,
@@ -44,7 +45,7 @@ import { namedUuid, uuidv7 } from '../wire/ids.js';
 import { deliveryKind } from './delivery.js';
 import { Directory, hashToken } from './directory.js';
 import { createEntityMachines, EntityActor, type EntityActorDeps, entityKind } from './entityActor.js';
-import { type DeadLetterView, Federation, type RequeueResult } from './federation.js';
+import { Federation } from './federation.js';
 import type { Handover, InboundHandle } from './handover.js';
 import { Receipts } from './receipts.js';
 import type { Nudge } from './reminder.js';

@@ -1,8 +1,8 @@
+import type { PublishOutcome } from '../broker/brokerMessages.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Store } from '../store/openStore.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
-import type { PublishOutcome } from './brokerActor.js';
 import type { Federation } from './federation.js';
 import type { SendCell, SendCells } from './sendCells.js';
 

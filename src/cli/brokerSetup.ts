@@ -1,4 +1,4 @@
-import { type SetupReport, setupSharedTopology } from '../actors/brokerActor.js';
+import { type SetupReport, setupSharedTopology } from '../broker/sharedTopology.js';
 import { legacyControlExchange } from '../broker/topology.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';

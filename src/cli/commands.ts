@@ -1,5 +1,4 @@
 import type { z } from 'zod';
-import type { DeadLetterView, RequeueResult } from '../actors/federation.js';
 import type {
   ControlOutcome,
   MessageStatus,
@@ -13,6 +12,7 @@ import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { adminRoutes } from '../interfaces/adminProtocol.js';
+import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
   type Envelope,

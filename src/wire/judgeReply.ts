@@ -1,3 +1,4 @@
+import { WireKind } from './envelope.js';
 import { gatewayAddress } from './gatewayAddress.js';
 
 /** What the receiving gateway knows of a message it sent, when a reply names it. */
@@ -28,7 +29,7 @@ export function judgeReply(
 ): string | undefined {
   const { inReplyTo, from } = reply;
   if (inReplyTo === undefined || replied === undefined) return undefined;
-  if (replied.kind === 'BROADCAST') return undefined;
+  if (replied.kind === WireKind.broadcast) return undefined;
   const sender = `${from.name}@${from.host}`;
   if (from.gid === gatewayAddress(from.host).gid) {
     const wentTo = replied.recipientHost ?? rosterHostOf(replied.recipient) ?? replied.recipient;

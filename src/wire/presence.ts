@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { decodeHlc } from '../clock/hlc.js';
-import { entityKindSchema, entityNamePattern, hlcSchema, schemaVersion } from './envelope.js';
+import { entityKindSchema, entityNamePattern, hlcSchema, schemaVersion, WireKind } from './envelope.js';
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
 export const presenceEntrySchema = z.object({
@@ -14,7 +14,7 @@ export type PresenceEntry = z.infer<typeof presenceEntrySchema>;
 
 export const presenceSchema = z.object({
   v: z.string().regex(/^\d+\.\d+$/),
-  kind: z.literal('PRESENCE'),
+  kind: z.literal(WireKind.presence),
   host: z.string().min(1),
   hlc: hlcSchema,
   /** Sent every heartbeat; a receiver expires the host after ttlMs without one. */

@@ -1,4 +1,4 @@
-import { setupSharedTopology } from '../../src/actors/brokerActor.js';
+import { setupSharedTopology } from '../../src/broker/sharedTopology.js';
 import { brokerUri } from './federation.js';
 
 /**

@@ -1,0 +1,138 @@
+import type { InboundMessage } from '../broker/brokerMessages.js';
+import { Exchange, rosterKey } from '../broker/topology.js';
+import type { Clock } from '../clock/clock.js';
+import type { Hlc } from '../clock/hlc.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log/logger.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { Signer } from '../security/messageSigning.js';
+import { schemaVersionString, WireKind } from '../wire/envelope.js';
+import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
+import type { BrokerActor } from './brokerActor.js';
+import type { RemoteRoster } from './roster.js';
+
+export interface PresenceExchangeDeps {
+  broker: BrokerActor;
+  roster: RemoteRoster;
+  config: Pick<Config, 'hostId' | 'broker' | 'security'>;
+  hlc: Hlc;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  signer: Signer;
+  /** The local entities as announced. */
+  entries(): PresenceEntry[];
+  /** A PRESENCE was taken into the roster: senders it announced may be what arrivals wait for. */
+  onRosterChanged(): void;
+}
+
+/** How long a change waits for others before it is announced (U5). */
+const announceCoalesceMs = 50;
+
+/**
+ * PRESENCE (U5), both ways: this gateway's snapshot every heartbeat and soon after a change,
+ * and other gateways' snapshots into the remote roster once signature and age check out.
+ */
+export class PresenceExchange {
+  private heartbeat: ReturnType<typeof setInterval> | undefined;
+  private announceTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly deps: PresenceExchangeDeps) {}
+
+  startHeartbeat(): void {
+    this.heartbeat = setInterval(() => void this.announce(), this.deps.config.broker.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  stop(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    if (this.announceTimer) clearTimeout(this.announceTimer);
+  }
+
+  /**
+   * Announces the change soon, once for a burst: registering many entities one after another
+   * sends one snapshot, not one per entity (each snapshot lists them all).
+   */
+  announceSoon(): void {
+    if (this.announceTimer) return;
+    this.announceTimer = setTimeout(() => {
+      this.announceTimer = undefined;
+      void this.announce();
+    }, announceCoalesceMs);
+    this.announceTimer.unref();
+  }
+
+  /** Sends this gateway's PRESENCE snapshot now (also every heartbeat). */
+  async announce(): Promise<void> {
+    const { broker, config, logger } = this.deps;
+    if (!broker.connected) return;
+    const presence = {
+      v: schemaVersionString,
+      kind: WireKind.presence,
+      host: config.hostId,
+      hlc: this.deps.hlc.tick(),
+      ttlMs: config.broker.heartbeatMs * config.broker.presenceTtlBeats,
+      entities: this.deps.entries(),
+    };
+    const content = encodePresence(presence);
+    await broker
+      .publish({
+        exchange: Exchange.roster,
+        routingKey: rosterKey(config.hostId),
+        content,
+        headers: this.deps.signer.headersFor(content),
+        messageId: `presence/${config.hostId}/${presence.hlc}`,
+        mandatory: false,
+        persistent: false,
+        expirationMs: presence.ttlMs,
+      })
+      .catch((err: unknown) =>
+        // The next heartbeat announces again; peers keep this host until its TTL runs out.
+        logger.warn({ err }, 'could not announce this gateway (PRESENCE); the next heartbeat tries again'),
+      );
+  }
+
+  /** The roster queue's consumer: a snapshot from another gateway. */
+  receive(message: InboundMessage): void {
+    const { config, roster, signer } = this.deps;
+    message.ack();
+    const decoded = decodePresence(message.content);
+    if (!decoded.ok) {
+      this.ignore('malformed', decoded.detail, message.routingKey);
+      return;
+    }
+    const presence = decoded.presence;
+    if (presence.host === config.hostId) return;
+    const signature = signer.verify(message.content, message.headers);
+    if (!signature.ok) {
+      this.ignore('bad-signature', signature.detail, message.routingKey);
+      return;
+    }
+    if (signer.enabled && signature.signer !== presence.host) {
+      // A host may only announce its own entities (invariant 6).
+      this.ignore(
+        'wrong-host',
+        `announces host ${presence.host} but was signed by ${signature.signer}`,
+        message.routingKey,
+      );
+      return;
+    }
+    const age = judgePresenceAge(presence, {
+      now: this.deps.clock.now(),
+      maxSkewMs: config.security.maxClockSkewMs,
+      lastSeenHlc: roster.lastSeenHlc(presence.host),
+    });
+    if (!age.ok) {
+      this.ignore(age.reason, age.detail, message.routingKey);
+      return;
+    }
+    this.deps.hlc.receive(presence.hlc);
+    roster.apply(presence);
+    this.deps.onRosterChanged();
+  }
+
+  private ignore(reason: string, detail: string, routingKey: string): void {
+    this.deps.metrics.presenceIgnored.inc({ reason });
+    this.deps.logger.warn({ reason, detail, routingKey }, 'ignored a PRESENCE announcement');
+  }
+}

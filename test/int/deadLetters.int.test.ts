@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrokerActor } from '../../src/actors/brokerActor.js';
+import { DeadLetters } from '../../src/actors/deadLetters.js';
+import {
+  Exchange,
+  inboxLockName,
+  inboxLockSpec,
+  inboxName,
+  inboxSpec,
+  QueueMode,
+} from '../../src/broker/topology.js';
+import { systemClock } from '../../src/clock/clock.js';
+import { createHlc } from '../../src/clock/hlc.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { createNoSigner } from '../../src/security/messageSigning.js';
+import { openStore, type Store } from '../../src/store/openStore.js';
+import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { createBrokerActor } from '../support/brokerActor.js';
+import { removeDeadLettersOf, waitFor } from '../support/federation.js';
+
+/**
+ * A removed entity's inbox is emptied into bridge.dlq (recipient-gone) through the broker
+ * actor's own channel, then deleted with its lock queue: what was waiting in it is listed in
+ * the DLQ afterwards, nothing is lost.
+ */
+describe('dead letters: emptying a removed entity’s inbox', () => {
+  const hostId = uniqueHostId('dlq-empty');
+  const gid = randomUUID();
+  let store: Store;
+  let broker: BrokerActor;
+  let deadLetters: DeadLetters;
+  const fatal: unknown[] = [];
+
+  beforeAll(async () => {
+    store = openStore({ file: ':memory:' });
+    broker = createBrokerActor(hostId, store, { onFatal: (err) => void fatal.push(err) });
+    // Paused: declared and bound, nothing delivered, so what is published stays in the inbox.
+    await broker.consume({
+      queue: inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength: 100 }),
+      lock: inboxLockSpec(gid),
+      prefetch: 1,
+      exclusive: true,
+      paused: true,
+      onMessage: () => undefined,
+    });
+    await broker.start();
+    await waitFor('the broker actor connected', () => (broker.connected ? true : undefined));
+    deadLetters = new DeadLetters({
+      broker,
+      hostId,
+      hlc: createHlc(() => systemClock.now()),
+      clock: systemClock,
+      logger: silentLogger(),
+      signer: createNoSigner(hostId),
+    });
+  });
+
+  afterAll(async () => {
+    await broker?.stop();
+    await store?.close();
+    await deleteQueues([inboxName(gid), inboxLockName(gid)]);
+    await removeDeadLettersOf([hostId]);
+  });
+
+  it('moves every waiting message to the DLQ with its reason, then deletes the inbox', async () => {
+    const msgIds: string[] = [randomUUID(), randomUUID(), randomUUID()];
+    for (const msgId of msgIds) {
+      const outcome = await broker.publish({
+        exchange: Exchange.msg,
+        routingKey: gid,
+        content: Buffer.from(JSON.stringify({ msgId })),
+        messageId: msgId,
+        mandatory: true,
+        persistent: true,
+      });
+      expect(outcome).toEqual({ ok: true });
+    }
+    await waitFor('three messages in the inbox', async () =>
+      (await broker.queueDepth(inboxName(gid))) === 3 ? true : undefined,
+    );
+    await broker.cancel(inboxName(gid));
+    await deadLetters.emptyInbox(gid);
+
+    expect(await broker.queueDepth(inboxName(gid)), 'the inbox is gone').toBeUndefined();
+    const letters = (await deadLetters.list(10_000)).filter((letter) => msgIds.includes(letter.msgId ?? ''));
+    expect(letters.map((letter) => [letter.msgId, letter.reason, letter.queue, letter.host]).sort()).toEqual(
+      msgIds.map((msgId) => [msgId, 'recipient-gone', inboxName(gid), hostId]).sort(),
+    );
+    expect(fatal).toEqual([]);
+  });
+});
