@@ -135,7 +135,8 @@ export class Sends {
         done = true;
         stopWatching();
         clock.clearTimeout(timer);
-        // What the call reports is on disk first: bridge_status says the same after a crash.
+        // What the call reports is on disk first: bridge_status says the same after a crash. A
+        // failed commit stops the gateway (the store's onWriteFailure); the call still answers.
         const ended = { stage: seen, timedOut };
         store.batch.flush().then(
           () => resolve(ended),
