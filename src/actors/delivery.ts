@@ -19,6 +19,7 @@ import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/
 import { readActorEvents } from '../store/readEvents.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import type { Envelope } from '../wire/envelope.js';
+import { reportDeadLetter } from './deadLetterReport.js';
 import type { Handover } from './handover.js';
 
 export const deliveryKind: ActorKind = 'delivery';
@@ -310,23 +311,11 @@ export class Delivery {
     );
   }
 
-  /** Counted and logged; the body is kept. */
+  /** Forwarded to the broker's DLQ (a cross-host message), counted and logged; the body is kept. */
   reportDeadLetter(): void {
     const { context } = this.cell;
-    const reason: DeadLetterReason = context.reason ?? 'rejected';
-    this.forwardDeadLetter(reason, context.lastError);
-    this.deps.metrics.deadLetters.inc({ reason });
-    this.deps.logger.error(
-      {
-        traceId: context.traceId,
-        msgId: context.msgId,
-        recipient: this.owner.name,
-        reason,
-        attempts: context.attempts,
-        lastError: context.lastError,
-      },
-      'message dead-lettered; its body is kept for the operator',
-    );
+    this.forwardDeadLetter(context.reason ?? 'rejected', context.lastError);
+    reportDeadLetter(this.deps, context, this.owner.name);
   }
 
   noticeTooLate(): void {

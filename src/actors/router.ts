@@ -5,7 +5,7 @@ import { unconfirmedSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RuntimeDeps } from '../runtime/actorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
-import { readSendInput } from '../store/readSendInput.js';
+import { readActorInput } from '../store/readActorInput.js';
 import { byteLength } from '../wire/digest.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
 import { inboxRefusal } from '../wire/inboxCap.js';
@@ -243,7 +243,7 @@ export class Router {
     const replied =
       msgId === undefined
         ? undefined
-        : (this.cells.live(msgId)?.context ?? readSendInput(this.deps.store, msgId));
+        : (this.cells.live(msgId)?.context ?? readActorInput(this.deps.store, 'send', msgId));
     return judgeReply(envelope, replied, (gid) => this.deps.federation?.roster.find(gid)[0]?.host);
   }
 

@@ -4,11 +4,12 @@ import { type TurnInput, turnMachine } from '../machines/turnMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
+import { readActorInput } from '../store/readActorInput.js';
 import { readActorEvents } from '../store/readEvents.js';
 import type { Envelope } from '../wire/envelope.js';
 import type { AnswerClaim, AnswerClaims, Handover } from './handover.js';
 
-export const turnKind: ActorKind = 'turn';
+export const turnKind = 'turn' satisfies ActorKind;
 
 /** How an ask ended, for the caller parked on it. */
 export type TurnOutcome =
@@ -84,8 +85,7 @@ export class Turns implements AnswerClaims {
     if (live) return { state: live.cell.state, context: live.cell.context };
     const head = readActorHead(this.deps.store, turnKind, turnId);
     if (!head) return undefined;
-    const input = readActorEvents(this.deps.store, turnKind, turnId)[0]?.data as TurnInput | undefined;
-    return { state: head.state, context: input };
+    return { state: head.state, context: readActorInput(this.deps.store, turnKind, turnId) };
   }
 
   /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeHlc } from '../../src/clock/hlc.js';
+import { deliveryActorId } from '../../src/runtime/actorIds.js';
 import { uniqueHostId } from '../support/broker.js';
 import { withEventsDb } from '../support/eventsDb.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
@@ -49,8 +50,8 @@ describe('stored actors that no longer fold do not keep the gateway down', () =>
       const actor = db.prepare(
         'INSERT INTO actors (actor_kind, actor_id, owner, trace_id, state, done) VALUES (?, ?, ?, ?, ?, 0)',
       );
-      event.run(hlc, gateway.hostId, 'delivery', `${msgId}/${keep.gid}`, msgId, msgId);
-      actor.run('delivery', `${msgId}/${keep.gid}`, keep.gid, msgId, 'nowhere');
+      event.run(hlc, gateway.hostId, 'delivery', deliveryActorId(msgId, keep.gid), msgId, msgId);
+      actor.run('delivery', deliveryActorId(msgId, keep.gid), keep.gid, msgId, 'nowhere');
       event.run(hlc, gateway.hostId, 'turn', turnId, turnId, turnId);
       actor.run('turn', turnId, keep.gid, turnId, 'nowhere');
     });
@@ -62,7 +63,7 @@ describe('stored actors that no longer fold do not keep the gateway down', () =>
       .filter((line) => line.includes('a stored actor does not fold into its machine'))
       .map((line) => JSON.parse(line) as { actor: string; id: string });
     expect(reported.map((r) => `${r.actor} ${r.id}`).sort()).toEqual(
-      [`delivery ${msgId}/${keep.gid}`, `entity ${ghost}`, `turn ${turnId}`].sort(),
+      [`delivery ${deliveryActorId(msgId, keep.gid)}`, `entity ${ghost}`, `turn ${turnId}`].sort(),
     );
     const sent = await gateway.cli(['send', 'keep', 'still here', '--json'], { BRIDGE_TOKEN: keep.token });
     expect(sent.code, sent.stderr).toBe(0);
@@ -73,7 +74,7 @@ describe('stored actors that no longer fold do not keep the gateway down', () =>
     const left = withEventsDb(gateway.home, (db) =>
       db
         .prepare('SELECT COUNT(*) AS n FROM actors WHERE actor_id IN (?, ?)')
-        .get(`${msgId}/${keep.gid}`, turnId),
+        .get(deliveryActorId(msgId, keep.gid), turnId),
     ) as { n: number };
     expect(left.n).toBe(2);
   });

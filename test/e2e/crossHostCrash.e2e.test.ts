@@ -9,7 +9,7 @@ import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/cl
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dlqName } from '../../src/broker/topology.js';
-import { parseDeliveryActorId } from '../../src/runtime/actorIds.js';
+import { deliveryActorId, parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
@@ -334,7 +334,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
       const head = db.prepare("SELECT state FROM actors WHERE actor_kind = 'delivery' AND actor_id = ?");
       const seqs = new Set<number>();
       for (const m of received) {
-        const row = head.get(`${m.msgId}/${recipient}`) as { state: string } | undefined;
+        const row = head.get(deliveryActorId(m.msgId, recipient)) as { state: string } | undefined;
         if (row?.state !== 'acked') seqs.add(Number(/^seq-(\d+)$/.exec(m.text)?.[1]));
       }
       return [...seqs].sort((x, y) => x - y);
@@ -383,7 +383,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', () => {
           .get(pair.source.gid, `k-${seq}`) as { msgId: string } | undefined;
         const head = dbB
           .prepare("SELECT state FROM actors WHERE actor_kind = 'delivery' AND actor_id = ?")
-          .get(`${row?.msgId}/${pair.target.gid}`) as { state: string } | undefined;
+          .get(deliveryActorId(`${row?.msgId}`, pair.target.gid)) as { state: string } | undefined;
         const state = head?.state ?? 'not in B’s store';
         where[state] = (where[state] ?? 0) + 1;
       }

@@ -5,6 +5,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { remindActorId } from '../../src/runtime/actorIds.js';
 import { GatewayProcess } from '../support/gatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
@@ -99,7 +100,7 @@ describe('remind/backoff: mains that have not drained are nudged (U3, R-DL3)', (
           `SELECT seq, event, from_state AS "from", to_state AS "to", data FROM events
            WHERE actor_kind = 'remind' AND actor_id = ? ORDER BY seq`,
         )
-        .all(`remind/${gid}`) as Array<Omit<RemindRow, 'at'> & { data: string | null }>;
+        .all(remindActorId(gid)) as Array<Omit<RemindRow, 'at'> & { data: string | null }>;
       return rows.map(({ data, ...row }) => {
         const parsed = data === null ? {} : (JSON.parse(data) as { at?: number });
         return { ...row, at: parsed.at };

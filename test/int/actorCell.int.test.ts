@@ -12,6 +12,7 @@ import {
   deliveryMachine,
 } from '../../src/machines/deliveryMachine.js';
 import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/runtime/actorCell.js';
+import { deliveryActorId } from '../../src/runtime/actorIds.js';
 import { readActorHead } from '../../src/store/actorHeads.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorEvents, readLastHlc } from '../../src/store/readEvents.js';
@@ -115,7 +116,7 @@ function startProcess(now: number): Process {
 }
 
 function actorId(msgId: string): string {
-  return `${msgId}/${recipient}`;
+  return deliveryActorId(msgId, recipient);
 }
 
 function inputFor(msgId: string, acceptedAt: number, overrides: Partial<DeliveryInput> = {}): DeliveryInput {

@@ -13,7 +13,7 @@ import { loadConfig } from '../../src/config/loadConfig.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
-import { readSendInput } from '../../src/store/readSendInput.js';
+import { readActorInput } from '../../src/store/readActorInput.js';
 import { type Envelope, WireKind } from '../../src/wire/envelope.js';
 
 /**
@@ -86,7 +86,7 @@ describe('a reply naming a message this host sent, checked against the record', 
   it('reads the recorded input of the send, and nothing for a message this host did not send', async () => {
     const { msgId, traceId } = await routerOn().send(lead, { kind: WireKind.send, to: bob.gid, text: 'hi' });
     await store.batch.flush();
-    expect(readSendInput(store, msgId)).toMatchObject({
+    expect(readActorInput(store, 'send', msgId)).toMatchObject({
       msgId,
       traceId,
       kind: WireKind.send,
@@ -94,6 +94,6 @@ describe('a reply naming a message this host sent, checked against the record', 
       recipient: bob.gid,
       recipientHost: bob.host,
     });
-    expect(readSendInput(store, randomUUID())).toBeUndefined();
+    expect(readActorInput(store, 'send', randomUUID())).toBeUndefined();
   });
 });

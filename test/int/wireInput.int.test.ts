@@ -11,7 +11,7 @@ import type { Gateway, Registration } from '../../src/actors/gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { createLogger } from '../../src/log/logger.js';
-import { parseDeliveryActorId } from '../../src/runtime/actorIds.js';
+import { deliveryActorId, parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import type { DeadLetterView } from '../../src/wire/deadLetterView.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
@@ -310,8 +310,8 @@ describe('bad bytes on the wire are dead-lettered with their reason, never deliv
     // Ours only (a broadcast from another test may have been delivered too).
     const delivered = rows.filter((row) => ownIds.has(parseDeliveryActorId(row.id)?.msgId ?? row.id));
     const accepted = [main, worker].flatMap((r) => [
-      `${cases.get(r.gid)?.find((c) => c.reason === null)?.id}/${r.gid}`,
-      `${goodIds.get(r.gid)}/${r.gid}`,
+      deliveryActorId(`${cases.get(r.gid)?.find((c) => c.reason === null)?.id}`, r.gid),
+      deliveryActorId(`${goodIds.get(r.gid)}`, r.gid),
     ]);
     expect(delivered.map((d) => d.id).sort()).toEqual(accepted.sort());
     expect(delivered.every((d) => d.state === 'acked')).toBe(true);

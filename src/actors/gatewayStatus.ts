@@ -1,0 +1,121 @@
+import { dlqName, inboxName } from '../broker/topology.js';
+import type { Clock } from '../clock/clock.js';
+import type { Config } from '../config/schema.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { loadKeys } from '../security/keys.js';
+import { listTrust } from '../security/trustStore.js';
+import { countActorsByState } from '../store/actorHeads.js';
+import type { Store } from '../store/openStore.js';
+import type { Address } from '../wire/envelope.js';
+import { deliveryKind } from './delivery.js';
+import type { Directory } from './directory.js';
+import type { Federation } from './federation.js';
+import { addressOf } from './router.js';
+
+export interface RosterEntry extends Address {
+  groups: string[];
+  status: string;
+  /** Queued messages, known for local entities only. */
+  depth?: number;
+}
+
+export interface GatewayStatusDeps {
+  store: Store;
+  clock: Clock;
+  host: string;
+  /** When the gateway started (ms since epoch), for its uptime. */
+  startedAt: number;
+  config: Pick<Config, 'home' | 'broker' | 'security'>;
+  metrics: Metrics;
+  directory: Directory;
+  federation: Federation | undefined;
+}
+
+/** What `bridge status` and `bridge_roster` show of this gateway: who is here, and how it runs. */
+export class GatewayStatus {
+  constructor(private readonly deps: GatewayStatusDeps) {}
+
+  /** Local entities first, then every remote host's, as their presence announced them (U5). */
+  roster(): RosterEntry[] {
+    const { directory, federation, host } = this.deps;
+    const local: RosterEntry[] = [...directory.all()].map((entity) => ({
+      ...addressOf(entity, host),
+      groups: entity.record.groups,
+      status: entity.state,
+      depth: entity.depth,
+    }));
+    const remote: RosterEntry[] = (federation?.roster.entries() ?? []).map((e) => ({
+      gid: e.gid,
+      name: e.name,
+      host: e.host,
+      kind: e.kind,
+      groups: e.groups,
+      status: e.status,
+    }));
+    return [...local, ...remote];
+  }
+
+  async status(): Promise<Record<string, unknown>> {
+    const { federation, config, directory, metrics, store, clock } = this.deps;
+    const broker = federation
+      ? {
+          state: federation.broker.state,
+          lastError: federation.broker.lastError,
+          queueMode: config.broker.queueMode,
+          peers: federation.roster.hostIds(),
+          deadLetterQueue: await federation.broker.queueDepth(dlqName),
+          inboxes: Object.fromEntries(
+            await Promise.all(
+              [...directory.all()].map(
+                async (e) => [e.record.name, await federation.broker.queueDepth(inboxName(e.gid))] as const,
+              ),
+            ),
+          ),
+        }
+      : null;
+    const deadLetters = Object.fromEntries(
+      (await metrics.deadLetters.get()).values.map((v) => [String(v.labels.reason), v.value]),
+    );
+    const sessionsByEntity = (await metrics.mcpSessions.get()).values.map(
+      (v) => [String(v.labels.entity), v.value] as const,
+    );
+    return {
+      host: this.deps.host,
+      pid: process.pid,
+      uptimeSeconds: Math.round((clock.now() - this.deps.startedAt) / 1000),
+      mode: federation ? 'federated' : 'single-host',
+      broker,
+      signing: federation ? this.signingStatus() : null,
+      store: store.file,
+      entities: this.roster(),
+      deliveries: countActorsByState(store, deliveryKind),
+      deadLetters,
+      mcpSessions: {
+        total: sessionsByEntity.reduce((sum, [, n]) => sum + n, 0),
+        byEntity: Object.fromEntries(sessionsByEntity),
+      },
+    };
+  }
+
+  /** This gateway's signing key and the hosts it trusts, for `bridge status`. */
+  private signingStatus(): {
+    mode: string;
+    publicKey: string | null;
+    trustedHosts: string[];
+    problem: string | null;
+  } {
+    const { config } = this.deps;
+    const mode = config.security.signing;
+    if (mode === 'off') return { mode, publicKey: null, trustedHosts: [], problem: null };
+    try {
+      return {
+        mode,
+        publicKey: loadKeys(config.home).publicKeyString,
+        trustedHosts: listTrust(config.home).map((entry) => entry.host),
+        problem: null,
+      };
+    } catch (err) {
+      return { mode, publicKey: null, trustedHosts: [], problem: (err as Error).message };
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { Gateway } from '../../src/actors/gateway.js';
+import { loadConfig } from '../../src/config/loadConfig.js';
+import { createLogger } from '../../src/log/logger.js';
+import { deliveryActorId } from '../../src/runtime/actorIds.js';
+import { RecordingPane } from '../support/recordingPane.js';
+
+let home: string;
+let lines: Array<Record<string, unknown>>;
+
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), 'bridge-orphan-int-'));
+  lines = [];
+});
+afterEach(() => {
+  rmSync(home, { recursive: true, force: true });
+});
+
+function boot(): Gateway {
+  const clock = new SimulatedClock();
+  clock.set(1_700_000_000_000);
+  const { config } = loadConfig({ env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'h1' } });
+  const logger = createLogger({
+    level: 'info',
+    host: 'h1',
+    destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  });
+  return new Gateway({ config, logger, clock, createInjector: () => new RecordingPane() });
+}
+
+it('a held message whose recipient is gone at start is dead-lettered recipient-gone, counted and logged', async () => {
+  const first = boot();
+  await first.start();
+  const sender = await first.register({ kind: 'main', name: 'sender' });
+  const recipient = await first.register({ kind: 'main', name: 'recipient' });
+  const { msgId } = await first.send(first.authenticate(sender.token)!, {
+    kind: 'SEND',
+    to: 'recipient',
+    text: 'held for a main that will be gone',
+  });
+  await first.stop();
+  // The entity row goes while the gateway is down; its delivery is still live in the log.
+  const db = new Database(join(home, 'events.db'));
+  db.prepare('DELETE FROM entities WHERE gid = ?').run(recipient.gid);
+  db.close();
+
+  const gateway = boot();
+  await gateway.start();
+  try {
+    await gateway.flush();
+    const metric = (await gateway.metrics.deadLetters.get()).values.find(
+      (v) => v.labels.reason === 'recipient-gone',
+    );
+    expect(metric?.value).toBe(1);
+    expect(lines.filter((l) => l.msg === 'message dead-lettered; its body is kept for the operator')).toEqual(
+      [expect.objectContaining({ msgId, recipient: recipient.gid, reason: 'recipient-gone', level: 50 })],
+    );
+    const reader = new Database(join(home, 'events.db'), { readonly: true });
+    const head = reader
+      .prepare("SELECT state FROM actors WHERE actor_kind = 'delivery' AND actor_id = ?")
+      .get(deliveryActorId(msgId, recipient.gid));
+    reader.close();
+    expect(head).toEqual({ state: 'dead-lettered' });
+  } finally {
+    await gateway.stop();
+  }
+});
