@@ -9,7 +9,7 @@ const sharedTopology = './test/support/sharedTopology.ts';
 export default defineConfig({
   test: {
     pool: 'forks',
-    reporters: ['default', './test/support/summaryReporter.ts'],
+    reporters: ['default', './test/support/SummaryReporter.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.test.ts'] } },
       {

@@ -5,11 +5,16 @@
 //    machine across calls, which is only safe while no machine invokes or spawns an actor.
 // 3. No import cycles in src/, type-only imports included: a type shared by two modules lives
 //    where both can import it (STYLE.md "Type-only import cycles are cycles").
+// 4. File names follow STYLE.md "Names": a file whose main export is a class is spelled as
+//    that class (`Gateway.ts`), every other file in camelCase after its main export; so a
+//    file exporting a class named like itself in another case is misnamed, and a PascalCase
+//    file exports a class of its name. Checked in src/ and test/support/.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 const root = resolve(dirname(new URL(import.meta.url).pathname), '..');
 const src = join(root, 'src');
+const testSupport = join(root, 'test', 'support');
 
 function walk(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -81,6 +86,20 @@ for (const file of files.filter((f) => f.startsWith(join(src, 'machines')))) {
   }
 }
 
+const classPattern = /^export\s+(?:default\s+)?(?:abstract\s+)?class\s+(\w+)/gm;
+for (const file of [...files, ...walk(testSupport)]) {
+  const stem = file.slice(dirname(file).length + 1).replace(/\.ts$/, '');
+  const classes = [...readFileSync(file, 'utf8').matchAll(classPattern)].map((m) => m[1]);
+  const named = classes.find((name) => name.toLowerCase() === stem.toLowerCase());
+  if (named !== undefined && named !== stem) {
+    problems.push(`${relative(root, file)} exports class ${named}: name the file ${named}.ts`);
+  } else if (/^[A-Z]/.test(stem) && named === undefined) {
+    problems.push(
+      `${relative(root, file)} is PascalCase but exports no class ${stem}: camelCase after its main export`,
+    );
+  }
+}
+
 const state = new Map();
 const stack = [];
 function visit(file) {
@@ -104,4 +123,6 @@ if (problems.length > 0) {
   for (const problem of problems) console.error(`checkImports: ${problem}`);
   process.exit(1);
 }
-console.log(`checkImports: ${files.length} files, machines pure, no import cycles`);
+console.log(
+  `checkImports: ${files.length} files, machines pure, no import cycles, file names follow their exports`,
+);

@@ -9,8 +9,8 @@ import { join, resolve } from 'node:path';
 const [root = '.', countArg = '8000', bytesArg = '8192'] = process.argv.slice(2);
 const repo = resolve(root);
 const { GatewayProcess } = (await import(
-  join(repo, 'test/support/gatewayProcess.ts')
-)) as typeof import('../test/support/gatewayProcess.js');
+  join(repo, 'test/support/GatewayProcess.ts')
+)) as typeof import('../test/support/GatewayProcess.js');
 const { callTool, connectMcp } = (await import(
   join(repo, 'test/support/mcpClient.ts')
 )) as typeof import('../test/support/mcpClient.js');

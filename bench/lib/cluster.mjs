@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { controlSpec, inboxName } from '../../dist/broker/topology.js';
 import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
 import { initKeys } from '../../dist/security/keys.js';
-import { addTrust } from '../../dist/security/trustStore.js';
+import { addTrust } from '../../dist/security/TrustStore.js';
 import { deleteQueues } from './broker.mjs';
 import { adminClient, startDaemon } from './daemon.mjs';
 import { createTeardown } from './processes.mjs';

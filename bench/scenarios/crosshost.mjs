@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { controlSpec, inboxName } from '../../dist/broker/topology.js';
 import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
 import { initKeys } from '../../dist/security/keys.js';
-import { addTrust } from '../../dist/security/trustStore.js';
+import { addTrust } from '../../dist/security/TrustStore.js';
 import { deleteQueues, localBrokerCpuMs, queueDepths } from '../lib/broker.mjs';
 import { adminClient, callTool, connectMcp, startDaemon } from '../lib/daemon.mjs';
 import { amqpFloor } from '../lib/floors.mjs';

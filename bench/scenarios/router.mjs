@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import pino from 'pino';
-import { Gateway } from '../../dist/actors/gateway.js';
+import { Gateway } from '../../dist/actors/Gateway.js';
 import { loadConfig } from '../../dist/config/loadConfig.js';
 import { createLogger } from '../../dist/log/logger.js';
 import { sqliteFloor } from '../lib/floors.mjs';

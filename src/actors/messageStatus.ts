@@ -1,10 +1,10 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { StageRecord } from '../machines/sendMachine.js';
 import type { ReceiptStage } from '../receipts/receipt.js';
-import type { Directory } from './directory.js';
-import type { EntityActor } from './entityActor.js';
-import type { RemoteRoster } from './roster.js';
-import type { Router } from './router.js';
+import type { Directory } from './Directory.js';
+import type { EntityActor } from './EntityActor.js';
+import type { RemoteRoster } from './RemoteRoster.js';
+import type { Router } from './Router.js';
 
 /** Where a message this gateway sent is now (bridge_status, R-RC1). */
 export interface MessageStatus {

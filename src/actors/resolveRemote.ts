@@ -1,9 +1,9 @@
 import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Address } from '../wire/envelope.js';
-import type { Directory } from './directory.js';
-import type { EntityActor } from './entityActor.js';
-import type { Federation } from './federation.js';
+import type { Directory } from './Directory.js';
+import type { EntityActor } from './EntityActor.js';
+import type { Federation } from './Federation.js';
 
 export interface ResolveDeps {
   host: string;

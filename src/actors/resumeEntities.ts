@@ -1,14 +1,14 @@
 import { deliveryMachine } from '../machines/deliveryMachine.js';
-import { ActorCell } from '../runtime/actorCell.js';
+import { ActorCell } from '../runtime/ActorCell.js';
 import { parseDeliveryActorId } from '../runtime/actorIds.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readLiveActors } from '../store/actorHeads.js';
 import { readEntities } from '../store/entities.js';
 import { readActorEvents } from '../store/readEvents.js';
+import { deliveryKind } from './Delivery.js';
+import type { Directory } from './Directory.js';
 import { reportDeadLetter } from './deadLetterReport.js';
-import { deliveryKind } from './delivery.js';
-import type { Directory } from './directory.js';
-import { EntityActor, type EntityActorDeps, entityKind } from './entityActor.js';
+import { EntityActor, type EntityActorDeps, entityKind } from './EntityActor.js';
 
 /**
  * Rebuilds every stored entity into `directory`, then every undelivered message with its

@@ -5,8 +5,8 @@ import type {
   Registration,
   RosterEntry,
   SendOutcome,
-} from '../actors/gateway.js';
-import type { BroadcastResult } from '../actors/router.js';
+} from '../actors/Gateway.js';
+import type { BroadcastResult } from '../actors/Router.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';

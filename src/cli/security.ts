@@ -1,7 +1,7 @@
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
-import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/trustStore.js';
+import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/TrustStore.js';
 import type { CliValues } from './cliOptions.js';
 
 // `bridge keys` and `bridge trust` work on the files in BRIDGE_HOME; no running gateway needed.

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Gateway } from '../actors/gateway.js';
+import { Gateway } from '../actors/Gateway.js';
 import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/schema.js';
 import { checkPane, createInjectorFactory, submissionTiming } from '../inject/createInjector.js';

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createConnection } from 'node:net';
 import type { z } from 'zod';
-import type { Gateway } from '../actors/gateway.js';
+import type { Gateway } from '../actors/Gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { describeIssues } from '../wire/envelope.js';
 import {

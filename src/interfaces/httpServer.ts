@@ -3,11 +3,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import type { EntityActor } from '../actors/entityActor.js';
-import type { Gateway } from '../actors/gateway.js';
+import type { EntityActor } from '../actors/EntityActor.js';
+import type { Gateway } from '../actors/Gateway.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { checkHostAndOrigin, createHostAllowList, type HostAllowList } from './checkHostAndOrigin.js';
-import { McpSessions } from './mcpSessions.js';
+import { McpSessions } from './McpSessions.js';
 import { createMcpSession } from './mcpTools.js';
 import { trackResponse } from './responseOutcome.js';
 

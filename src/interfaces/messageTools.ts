@@ -3,7 +3,7 @@
  */
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import type { SendOutcome } from '../actors/gateway.js';
+import type { SendOutcome } from '../actors/Gateway.js';
 import { withTrace } from '../log/logger.js';
 import { receiptStages, WaitableStage } from '../receipts/receipt.js';
 import { groupNameSchema } from '../wire/envelope.js';

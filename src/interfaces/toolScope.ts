@@ -5,8 +5,8 @@
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { EntityActor } from '../actors/entityActor.js';
-import type { Gateway } from '../actors/gateway.js';
+import type { EntityActor } from '../actors/EntityActor.js';
+import type { Gateway } from '../actors/Gateway.js';
 import { ErrorCode, toBridgeError } from '../errors.js';
 import type { Envelope } from '../wire/envelope.js';
 

@@ -1,5 +1,5 @@
 import type { DeliveryContext } from '../machines/deliveryMachine.js';
-import type { Transition } from '../runtime/actorCell.js';
+import type { Transition } from '../runtime/ActorCell.js';
 import { WireKind } from '../wire/envelope.js';
 import { type Receipt, ReceiptStage } from './receipt.js';
 

@@ -1,7 +1,7 @@
 import { decodeHlc } from '../clock/hlc.js';
+import type { Divergence } from './Rerun.js';
 import type { ReplayEvent } from './replayEvent.js';
 import type { ReplaySummary } from './replayTrace.js';
-import type { Divergence } from './rerun.js';
 
 /** Ids shortened for reading: the last 8 characters (UUIDv7's random end). */
 export function shortId(id: string | null): string {

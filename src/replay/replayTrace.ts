@@ -1,9 +1,9 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import { initEvent } from '../runtime/parseRecordedEvent.js';
 import { mergeByHlc } from './mergeByHlc.js';
+import { type Divergence, Rerun } from './Rerun.js';
 import { openSource, type ReplaySource } from './readSource.js';
 import type { ReplayEvent } from './replayEvent.js';
-import { type Divergence, Rerun } from './rerun.js';
 
 export interface ReplayOptions {
   sources: readonly string[];

@@ -3,7 +3,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import { type GatewayKeys, initKeys, loadKeys } from './keys.js';
 import { createNoSigner, createSigner, type Signer } from './messageSigning.js';
-import { TrustStore } from './trustStore.js';
+import { TrustStore } from './TrustStore.js';
 
 /**
  * A federated gateway's signer: its key (created on first federated start, like an SSH host key,

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { PublicKeyString } from './publicKey.js';
 import { sign, verify } from './signature.js';
-import type { TrustStore } from './trustStore.js';
+import type { TrustStore } from './TrustStore.js';
 
 /** AMQP headers that carry a signature (R-ID3): over the exact published bytes. */
 export const SignatureHeader = { signature: 'x-bridge-sig', signer: 'x-bridge-signer' } as const;

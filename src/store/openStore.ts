@@ -4,7 +4,7 @@ import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { migrations } from './schema.js';
 import { asStoreDamage } from './storeDamage.js';
-import { WriteBatch } from './writeBatch.js';
+import { WriteBatch } from './WriteBatch.js';
 import { createInlineWriter, createThreadWriter, type Writer } from './writers.js';
 
 export interface StoreOptions {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startBroker, stopBroker } from '../support/rabbit.js';
 

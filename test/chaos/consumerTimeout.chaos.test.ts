@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName, rosterSpec } from '../../src/broker/topology.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { consumerCounts, restoreConsumerTimeout, setConsumerTimeout } from '../support/rabbit.js';
 

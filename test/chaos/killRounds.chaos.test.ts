@@ -20,7 +20,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { namedUuid } from '../../src/wire/ids.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
 interface Entity {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, GatewayProcess, runCli } from '../support/gatewayProcess.js';
+import { freePort, GatewayProcess, runCli } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
 function errorText(result: { content?: unknown }): string {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueHostId } from '../support/broker.js';
 import { withEventsDb } from '../support/eventsDb.js';
-import { GatewayProcess, runCli } from '../support/gatewayProcess.js';
+import { GatewayProcess, runCli } from '../support/GatewayProcess.js';
 
 interface Registered {
   gid: string;

@@ -4,7 +4,7 @@ import { encodeHlc } from '../../src/clock/hlc.js';
 import { deliveryActorId } from '../../src/runtime/actorIds.js';
 import { uniqueHostId } from '../support/broker.js';
 import { withEventsDb } from '../support/eventsDb.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 
 interface Registered {
   gid: string;

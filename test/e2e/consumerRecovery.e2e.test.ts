@@ -2,7 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName, rosterSpec } from '../../src/broker/topology.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { closeConsumerChannels, consumerCounts } from '../support/rabbit.js';
 

@@ -12,7 +12,7 @@ import { dlqName } from '../../src/broker/topology.js';
 import { deliveryActorId, parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { hasStalled } from '../support/hasStalled.js';
 import { keepOnFailure, keepState, keptMark, queueStates } from '../support/keepOnFailure.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';

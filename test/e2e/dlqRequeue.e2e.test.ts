@@ -7,7 +7,7 @@ import { controlSpec, inboxName } from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { type CliResult, cliPath, GatewayProcess } from '../support/gatewayProcess.js';
+import { type CliResult, cliPath, GatewayProcess } from '../support/GatewayProcess.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
 /** Runs the CLI against `gateway`, killed after `ms` (a requeue that never ends must not hang the test). */

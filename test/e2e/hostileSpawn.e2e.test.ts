@@ -9,13 +9,13 @@ import { callAdmin } from '../../src/cli/adminClient.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { BridgeError } from '../../src/errors.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
-import { addTrust } from '../../src/security/trustStore.js';
+import { addTrust } from '../../src/security/TrustStore.js';
 import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { withEventsDb } from '../support/eventsDb.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { fakePeer, listenAsPeerEntity, publishConfirmed, signedBy } from '../support/signedPeer.js';
 

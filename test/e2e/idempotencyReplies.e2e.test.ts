@@ -4,10 +4,10 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeHlc } from '../../src/clock/hlc.js';
-import { addTrust } from '../../src/security/trustStore.js';
+import { addTrust } from '../../src/security/TrustStore.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import {
   callTool,
   connectMcp,

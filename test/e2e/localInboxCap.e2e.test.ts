@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { brokerUri, removeDeadLettersOf } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { rssMb } from '../support/processMemory.js';
 

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, GatewayProcess, repoRoot } from '../support/gatewayProcess.js';
+import { freePort, GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { startTokenProxy, type TokenProxy } from '../support/tokenProxy.js';
 
 /**

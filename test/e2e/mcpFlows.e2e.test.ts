@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeHerdr, startFakeHerdr } from '../support/fakeHerdr.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startStandInAgent, startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 import { waitFor } from '../support/waitFor.js';

@@ -5,7 +5,7 @@ import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Exchange } from '../../src/broker/topology.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
 const suffix = Math.random().toString(36).slice(2, 7);

@@ -12,7 +12,7 @@ import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { startCpuLoad } from '../support/cpuLoad.js';
 import { type FakeModelApi, startFakeModelApi } from '../support/fakeModelApi.js';
 import { brokerUri, removeDeadLettersOf } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { waitFor } from '../support/waitFor.js';
 

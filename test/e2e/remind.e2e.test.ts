@@ -6,7 +6,7 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/type
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { remindActorId } from '../../src/runtime/actorIds.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 import { waitFor } from '../support/waitFor.js';

@@ -14,7 +14,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueHostId } from '../support/broker.js';
 import { waitFor } from '../support/federation.js';
-import { GatewayProcess, runCli } from '../support/gatewayProcess.js';
+import { GatewayProcess, runCli } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 

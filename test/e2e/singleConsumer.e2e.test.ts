@@ -1,7 +1,7 @@
 import { cpSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { GatewayProcess } from '../support/gatewayProcess.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
 /**

@@ -10,11 +10,11 @@ import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/t
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
-import { addTrust } from '../../src/security/trustStore.js';
+import { addTrust } from '../../src/security/TrustStore.js';
 import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { GatewayProcess, repoRoot } from '../support/gatewayProcess.js';
+import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { fakePeer, listenAsPeerEntity } from '../support/signedPeer.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';

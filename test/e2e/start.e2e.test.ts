@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { freePort, GatewayProcess, repoRoot, runCli } from '../support/gatewayProcess.js';
+import { freePort, GatewayProcess, repoRoot, runCli } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
 describe('starting the gateway', () => {

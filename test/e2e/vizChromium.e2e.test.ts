@@ -7,7 +7,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registryGraphs } from '../../src/viz/vizFiles.js';
 import { chromiumCandidates } from '../../tools/testPrerequisites.js';
-import { GatewayProcess, repoRoot, runCli } from '../support/gatewayProcess.js';
+import { GatewayProcess, repoRoot, runCli } from '../support/GatewayProcess.js';
 import { waitFor } from '../support/waitFor.js';
 
 /**

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../src/actors/brokerActor.js';
+import type { BrokerActor } from '../../src/actors/BrokerActor.js';
 import type { ConsumerSpec } from '../../src/broker/brokerMessages.js';
 import { controlSpec } from '../../src/broker/topology.js';
 import { BridgeError, ErrorCode } from '../../src/errors.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../src/actors/brokerActor.js';
+import type { BrokerActor } from '../../src/actors/BrokerActor.js';
 import { controlSpec, inboxName, rosterSpec } from '../../src/broker/topology.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';

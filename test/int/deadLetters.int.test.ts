@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../src/actors/brokerActor.js';
-import { DeadLetters } from '../../src/actors/deadLetters.js';
+import type { BrokerActor } from '../../src/actors/BrokerActor.js';
+import { DeadLetters } from '../../src/actors/DeadLetters.js';
 import {
   Exchange,
   inboxLockName,

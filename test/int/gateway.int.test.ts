@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { Gateway } from '../../src/actors/gateway.js';
+import { Gateway } from '../../src/actors/Gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/log/logger.js';
-import { RecordingPane } from '../support/recordingPane.js';
+import { RecordingPane } from '../support/RecordingPane.js';
 
 describe('gateway actors in-process (real SQLite, simulated clock)', () => {
   let home: string;

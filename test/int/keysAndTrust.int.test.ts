@@ -22,8 +22,8 @@ import {
   removeTrust,
   TrustStore,
   trustFilePath,
-} from '../../src/security/trustStore.js';
-import { runCli } from '../support/gatewayProcess.js';
+} from '../../src/security/TrustStore.js';
+import { runCli } from '../support/GatewayProcess.js';
 
 let home: string;
 beforeEach(() => {

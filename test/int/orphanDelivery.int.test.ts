@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { Gateway } from '../../src/actors/gateway.js';
+import { Gateway } from '../../src/actors/Gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/log/logger.js';
 import { deliveryActorId } from '../../src/runtime/actorIds.js';
-import { RecordingPane } from '../support/recordingPane.js';
+import { RecordingPane } from '../support/RecordingPane.js';
 
 let home: string;
 let lines: Array<Record<string, unknown>>;

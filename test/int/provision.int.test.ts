@@ -9,9 +9,9 @@ import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { initKeys } from '../../src/security/keys.js';
-import { addTrust } from '../../src/security/trustStore.js';
+import { addTrust } from '../../src/security/TrustStore.js';
 import { uniqueHostId } from '../support/broker.js';
-import { runCli } from '../support/gatewayProcess.js';
+import { runCli } from '../support/GatewayProcess.js';
 import { startTlsBroker, type TlsBroker } from '../support/tlsBroker.js';
 import { waitFor } from '../support/waitFor.js';
 

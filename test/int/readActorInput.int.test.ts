@@ -4,17 +4,17 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { Gateway } from '../../src/actors/gateway.js';
+import { Gateway } from '../../src/actors/Gateway.js';
 import { createHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { type TurnInput, turnMachine } from '../../src/machines/turnMachine.js';
-import { ActorCell } from '../../src/runtime/actorCell.js';
+import { ActorCell } from '../../src/runtime/ActorCell.js';
 import { deliveryActorId } from '../../src/runtime/actorIds.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorInput } from '../../src/store/readActorInput.js';
-import { RecordingPane } from '../support/recordingPane.js';
+import { RecordingPane } from '../support/RecordingPane.js';
 
 let dir: string;
 

@@ -7,9 +7,9 @@ import * as noble from '@noble/ed25519';
 import amqp from 'amqplib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EntityActor } from '../../src/actors/entityActor.js';
-import type { Federation } from '../../src/actors/federation.js';
-import { Gateway } from '../../src/actors/gateway.js';
+import type { EntityActor } from '../../src/actors/EntityActor.js';
+import type { Federation } from '../../src/actors/Federation.js';
+import { Gateway } from '../../src/actors/Gateway.js';
 import type { InboundMessage } from '../../src/broker/brokerMessages.js';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
@@ -18,10 +18,11 @@ import type { Config } from '../../src/config/schema.js';
 import { formatInjection } from '../../src/inject/formatInjection.js';
 import type { PaneInjector } from '../../src/inject/paneInjector.js';
 import { createLogger } from '../../src/log/logger.js';
-import { addTrust } from '../../src/security/trustStore.js';
+import { addTrust } from '../../src/security/TrustStore.js';
 import { type Envelope, WireKind } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { RecordingPane } from '../support/RecordingPane.js';
 import {
   type Expectation,
   evil,
@@ -35,7 +36,6 @@ import {
   signedHeaders,
   type Target,
 } from '../support/receiveFuzz.js';
-import { RecordingPane } from '../support/recordingPane.js';
 import type { LogLine } from '../support/signedPeer.js';
 
 // The oracle checks signatures with @noble/ed25519, an implementation independent of the

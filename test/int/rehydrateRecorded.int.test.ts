@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { createHlc } from '../../src/clock/hlc.js';
 import { type DeliveryInput, deliveryMachine } from '../../src/machines/deliveryMachine.js';
-import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/runtime/actorCell.js';
+import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/runtime/ActorCell.js';
 import { resumeOrReport } from '../../src/runtime/resumeOrReport.js';
 import { appendEvent } from '../../src/store/appendEvent.js';
 import type { EventRow } from '../../src/store/eventRow.js';

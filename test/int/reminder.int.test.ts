@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createRemindMachine, type Nudge, Reminder, type ReminderDeps } from '../../src/actors/reminder.js';
+import { createRemindMachine, type Nudge, Reminder, type ReminderDeps } from '../../src/actors/Reminder.js';
 import { createHlc } from '../../src/clock/hlc.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';

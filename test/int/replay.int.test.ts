@@ -6,7 +6,7 @@ import { decodeHlc } from '../../src/clock/hlc.js';
 import type { ReplayEvent } from '../../src/replay/replayEvent.js';
 import { replayTrace } from '../../src/replay/replayTrace.js';
 import { replayOutputs } from '../fixtures/replay/outputs.js';
-import { GatewayProcess, runCli } from '../support/gatewayProcess.js';
+import { GatewayProcess, runCli } from '../support/GatewayProcess.js';
 
 const fixtures = join(import.meta.dirname, '..', 'fixtures', 'replay');
 const scratch = mkdtempSync(join(tmpdir(), 'bridge-replay-'));

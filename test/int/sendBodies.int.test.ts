@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Directory } from '../../src/actors/directory.js';
-import type { EntityActor } from '../../src/actors/entityActor.js';
-import type { Federation } from '../../src/actors/federation.js';
-import { Gateway } from '../../src/actors/gateway.js';
-import { Router } from '../../src/actors/router.js';
+import { Directory } from '../../src/actors/Directory.js';
+import type { EntityActor } from '../../src/actors/EntityActor.js';
+import type { Federation } from '../../src/actors/Federation.js';
+import { Gateway } from '../../src/actors/Gateway.js';
+import { Router } from '../../src/actors/Router.js';
 import type { PublishOutcome } from '../../src/broker/brokerMessages.js';
 import { systemClock } from '../../src/clock/clock.js';
 import { createHlc } from '../../src/clock/hlc.js';
@@ -20,7 +20,7 @@ import { receiptStages } from '../../src/receipts/receipt.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { type Envelope, WireKind } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
-import { RecordingPane } from '../support/recordingPane.js';
+import { RecordingPane } from '../support/RecordingPane.js';
 
 /**
  * R-H2: the event log keeps digests and sizes, never a sent message's text once its send is

@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EntityActor } from '../../src/actors/entityActor.js';
-import type { Gateway, Registration } from '../../src/actors/gateway.js';
+import type { EntityActor } from '../../src/actors/EntityActor.js';
+import type { Gateway, Registration } from '../../src/actors/Gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { createLogger } from '../../src/log/logger.js';
@@ -16,7 +16,7 @@ import type { DeadLetterView } from '../../src/wire/deadLetterView.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { runCli } from '../support/gatewayProcess.js';
+import { runCli } from '../support/GatewayProcess.js';
 
 /** Drains in process: the caller has the messages once the call returns, so it confirms. */
 async function drained(gateway: Gateway, entity: EntityActor): Promise<Envelope[]> {

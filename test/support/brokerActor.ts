@@ -1,4 +1,4 @@
-import { BrokerActor, type BrokerActorOptions } from '../../src/actors/brokerActor.js';
+import { BrokerActor, type BrokerActorOptions } from '../../src/actors/BrokerActor.js';
 import { systemClock } from '../../src/clock/clock.js';
 import { createHlc } from '../../src/clock/hlc.js';
 import { silentLogger } from '../../src/log/logger.js';

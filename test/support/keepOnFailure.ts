@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import type { GatewayProcess } from './gatewayProcess.js';
+import type { GatewayProcess } from './GatewayProcess.js';
 
 /** Where a failed test leaves what its gateways had, one directory per failure. */
 export const failuresRoot = '/tmp/bridge-failures';

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp from 'amqplib';
 import { setupSharedTopology } from '../../src/broker/sharedTopology.js';
-import { freePort } from './gatewayProcess.js';
+import { freePort } from './GatewayProcess.js';
 
 /** A certificate and its private key, as PEM file paths. */
 export interface KeyPair {

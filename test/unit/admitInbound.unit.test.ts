@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/loadConfig.js';
 import { DeadLetterReason } from '../../src/machines/deliveryMachine.js';
 import { initKeys } from '../../src/security/keys.js';
 import { createNoSigner, createSigner } from '../../src/security/messageSigning.js';
-import { addTrust, TrustStore } from '../../src/security/trustStore.js';
+import { addTrust, TrustStore } from '../../src/security/TrustStore.js';
 import {
   type Admission,
   type AdmissionLimits,

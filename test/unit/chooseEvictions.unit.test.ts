@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { chooseEvictions, type SessionUse } from '../../src/interfaces/chooseEvictions.js';
-import { sweepIntervalMs } from '../../src/interfaces/mcpSessions.js';
+import { sweepIntervalMs } from '../../src/interfaces/McpSessions.js';
 
 const policy = { now: 100_000, idleMs: 10_000, maxPerEntity: 3 };
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { RemoteRoster, unknownStatus } from '../../src/actors/roster.js';
+import { RemoteRoster, unknownStatus } from '../../src/actors/RemoteRoster.js';
 import { createHlc, encodeHlc } from '../../src/clock/hlc.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';

@@ -8,7 +8,7 @@ import {
 } from '../../src/machines/deliveryMachine.js';
 import type { Receipt } from '../../src/receipts/receipt.js';
 import { receiptForTransition } from '../../src/receipts/receiptForTransition.js';
-import type { Transition } from '../../src/runtime/actorCell.js';
+import type { Transition } from '../../src/runtime/ActorCell.js';
 import { stateName } from '../../src/runtime/stateName.js';
 
 const msgId = '0193a4b2-0000-7000-8000-000000000001';

@@ -13,10 +13,10 @@ import {
   entityNameSchema,
   groupsSchema,
 } from '../wire/envelope.js';
-import { type Directory, hashToken } from './directory.js';
-import { EntityActor, type EntityActorDeps } from './entityActor.js';
-import type { Federation } from './federation.js';
-import { addressOf } from './router.js';
+import { type Directory, hashToken } from './Directory.js';
+import { EntityActor, type EntityActorDeps } from './EntityActor.js';
+import type { Federation } from './Federation.js';
+import { addressOf } from './Router.js';
 
 export interface RegisterRequest {
   kind: EntityKind;

@@ -20,8 +20,8 @@ import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
-import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
-import { BrokerConsumers } from './brokerConsumers.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
+import { BrokerConsumers } from './BrokerConsumers.js';
 
 export interface BrokerActorOptions extends RuntimeDeps {
   uri: string;
@@ -62,7 +62,7 @@ export function withHeartbeat(uri: string, seconds: number): string {
 const nackSettleMs = 100;
 
 /**
- * The gateway's one connection to the broker. amqplib is used here, in `brokerConsumers.ts`
+ * The gateway's one connection to the broker. amqplib is used here, in `BrokerConsumers.ts`
  * (its consumers) and in `src/broker/` (declaring a queue; the shared topology's setup and
  * check), nowhere else. It drives
  * the broker connection machine: connects, checks the shared topology, opens a confirm channel

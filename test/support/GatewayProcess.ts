@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { initKeys, loadKeys } from '../../src/security/keys.js';
-import { addTrust } from '../../src/security/trustStore.js';
+import { addTrust } from '../../src/security/TrustStore.js';
 
 /** Federated gateways of this test process that trust each other. */
 const circle = new Set<GatewayProcess>();

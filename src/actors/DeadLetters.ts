@@ -18,7 +18,7 @@ import {
   viewOf,
 } from '../wire/deadLetterView.js';
 import type { Envelope } from '../wire/envelope.js';
-import type { BrokerActor } from './brokerActor.js';
+import type { BrokerActor } from './BrokerActor.js';
 
 export interface DeadLettersDeps {
   broker: BrokerActor;

@@ -1,7 +1,7 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
 import { type TurnInput, turnMachine } from '../machines/turnMachine.js';
-import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
 import { readActorInput } from '../store/readActorInput.js';

@@ -5,7 +5,7 @@ import { typeAndSubmit } from '../inject/typeAndSubmit.js';
 import type { ActorKind } from '../machines/index.js';
 import { remindMachine } from '../machines/remindMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { remindActorId } from '../runtime/actorIds.js';
 import { readActorEvents } from '../store/readEvents.js';
 

@@ -13,7 +13,7 @@ import type { ActorKind } from '../machines/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { ReceiptSink } from '../receipts/receipt.js';
 import { receiptForTransition } from '../receipts/receiptForTransition.js';
-import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
+import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/ActorCell.js';
 import { deliveryActorId } from '../runtime/actorIds.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';

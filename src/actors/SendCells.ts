@@ -1,7 +1,7 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
 import { sendMachine } from '../machines/sendMachine.js';
-import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/actorCell.js';
+import { ActorCell, type RuntimeDeps, type Transition } from '../runtime/ActorCell.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { digestText } from '../wire/digest.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';

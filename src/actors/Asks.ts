@@ -10,12 +10,12 @@ import { readActorInput } from '../store/readActorInput.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { namedUuid, uuidv7 } from '../wire/ids.js';
-import { deliveryKind } from './delivery.js';
-import type { Directory } from './directory.js';
-import type { EntityActor } from './entityActor.js';
+import { deliveryKind } from './Delivery.js';
+import type { Directory } from './Directory.js';
+import type { EntityActor } from './EntityActor.js';
 import type { Handover } from './handover.js';
-import { keyedSend, type Router } from './router.js';
-import type { TurnOutcome, Turns } from './turns.js';
+import { keyedSend, type Router } from './Router.js';
+import type { TurnOutcome, Turns } from './Turns.js';
 
 export interface AskOptions {
   to: string;

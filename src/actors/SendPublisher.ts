@@ -3,8 +3,8 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Store } from '../store/openStore.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
-import type { Federation } from './federation.js';
-import type { SendCell, SendCells } from './sendCells.js';
+import type { Federation } from './Federation.js';
+import type { SendCell, SendCells } from './SendCells.js';
 
 export interface SendPublisherDeps {
   store: Store;

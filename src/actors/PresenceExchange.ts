@@ -8,8 +8,8 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Signer } from '../security/messageSigning.js';
 import { schemaVersionString, WireKind } from '../wire/envelope.js';
 import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
-import type { BrokerActor } from './brokerActor.js';
-import type { RemoteRoster } from './roster.js';
+import type { BrokerActor } from './BrokerActor.js';
+import type { RemoteRoster } from './RemoteRoster.js';
 
 export interface PresenceExchangeDeps {
   broker: BrokerActor;

@@ -2,7 +2,7 @@ import { inFlightSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { judgeReceipt } from '../receipts/judgeReceipt.js';
 import { type Receipt, type ReceiptRoute, type ReceiptSink, stageRank } from '../receipts/receipt.js';
-import type { RuntimeDeps } from '../runtime/actorCell.js';
+import type { RuntimeDeps } from '../runtime/ActorCell.js';
 import { readMessage, storedEnvelope } from '../store/messageBodies.js';
 import {
   dropOutboxReceipt,
@@ -19,10 +19,10 @@ import {
 } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { uuidv7 } from '../wire/ids.js';
-import type { Federation } from './federation.js';
+import type { Federation } from './Federation.js';
 import type { InboundHandle } from './handover.js';
-import type { Router } from './router.js';
-import type { SendCell } from './sendCells.js';
+import type { Router } from './Router.js';
+import type { SendCell } from './SendCells.js';
 
 export interface ReceiptsDeps extends RuntimeDeps {
   metrics: Metrics;

@@ -5,7 +5,7 @@ import type { PaneTarget } from '../inject/paneInjector.js';
 import type { ActorKind } from '../machines/index.js';
 import { spawnMachine } from '../machines/spawnMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { ActorCell, type RuntimeDeps } from '../runtime/actorCell.js';
+import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { admitSpawn } from '../spawn/admitSpawn.js';
 import type { Launcher } from '../spawn/launcher.js';

@@ -11,7 +11,7 @@ import { DeliveryMode } from '../machines/deliveryMachine.js';
 import { type EntityInput, entityMachine } from '../machines/entityMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import type { remindMachine } from '../machines/remindMachine.js';
-import { ActorCell, type Transition } from '../runtime/actorCell.js';
+import { ActorCell, type Transition } from '../runtime/ActorCell.js';
 import { deliveryActorId } from '../runtime/actorIds.js';
 import { readActorHead } from '../store/actorHeads.js';
 import type { EntityRecord } from '../store/entities.js';
@@ -27,10 +27,10 @@ import {
   deliveryKind,
   type HandoverVia,
   SharedDeliveryMachine,
-} from './delivery.js';
+} from './Delivery.js';
 import type { AnswerClaims, Handover, InboundHandle } from './handover.js';
-import { createRemindMachine, Reminder, type ReminderDeps, type ReminderOwner } from './reminder.js';
-import { type ReplyWait, ReplyWaiters } from './replyWaiters.js';
+import { createRemindMachine, Reminder, type ReminderDeps, type ReminderOwner } from './Reminder.js';
+import { type ReplyWait, ReplyWaiters } from './ReplyWaiters.js';
 
 /** The part of the configuration an entity and its deliveries and reminder read. */
 export type EntityConfig = Pick<Config, 'delivery' | 'remind'> & {

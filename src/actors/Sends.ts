@@ -4,9 +4,9 @@ import { endsWait, type ReceiptStage, receiptStages, type WaitableStage } from '
 import { readActorHead } from '../store/actorHeads.js';
 import type { Store } from '../store/openStore.js';
 import type { Envelope } from '../wire/envelope.js';
-import type { EntityActor } from './entityActor.js';
+import type { EntityActor } from './EntityActor.js';
 import type { Handover } from './handover.js';
-import { type Router, type SendCell, type SendRequest, type SendResult, sendKind } from './router.js';
+import { type Router, type SendCell, type SendRequest, type SendResult, sendKind } from './Router.js';
 
 export interface SendOptions extends SendRequest {
   /** How long to hold the call open for the first reply (R-DL3); 0 returns at once. */

@@ -3,9 +3,9 @@ import { readKeyRecord, recordIdempotencyKey } from '../store/idempotency.js';
 import type { Store } from '../store/openStore.js';
 import { WireKind } from '../wire/envelope.js';
 import { type IdempotentCall, idempotentCall, judgeRepeat, type KeyRecord } from '../wire/idempotentCall.js';
-import type { Directory } from './directory.js';
-import type { EntityActor } from './entityActor.js';
-import type { Federation } from './federation.js';
+import type { Directory } from './Directory.js';
+import type { EntityActor } from './EntityActor.js';
+import type { Federation } from './Federation.js';
 
 /** An idempotency key with the call it is used for. */
 export interface KeyedCall {

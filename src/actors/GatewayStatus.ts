@@ -3,14 +3,14 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/schema.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { loadKeys } from '../security/keys.js';
-import { listTrust } from '../security/trustStore.js';
+import { listTrust } from '../security/TrustStore.js';
 import { countActorsByState } from '../store/actorHeads.js';
 import type { Store } from '../store/openStore.js';
 import type { Address } from '../wire/envelope.js';
-import { deliveryKind } from './delivery.js';
-import type { Directory } from './directory.js';
-import type { Federation } from './federation.js';
-import { addressOf } from './router.js';
+import { deliveryKind } from './Delivery.js';
+import type { Directory } from './Directory.js';
+import type { Federation } from './Federation.js';
+import { addressOf } from './Router.js';
 
 export interface RosterEntry extends Address {
   groups: string[];

@@ -10,10 +10,10 @@ import {
   WireKind,
 } from '../wire/envelope.js';
 import { namedUuid, uuidv7 } from '../wire/ids.js';
-import type { Directory } from './directory.js';
-import type { EntityActor } from './entityActor.js';
-import type { RemoteRoster } from './roster.js';
-import { addressOf, keyedCall, type Router } from './router.js';
+import type { Directory } from './Directory.js';
+import type { EntityActor } from './EntityActor.js';
+import type { RemoteRoster } from './RemoteRoster.js';
+import { addressOf, keyedCall, type Router } from './Router.js';
 
 export interface SpawnOptions {
   host: string;

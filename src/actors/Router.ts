@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { unconfirmedSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { RuntimeDeps } from '../runtime/actorCell.js';
+import type { RuntimeDeps } from '../runtime/ActorCell.js';
 import { readActorHead } from '../store/actorHeads.js';
 import { readActorInput } from '../store/readActorInput.js';
 import { byteLength } from '../wire/digest.js';
@@ -11,18 +11,18 @@ import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
 import { inboxRefusal } from '../wire/inboxCap.js';
 import { judgeReply } from '../wire/judgeReply.js';
 import { composeEnvelope, type EnvelopeExtras } from './composeEnvelope.js';
-import type { Directory } from './directory.js';
-import type { EntityActor } from './entityActor.js';
-import type { Federation } from './federation.js';
+import type { Directory } from './Directory.js';
+import type { EntityActor } from './EntityActor.js';
+import type { Federation } from './Federation.js';
 import { addressOf, resolveRemote, unknownHost } from './resolveRemote.js';
-import { type SendCell, SendCells, sendKind } from './sendCells.js';
-import { type KeyedCall, keyedCall, keyedSend, SendKeys } from './sendKeys.js';
-import { SendPublisher } from './sendPublisher.js';
+import { type SendCell, SendCells, sendKind } from './SendCells.js';
+import { type KeyedCall, keyedCall, keyedSend, SendKeys } from './SendKeys.js';
+import { SendPublisher } from './SendPublisher.js';
 
 // The router is where callers reach sends, their actors, keys and addresses from.
 export { addressOf } from './resolveRemote.js';
-export { type SendCell, sendKind } from './sendCells.js';
-export { type KeyedCall, keyedCall, keyedSend } from './sendKeys.js';
+export { type SendCell, sendKind } from './SendCells.js';
+export { type KeyedCall, keyedCall, keyedSend } from './SendKeys.js';
 
 export interface SendRequest {
   kind: typeof WireKind.send | typeof WireKind.reply | typeof WireKind.ask | typeof WireKind.answer;

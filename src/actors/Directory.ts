@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { BridgeError, ErrorCode } from '../errors.js';
-import type { EntityActor } from './entityActor.js';
+import type { EntityActor } from './EntityActor.js';
 
 /** Hashes a capability token; only hashes are stored (R-ID2). */
 export function hashToken(token: string): string {

@@ -8,7 +8,7 @@ import type { Signer } from '../security/messageSigning.js';
 import { type AdmissionLimits, type AdmissionTarget, admitInbound } from '../wire/admitInbound.js';
 import { type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
 import { judgeSender } from '../wire/judgeSender.js';
-import type { DeadLetters } from './deadLetters.js';
+import type { DeadLetters } from './DeadLetters.js';
 
 /** Where an arrival goes once admitted: an entity's inbox, or this gateway's control queue. */
 export interface Destination {
