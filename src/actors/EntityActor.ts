@@ -10,6 +10,7 @@ import {
 import { DeliveryMode } from '../machines/deliveryMachine.js';
 import { type EntityInput, entityMachine } from '../machines/entityMachine.js';
 import type { ActorKind } from '../machines/index.js';
+import { nextInjection } from '../machines/nextInjection.js';
 import type { remindMachine } from '../machines/remindMachine.js';
 import { ActorCell, type Transition } from '../runtime/ActorCell.js';
 import { deliveryActorId } from '../runtime/actorIds.js';
@@ -397,15 +398,14 @@ export class EntityActor {
     });
   }
 
-  /** Types the oldest pending message when the pane can take it; one at a time, in order. */
+  /** Types the oldest pending message when the pane can take it (`nextInjection`). */
   private pump(): void {
-    if (this.mode !== DeliveryMode.inject || !this.injector || !isReadyStatus(this.paneStatus)) return;
-    for (const delivery of this.deliveries.values()) {
-      const state = delivery.state;
-      if (state === 'submitted') continue; // submitted, waiting for its ack: not in the way
-      if (state === 'pending') delivery.inject();
-      return; // the head is being typed, verified or retried: the rest wait (FIFO)
-    }
+    const view = {
+      injecting: this.mode === DeliveryMode.inject && this.injector !== undefined,
+      paneReady: isReadyStatus(this.paneStatus),
+    };
+    const next = nextInjection(view, this.deliveries.values());
+    if (next.verdict === 'inject') next.delivery.inject();
   }
 }
 

@@ -1,5 +1,6 @@
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind } from '../machines/index.js';
+import { judgeAnswer, type TurnView } from '../machines/judgeAnswer.js';
 import { type TurnInput, turnMachine } from '../machines/turnMachine.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
@@ -117,33 +118,43 @@ export class Turns implements AnswerClaims {
     live.cell.send({ type: 'turn.abandoned', why });
   }
 
+  /** Whether `answer` resumes its turn (`judgeAnswer`); a turn whose caller is gone ends. */
   claim(recipient: string, answer: Envelope): AnswerClaim {
     const turnId = answer.turnId;
-    if (turnId === undefined) return { ok: false, why: 'the answer names no turn' };
-    const live = this.live.get(turnId);
-    if (!live) {
-      const known = this.stateOf(turnId);
+    const live = turnId === undefined ? undefined : this.live.get(turnId);
+    const verdict = judgeAnswer(
+      { turnId, recipient, answerer: answer.from.gid },
+      live ? this.viewOf(live) : this.endedView(turnId),
+    );
+    if (verdict.verdict === 'resume' && live) {
       return {
-        ok: false,
-        why: known ? `the ask was already ${known.state}` : `no ask of this gateway has turn ${turnId}`,
+        ok: true,
+        resume: (handover) => {
+          live.answer = handover;
+          live.cell.send({ type: 'turn.answered', answerMsgId: answer.msgId });
+        },
       };
     }
+    if (verdict.verdict === 'too-late' && verdict.abandon !== undefined && turnId !== undefined) {
+      this.abandon(turnId, verdict.abandon);
+    }
+    return { ok: false, why: verdict.verdict === 'too-late' ? verdict.why : 'the turn is gone' };
+  }
+
+  private viewOf(live: LiveTurn): TurnView {
     const { cell } = live;
-    if (cell.context.asker !== recipient || cell.context.recipient !== answer.from.gid) {
-      return { ok: false, why: 'the answer does not come from the entity that was asked' };
-    }
-    if (cell.state !== 'waiting') return { ok: false, why: `the ask was already ${cell.state}` };
-    if (!live.caller) {
-      this.abandon(turnId, 'the caller was gone (its gateway restarted) when the answer came');
-      return { ok: false, why: 'the asking call was gone when the answer came' };
-    }
     return {
-      ok: true,
-      resume: (handover) => {
-        live.answer = handover;
-        cell.send({ type: 'turn.answered', answerMsgId: answer.msgId });
-      },
+      known: 'live',
+      state: cell.state,
+      asker: cell.context.asker,
+      recipient: cell.context.recipient,
+      callerAttached: live.caller !== undefined,
     };
+  }
+
+  private endedView(turnId: string | undefined): TurnView {
+    const known = turnId === undefined ? undefined : this.stateOf(turnId);
+    return known ? { known: 'ended', state: known.state } : { known: 'none' };
   }
 
   /** The turn ended and that is on disk: tell the caller, if there is still one. */
