@@ -2,6 +2,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { type Logger, newTraceId } from '../log/logger.js';
+import { judgeAnswerSend } from '../machines/judgeAnswer.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { deliveryActorId } from '../runtime/actorIds.js';
 import { readActorHead } from '../store/actorHeads.js';
@@ -181,8 +182,9 @@ export class Asks {
     }
     const { turnId, traceId, sender, deadline } = input;
     const msgId = namedUuid(main.gid, `answer\u0000${askId}`);
-    if (clock.now() > deadline) {
-      const why = `the ask expired at ${new Date(deadline).toISOString()}`;
+    const verdict = judgeAnswerSend({ deadline }, clock.now());
+    if (verdict.verdict === 'too-late') {
+      const why = `the ask expired at ${new Date(verdict.expiredAt).toISOString()}`;
       logger.warn({ traceId, askId, turnId }, `answer not sent: ${why}`);
       router.recordRefusal(main, {
         msgId,

@@ -21,6 +21,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import { brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
+import { brokerActorId } from '../runtime/actorIds.js';
 import { BrokerConsumers } from './BrokerConsumers.js';
 
 export interface BrokerActorOptions extends RuntimeDeps {
@@ -100,7 +101,7 @@ export class BrokerActor {
       },
       {
         kind: brokerKind,
-        id: `${options.hostId}/${options.hlc.last()}`,
+        id: brokerActorId(options.hostId, options.hlc.last()),
         traceId: `broker/${options.hostId}`,
         msgId: null,
       },
@@ -242,6 +243,7 @@ export class BrokerActor {
         const info = await channel.checkQueue(queueName);
         return info.messageCount;
       } catch {
+        // The queue is not there (or the broker went): its depth is unknown, not zero.
         return undefined;
       } finally {
         void closeQuietly(channel, this.options.logger, 'a queue depth channel');

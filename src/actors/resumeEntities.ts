@@ -1,13 +1,10 @@
-import { deliveryMachine } from '../machines/deliveryMachine.js';
-import { ActorCell } from '../runtime/ActorCell.js';
+import { DeliveryMode } from '../machines/deliveryMachine.js';
 import { parseDeliveryActorId } from '../runtime/actorIds.js';
 import { resumeOrReport } from '../runtime/resumeOrReport.js';
 import { readLiveActors } from '../store/actorHeads.js';
 import { readEntities } from '../store/entities.js';
-import { readActorEvents } from '../store/readEvents.js';
-import { deliveryKind } from './Delivery.js';
+import { Delivery, type DeliveryOwner, deliveryKind } from './Delivery.js';
 import type { Directory } from './Directory.js';
-import { reportDeadLetter } from './deadLetterReport.js';
 import { EntityActor, type EntityActorDeps, entityKind } from './EntityActor.js';
 
 /**
@@ -35,31 +32,33 @@ export function resumeEntities(deps: EntityActorDeps, directory: Directory): num
   let resumed = 0;
   for (const head of readLiveActors(store, deliveryKind)) {
     const owner = head.owner === null ? undefined : directory.byGidOrUndefined(head.owner);
-    const msgId = parseDeliveryActorId(head.actorId)?.msgId ?? head.actorId;
+    const parsed = parseDeliveryActorId(head.actorId);
+    const msgId = parsed?.msgId ?? head.actorId;
     const identity = { actor: deliveryKind, id: head.actorId, traceId: head.traceId, msgId };
     const ok = resumeOrReport(logger, identity, () => {
       if (owner) owner.rehydrateDelivery(msgId, head.traceId);
-      else deadLetterOrphan(deps, head.actorId, msgId, head.traceId, head.owner);
+      else if (parsed) deadLetterOrphan(deps, msgId, head.traceId, parsed.recipient);
+      else throw new Error(`delivery actor id ${head.actorId} names no recipient`);
     });
     if (ok) resumed++;
   }
   return resumed;
 }
 
-function deadLetterOrphan(
-  deps: EntityActorDeps,
-  actorId: string,
-  msgId: string,
-  traceId: string,
-  owner: string | null,
-): void {
-  // The bare machine runs no effect: the dead end is reported here, as the entity would.
-  const cell = ActorCell.rehydrate(
-    deliveryMachine,
-    readActorEvents(deps.store, deliveryKind, actorId),
-    { kind: deliveryKind, id: actorId, traceId, msgId, owner },
-    deps,
-  );
-  cell.send({ type: 'delivery.deadLettered', reason: 'recipient-gone' });
-  reportDeadLetter(deps, cell.context, owner);
+/**
+ * A live delivery whose entity is gone (its row was lost while the gateway was down): it ends
+ * as any delivery of a departed entity does, through Delivery, so it is counted and logged,
+ * forwarded to the DLQ if it came from another host, and its sender gets the receipt.
+ */
+function deadLetterOrphan(deps: EntityActorDeps, msgId: string, traceId: string, recipient: string): void {
+  const gone: DeliveryOwner = {
+    gid: recipient,
+    name: recipient,
+    host: deps.host,
+    mode: DeliveryMode.hold,
+    injector: () => undefined,
+    moved: () => {},
+  };
+  const delivery = Delivery.rehydrate(msgId, traceId, gone, deps);
+  delivery.deadLetter('recipient-gone', 'its entity was gone when the gateway started');
 }

@@ -19,6 +19,7 @@ import {
   entityNameSchema,
   groupNameSchema,
   groupsSchema,
+  WireKind,
 } from '../wire/envelope.js';
 import { callAdmin } from './adminClient.js';
 import type { CliValues } from './cliOptions.js';
@@ -113,7 +114,7 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
     token: tokenOf(values),
     to,
     text,
-    kind: values['reply-to'] ? 'REPLY' : 'SEND',
+    kind: values['reply-to'] ? WireKind.reply : WireKind.send,
     ...(values['reply-to'] ? { inReplyTo: values['reply-to'] } : {}),
     ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
     ...(waitMs === undefined ? {} : { waitMs }),

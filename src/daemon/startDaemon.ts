@@ -47,7 +47,12 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     await gateway.start();
   } catch (err) {
     await admin.close();
-    await gateway.stop().catch(() => {});
+    // The start's failure is what the caller needs; one in stopping after it is only logged.
+    await gateway
+      .stop()
+      .catch((stopErr: unknown) =>
+        logger.warn({ err: stopErr }, 'could not stop the gateway after its start failed'),
+      );
     throw err;
   }
   let http: Awaited<ReturnType<typeof startHttpServer>>;

@@ -5,6 +5,7 @@ import {
   groupNameSchema,
   groupsSchema,
   profileRequestSchema,
+  WireKind,
 } from '../wire/envelope.js';
 import { paneTargetSchema } from '../wire/paneTarget.js';
 
@@ -22,7 +23,7 @@ export const sendBody = z.strictObject({
   token: z.string().min(1),
   to: z.string().min(1),
   text: z.string().min(1),
-  kind: z.enum(['SEND', 'REPLY']).default('SEND'),
+  kind: z.enum([WireKind.send, WireKind.reply]).default(WireKind.send),
   inReplyTo: z.string().uuid().optional(),
   idempotencyKey: z.string().min(1).max(200).optional(),
   waitMs: z.number().int().min(0).optional(),

@@ -143,7 +143,13 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
           { level: 'notice', logger: 'bridge', data: { type: 'nudge', ...nudge } },
           transport.sessionId,
         )
-        .catch(() => {});
+        // A session closing as the nudge goes out: the reminder nudges again while messages wait.
+        .catch((err: unknown) =>
+          gateway.logger.debug(
+            { err, entity: entity.record.name },
+            'a nudge did not reach a closing MCP session',
+          ),
+        );
     });
     // Every way a session ends (DELETE, eviction, shutdown) closes its transport: free it all here.
     transport.onclose = () => {

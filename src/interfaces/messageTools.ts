@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { SendOutcome } from '../actors/Gateway.js';
 import { withTrace } from '../log/logger.js';
 import { receiptStages, WaitableStage } from '../receipts/receipt.js';
-import { groupNameSchema } from '../wire/envelope.js';
+import { groupNameSchema, WireKind } from '../wire/envelope.js';
 import { settleOnResponse } from './responseOutcome.js';
 import {
   addressShape,
@@ -166,7 +166,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
   server.registerTool('bridge_send', bridgeSendTool, (args) =>
     run('bridge_send', async () => {
       const outcome = await gateway.send(entity, {
-        kind: 'SEND',
+        kind: WireKind.send,
         to: args.to,
         text: args.text,
         waitMs: args.wait_ms,
@@ -212,7 +212,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
   server.registerTool('bridge_reply', bridgeReplyTool, (args) =>
     run('bridge_reply', async () => {
       const outcome = await gateway.send(entity, {
-        kind: 'REPLY',
+        kind: WireKind.reply,
         to: args.to,
         text: args.text,
         inReplyTo: args.in_reply_to,

@@ -53,3 +53,13 @@ export function judgeAnswer(arrival: AnswerArrival, turn: TurnView): AnswerVerdi
   }
   return { verdict: 'resume' };
 }
+
+export type AnswerSendVerdict = { verdict: 'send' } | { verdict: 'too-late'; expiredAt: number };
+
+/**
+ * The answerer's side: an answer to an ASK whose deadline has passed is not sent, since no turn
+ * can take it any more; its asker's gateway judges the rest (`judgeAnswer`).
+ */
+export function judgeAnswerSend(ask: { deadline: number }, now: number): AnswerSendVerdict {
+  return now > ask.deadline ? { verdict: 'too-late', expiredAt: ask.deadline } : { verdict: 'send' };
+}

@@ -20,3 +20,8 @@ export function parseDeliveryActorId(id: string): { msgId: string; recipient: st
 export function remindActorId(gid: string): string {
   return `remind/${gid}`;
 }
+
+/** A broker connection's actor: one per gateway run, named after the host and the run's start. */
+export function brokerActorId(hostId: string, startStamp: string): string {
+  return `${hostId}/${startStamp}`;
+}

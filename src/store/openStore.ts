@@ -79,6 +79,7 @@ export function openStore(options: StoreOptions): Store {
     },
     async close() {
       if (!db.open) return;
+      // A failed flush was already handed to each waiter of that batch; the store closes anyway.
       await batch.flush().catch(() => {});
       await writer.close();
       if (db.open) db.close();

@@ -104,6 +104,7 @@ export function createThreadWriter(options: ThreadWriterOptions): Writer {
     commit: (ops) => request({ id: ++nextId, ops }),
     close() {
       closing ??= (async () => {
+        // A writer that already died answers nothing: terminating it below is what matters.
         await request({ id: ++nextId, close: true }).catch(() => {});
         await worker.terminate();
         failure ??= new Error('the event log is closed');

@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
+import { parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/TrustStore.js';
@@ -460,12 +461,15 @@ describe('spawn / stop (U4)', () => {
     // The brief's delivery to the agent carries the same trace.
     const db = new Database(join(b.home, 'events.db'), { readonly: true, fileMustExist: true });
     try {
-      const brief = db
-        .prepare<[string, string], { n: number }>(
-          "SELECT count(*) AS n FROM events WHERE actor_kind = 'delivery' AND actor_id LIKE ? AND trace_id = ?",
+      const deliveries = db
+        .prepare<[string], { actor_id: string }>(
+          "SELECT actor_id FROM events WHERE actor_kind = 'delivery' AND trace_id = ?",
         )
-        .get(`%/${spawned.gid}`, spawned.traceId) as { n: number } | undefined;
-      expect(brief?.n ?? 0).toBeGreaterThan(0);
+        .all(spawned.traceId);
+      const toAgent = deliveries.filter(
+        (row) => parseDeliveryActorId(row.actor_id)?.recipient === spawned.gid,
+      );
+      expect(toAgent.length).toBeGreaterThan(0);
     } finally {
       db.close();
     }

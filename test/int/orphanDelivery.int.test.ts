@@ -33,7 +33,7 @@ function boot(): Gateway {
   return new Gateway({ config, logger, clock, createInjector: () => new RecordingPane() });
 }
 
-it('a held message whose recipient is gone at start is dead-lettered recipient-gone, counted and logged', async () => {
+it('a held message whose recipient is gone at start is dead-lettered recipient-gone, counted, logged and told to its sender', async () => {
   const first = boot();
   await first.start();
   const sender = await first.register({ kind: 'main', name: 'sender' });
@@ -66,6 +66,11 @@ it('a held message whose recipient is gone at start is dead-lettered recipient-g
       .get(deliveryActorId(msgId, recipient.gid));
     reader.close();
     expect(head).toEqual({ state: 'dead-lettered' });
+    // Its sender learns it too, as it would of any delivery of a departed entity (R-RC1).
+    // (recorded on the send once it is rebuilt from the log, after this commit)
+    const told = async () => (await gateway.messageStatus(gateway.authenticate(sender.token), msgId)).stages;
+    for (let i = 0; i < 50 && (await told()).at(-1)?.stage !== 'dead-lettered'; i++) await gateway.flush();
+    expect((await told()).at(-1)).toMatchObject({ stage: 'dead-lettered', reason: 'recipient-gone' });
   } finally {
     await gateway.stop();
   }

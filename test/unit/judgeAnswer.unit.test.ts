@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { type AnswerArrival, judgeAnswer, type TurnView } from '../../src/machines/judgeAnswer.js';
+import {
+  type AnswerArrival,
+  judgeAnswer,
+  judgeAnswerSend,
+  type TurnView,
+} from '../../src/machines/judgeAnswer.js';
 
 const arrival: AnswerArrival = { turnId: 't1', recipient: 'asker', answerer: 'worker' };
 const waiting: TurnView = {
@@ -47,5 +52,13 @@ describe('judgeAnswer: resumes the turn or is too late (U2)', () => {
       why: 'the asking call was gone when the answer came',
       abandon: 'the caller was gone (its gateway restarted) when the answer came',
     });
+  });
+});
+
+describe('judgeAnswerSend: an answer to an expired ask is not sent', () => {
+  it('sends up to the deadline, and is too late after it', () => {
+    expect(judgeAnswerSend({ deadline: 5_000 }, 4_999)).toEqual({ verdict: 'send' });
+    expect(judgeAnswerSend({ deadline: 5_000 }, 5_000)).toEqual({ verdict: 'send' });
+    expect(judgeAnswerSend({ deadline: 5_000 }, 5_001)).toEqual({ verdict: 'too-late', expiredAt: 5_000 });
   });
 });
