@@ -4,10 +4,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
-import { encodeHlc } from '../../src/clock/hlc.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { type CliResult, cliPath, GatewayProcess } from '../support/GatewayProcess.js';
+import { sendEnvelope } from '../support/sendEnvelope.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
 /** Runs the CLI against `gateway`, killed after `ms` (a requeue that never ends must not hang the test). */
@@ -72,16 +72,13 @@ describe('bridge dlq requeue of a letter refused again on arrival', () => {
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
     // An unsigned SEND straight into the target's inbox: refused as bad-signature, dead-lettered.
-    const envelope = {
-      v: '1.0',
-      kind: 'SEND',
-      msgId,
-      traceId: randomUUID(),
-      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-      from: { gid: randomUUID(), name: 'forger', host: uniqueHostId('nowhere'), kind: 'main' },
-      to: targetGid,
-      text: 'unsigned',
-    };
+    const forger = {
+      gid: randomUUID(),
+      name: 'forger',
+      host: uniqueHostId('nowhere'),
+      kind: 'main',
+    } as const;
+    const envelope = sendEnvelope(forger, targetGid, { msgId, text: 'unsigned' });
     await publishConfirmed(
       channel,
       'bridge.msg',

@@ -12,7 +12,6 @@ import type { Federation } from '../../src/actors/Federation.js';
 import { Gateway } from '../../src/actors/Gateway.js';
 import type { InboundMessage } from '../../src/broker/brokerMessages.js';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
-import { encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import type { Config } from '../../src/config/schema.js';
 import { formatInjection } from '../../src/inject/formatInjection.js';
@@ -36,7 +35,8 @@ import {
   signedHeaders,
   type Target,
 } from '../support/receiveFuzz.js';
-import type { LogLine } from '../support/signedPeer.js';
+import { sendEnvelope } from '../support/sendEnvelope.js';
+import { announcePresence, type LogLine } from '../support/signedPeer.js';
 
 // The oracle checks signatures with @noble/ed25519, an implementation independent of the
 // gateway's node:crypto one. Its synchronous API needs a SHA-512 (not what is under test).
@@ -99,24 +99,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     const connection = await amqp.connect(brokerUri);
     try {
       const channel = await connection.createConfirmChannel();
-      const presence = {
-        v: '1.0',
-        kind: 'PRESENCE',
-        host: peer.host,
-        hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-        ttlMs: 600_000,
-        entities: [{ ...sender, kind: 'main', groups: [], status: 'active.idle' }],
-      };
-      const content = Buffer.from(JSON.stringify(presence));
-      await new Promise<void>((resolve, reject) =>
-        channel.publish(
-          'bridge.roster',
-          `roster.${peer.host}`,
-          content,
-          { messageId: `presence/${randomUUID()}`, headers: signedHeaders(content, peer) },
-          (err) => (err ? reject(err) : resolve()),
-        ),
-      );
+      await announcePresence(channel, peer, [sender]);
       await channel.close();
     } finally {
       await connection.close();
@@ -336,17 +319,8 @@ describe('receive path: property-based fuzz (hostile input)', () => {
 
   /** A valid envelope from the announced sender, signed by the peer, for `target`. */
   const good = (target: Target, text: string, overrides: Partial<Envelope> = {}): Input => {
-    const envelope = {
-      v: '1.0',
-      kind: 'SEND',
-      msgId: randomUUID(),
-      traceId: randomUUID(),
-      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-      from: { gid: sender.gid, name: sender.name, host: peer.host, kind: 'main' },
-      to: entityOf(target).gid,
-      text,
-      ...overrides,
-    } satisfies Envelope;
+    const from = { ...sender, host: peer.host, kind: 'main' } as const;
+    const envelope = sendEnvelope(from, entityOf(target).gid, { text, ...overrides });
     const content = Buffer.from(JSON.stringify(envelope));
     return { target, content, headers: signedHeaders(content, peer), replay: false };
   };

@@ -12,6 +12,7 @@ import { appendEvent } from '../../src/store/appendEvent.js';
 import type { EventRow } from '../../src/store/eventRow.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorEvents, readLastHlc } from '../../src/store/readEvents.js';
+import { sampleDeliveryInput } from '../support/sampleInputs.js';
 
 /**
  * What the log hands back goes through the machine's own schemas (parseRecordedEvent) before
@@ -39,19 +40,8 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const input: DeliveryInput = {
-  msgId: 'm-1',
-  traceId: 'trace-1',
-  recipient: 'worker-gid',
-  sender: 'main-gid',
-  mode: 'inject',
-  acceptedAt: 1_000,
-  deadline: 61_000,
-  maxAttempts: 3,
-  retryBaseMs: 100,
-  digest: 'sha256:0123',
-  size: 5,
-};
+// Its msgId is in the actor id the reports name.
+const input: DeliveryInput = { ...sampleDeliveryInput, msgId: 'm-1' };
 const identity: ActorIdentity = {
   kind: 'delivery',
   id: 'm-1/worker-gid',

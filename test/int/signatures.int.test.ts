@@ -17,7 +17,14 @@ import { addTrust } from '../../src/security/TrustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
-import { type FakePeer, fakePeer, type LogLine, publishConfirmed, signedBy } from '../support/signedPeer.js';
+import { sendEnvelope } from '../support/sendEnvelope.js';
+import {
+  announcePresence,
+  type FakePeer,
+  fakePeer,
+  type LogLine,
+  publishConfirmed,
+} from '../support/signedPeer.js';
 
 /**
  * Invariant 6 on the receive path: only messages signed by a trusted host, over their exact
@@ -37,17 +44,8 @@ describe('signed envelopes', () => {
   const sender = { gid: randomUUID(), name: 'sender' };
   const published: Record<string, string> = {};
 
-  const envelope = (overrides: Partial<Envelope> = {}): Envelope => ({
-    v: '1.0',
-    kind: 'SEND',
-    msgId: randomUUID(),
-    traceId: randomUUID(),
-    hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-    from: { gid: sender.gid, name: sender.name, host: peer.host, kind: 'main' },
-    to: target.gid,
-    text: 'hello',
-    ...overrides,
-  });
+  const envelope = (overrides: Partial<Envelope> = {}): Envelope =>
+    sendEnvelope({ ...sender, host: peer.host, kind: 'main' }, target.gid, overrides);
 
   const publish = (
     exchange: string,
@@ -77,25 +75,6 @@ describe('signed envelopes', () => {
     await publish('bridge.msg', env.to, content, headers, env.msgId);
   };
 
-  const announce = async (host: string, by: FakePeer, entities: Array<{ gid: string; name: string }>) => {
-    const presence = {
-      v: '1.0',
-      kind: 'PRESENCE',
-      host,
-      hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-      ttlMs: 60_000,
-      entities: entities.map((e) => ({ ...e, kind: 'main', groups: [], status: 'active.idle' })),
-    };
-    const content = Buffer.from(JSON.stringify(presence));
-    await publish(
-      'bridge.roster',
-      `roster.${host}`,
-      content,
-      signedBy(content, by),
-      `presence/${randomUUID()}`,
-    );
-  };
-
   const drained = async () => {
     const handover = await daemon.gateway.drain(target);
     handover.confirm();
@@ -121,7 +100,7 @@ describe('signed envelopes', () => {
     target = daemon.gateway.authenticate(registration.token) as EntityActor;
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
-    await announce(peer.host, peer, [sender]);
+    await announcePresence(channel, peer, [sender]);
     await waitFor('the peer’s sender in the roster', () =>
       daemon.gateway.roster().some((e) => e.gid === sender.gid) ? true : undefined,
     );
@@ -244,7 +223,7 @@ describe('signed envelopes', () => {
       return messages.length > 0 ? messages : undefined;
     });
     expect(meanwhile.map((m) => m.text)).toEqual(['from a known sender']); // not stuck behind the stranger
-    await announce(peer.host, peer, [sender, late]);
+    await announcePresence(channel, peer, [sender, late]);
     const got = await waitFor('the held messages', async () => {
       const messages = await drained();
       return messages.length > 0 ? messages : undefined;
@@ -256,9 +235,9 @@ describe('signed envelopes', () => {
   it('ignores a PRESENCE that claims another host’s entities, or is signed by an untrusted key', async () => {
     const victim = uniqueHostId('victim');
     const claimed = { gid: randomUUID(), name: 'impostor' };
-    await announce(victim, peer, [claimed]); // a trusted peer announcing for someone else
+    await announcePresence(channel, peer, [claimed], victim); // a trusted peer announcing for someone else
     const untrustedGid = randomUUID();
-    await announce(evil.host, evil, [{ gid: untrustedGid, name: 'evil-twin' }]);
+    await announcePresence(channel, evil, [{ gid: untrustedGid, name: 'evil-twin' }]);
     await sleep(500);
     const roster = daemon.gateway.roster();
     expect(roster.some((e) => e.gid === claimed.gid || e.host === victim)).toBe(false);

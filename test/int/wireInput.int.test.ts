@@ -17,6 +17,7 @@ import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { runCli } from '../support/GatewayProcess.js';
+import { sendEnvelope } from '../support/sendEnvelope.js';
 
 /** Drains in process: the caller has the messages once the call returns, so it confirms. */
 async function drained(gateway: Gateway, entity: EntityActor): Promise<Envelope[]> {
@@ -54,17 +55,7 @@ const sender = {
 const fromSender = (m: Envelope) => m.from.gid === sender.gid;
 
 function envelope(to: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    v: '1.0',
-    kind: 'SEND',
-    msgId: randomUUID(),
-    traceId: randomUUID(),
-    hlc: `${String(Date.now()).padStart(15, '0')}.000000`,
-    from: sender,
-    to,
-    text: 'hello',
-    ...fields,
-  };
+  return { ...sendEnvelope(sender, to), ...fields };
 }
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8');

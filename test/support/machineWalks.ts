@@ -2,6 +2,7 @@ import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'x
 import type { ActorKind, MachineOf } from '../../src/machines/index.js';
 import { receiptStages } from '../../src/receipts/receipt.js';
 import { graphEdges } from './machineCoverage.js';
+import { sampleDeliveryInput, sampleTurnInput } from './sampleInputs.js';
 
 /**
  * Walks through every registered machine, for tests that check something on all of them: the
@@ -17,17 +18,7 @@ export interface Walk<M extends AnyStateMachine> {
 }
 
 const deliveryInput: InputFrom<MachineOf<'delivery'>> = {
-  msgId: 'msg-1',
-  traceId: 'trace-1',
-  recipient: 'worker-gid',
-  sender: 'main-gid',
-  mode: 'inject',
-  acceptedAt: 1_000,
-  deadline: 61_000,
-  maxAttempts: 3,
-  retryBaseMs: 100,
-  digest: 'sha256:abc',
-  size: 12,
+  ...sampleDeliveryInput,
   kind: 'ANSWER',
   turnId: 'turn-1',
 };
@@ -114,15 +105,7 @@ export const walks: { [K in ActorKind]: Walk<MachineOf<K>>[] } = {
   ],
   turn: [
     {
-      input: {
-        turnId: 'turn-1',
-        askMsgId: 'msg-ask-1',
-        traceId: 'trace-1',
-        asker: 'main-gid',
-        recipient: 'worker-gid',
-        startedAt: 1_000,
-        deadline: 31_000,
-      },
+      input: sampleTurnInput,
       events: [
         { type: 'turn.answered', answerMsgId: 'msg-answer-1' },
         { type: 'turn.abandoned', why: 'caller gone' },

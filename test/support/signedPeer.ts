@@ -67,16 +67,20 @@ function nextPresenceStamp(): string {
   return encodeHlc({ wall: Date.now(), counter: presenceCounter });
 }
 
-/** Publishes `by`'s signed PRESENCE announcing `entities` (mains, idle) on its roster key, as a peer gateway would. */
+/**
+ * Publishes `by`'s signed PRESENCE announcing `entities` (mains, idle) of `host` on that host's
+ * roster key, as a peer gateway would. `host` is `by`'s own unless a test forges one.
+ */
 export function announcePresence(
   channel: ConfirmChannel,
   by: FakePeer,
   entities: ReadonlyArray<{ gid: string; name: string }>,
+  host: string = by.host,
 ): Promise<void> {
   const presence = {
     v: schemaVersionString,
     kind: 'PRESENCE',
-    host: by.host,
+    host,
     hlc: nextPresenceStamp(),
     ttlMs: 600_000,
     entities: entities.map((entity) => ({ ...entity, kind: 'main', groups: [], status: 'active.idle' })),
@@ -85,7 +89,7 @@ export function announcePresence(
   return publishConfirmed(
     channel,
     'bridge.roster',
-    `roster.${by.host}`,
+    `roster.${host}`,
     content,
     signedBy(content, by),
     `presence/${randomUUID()}`,

@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { DeadLetterReason } from '../../src/machines/deliveryMachine.js';
 import { initKeys } from '../../src/security/keys.js';
@@ -32,6 +31,7 @@ import {
   signedHeaders,
   type Target,
 } from '../support/receiveFuzz.js';
+import { sendEnvelope } from '../support/sendEnvelope.js';
 
 /**
  * Issue 4's hostile-input fuzz over the pure admission (`admitInbound`, then the roster check
@@ -176,14 +176,7 @@ describe('admitInbound: property-based fuzz of the admission (hostile input)', (
 /** A valid envelope from the announced sender to the worker, signed by the peer, `now`. */
 function envelopeOf(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    v: '1.0',
-    kind: 'SEND',
-    msgId: randomUUID(),
-    traceId: randomUUID(),
-    hlc: encodeHlc({ wall: Date.now(), counter: 0 }),
-    from: { gid: sender.gid, name: sender.name, host: peer.host, kind: 'main' },
-    to: recipients.worker.gid,
-    text: 'hello',
+    ...sendEnvelope({ ...sender, host: peer.host, kind: 'main' }, recipients.worker.gid),
     ...overrides,
   };
 }

@@ -15,23 +15,12 @@ import {
   unreachedStateIds,
   unsampledEventTypes,
 } from '../support/machineCoverage.js';
+import { sampleDeliveryInput } from '../support/sampleInputs.js';
 
 type Snapshot = SnapshotFrom<typeof deliveryMachine>;
 type Actions = ExecutableActionsFrom<typeof deliveryMachine>[];
 
-const baseInput: DeliveryInput = {
-  msgId: 'msg-1',
-  traceId: 'trace-1',
-  recipient: 'worker-gid',
-  sender: 'main-gid',
-  mode: 'inject',
-  acceptedAt: 1_000,
-  deadline: 61_000,
-  maxAttempts: 3,
-  retryBaseMs: 100,
-  digest: 'sha256:abc',
-  size: 12,
-};
+const baseInput = sampleDeliveryInput;
 const ttl = baseInput.deadline - baseInput.acceptedAt;
 
 // The ids XState gives the delayed events of `after` (one timer per state).

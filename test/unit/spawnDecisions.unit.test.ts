@@ -27,6 +27,17 @@ const host = (over: Partial<SpawnHost> = {}): SpawnHost => ({
   ...over,
 });
 const asked = { requestId, profile: 'worker', groups: [] as string[] };
+/** A spawn of the worker profile that a main on host-a asked for. */
+const spawnInput: SpawnInput = {
+  requestId,
+  traceId: 't',
+  msgId: 'm',
+  requester: { gid: 'main', name: 'main', host: 'host-a', kind: 'main' },
+  profile: 'worker',
+  groups: [],
+  digest: 'd',
+  size: 0,
+};
 
 describe('admitSpawn: what a host takes', () => {
   it('a known profile: launched under the name asked, or one made from the profile', () => {
@@ -76,14 +87,7 @@ describe('admitSpawn: what a host takes', () => {
 
 describe('spawn results', () => {
   const context: SpawnContext = {
-    requestId,
-    traceId: 't',
-    msgId: 'm',
-    requester: { gid: 'main', name: 'main', host: 'host-a', kind: 'main' },
-    profile: 'worker',
-    groups: [],
-    digest: 'd',
-    size: 0,
+    ...spawnInput,
     gid,
     entityName: 'helper',
     pane: null,
@@ -134,16 +138,7 @@ describe('spawn results', () => {
 });
 
 describe('upcastSpawnLaunched: logs written when the pane was recorded as text', () => {
-  const input: SpawnInput = {
-    requestId,
-    traceId: 't',
-    msgId: 'm',
-    requester: { gid: 'main', name: 'main', host: 'host-a', kind: 'main' },
-    profile: 'worker',
-    groups: [],
-    digest: 'd',
-    size: 0,
-  };
+  const input = spawnInput;
   const row = (event: string, data: Record<string, unknown>): EventRow => ({
     hlc: '0',
     host: 'host-b',

@@ -8,19 +8,12 @@ import {
   unreachedStateIds,
   unsampledEventTypes,
 } from '../support/machineCoverage.js';
+import { sampleTurnInput } from '../support/sampleInputs.js';
 
 type Snapshot = SnapshotFrom<typeof turnMachine>;
 type Actions = ExecutableActionsFrom<typeof turnMachine>[];
 
-const input: TurnInput = {
-  turnId: 'turn-1',
-  askMsgId: 'msg-ask-1',
-  traceId: 'trace-1',
-  asker: 'main-gid',
-  recipient: 'worker-gid',
-  startedAt: 1_000,
-  deadline: 31_000,
-};
+const input = sampleTurnInput;
 const ttl = input.deadline - input.startedAt;
 
 // The id XState gives the delayed event of `after` in waiting.
