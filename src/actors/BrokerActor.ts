@@ -5,6 +5,7 @@ import amqp, {
   type ConsumeMessage,
   type Options,
 } from 'amqplib';
+import { BrokerNodes, type BrokerNodeView, type NodeChoice } from '../broker/BrokerNodes.js';
 import type {
   ConsumerSpec,
   PublishOutcome,
@@ -16,7 +17,7 @@ import { closeQuietly } from '../broker/closeQuietly.js';
 import { describeBrokerError } from '../broker/describeBrokerError.js';
 import { checkSharedTopology } from '../broker/sharedTopology.js';
 import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBrokerTls.js';
-import type { BrokerTlsConfig } from '../config/schema.js';
+import { type BrokerTlsConfig, redactUri } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
@@ -25,7 +26,10 @@ import { brokerActorId } from '../runtime/actorIds.js';
 import { BrokerConsumers } from './BrokerConsumers.js';
 
 export interface BrokerActorOptions extends RuntimeDeps {
-  uri: string;
+  /** The broker's nodes (R-TOP3): connected to one at a time, the next tried when it is lost. */
+  uris: readonly string[];
+  /** Where in `uris` the first attempt starts; default random, so gateways spread over nodes. */
+  firstNode?: number;
   hostId: string;
   retryBaseMs?: number;
   retryMaxMs?: number;
@@ -83,9 +87,17 @@ export class BrokerActor {
   private firstAttempt: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   /** CA, client certificate and key, read once at start (BAD_CONFIG if unreadable). */
   private readonly tls: BrokerTlsSocketOptions | undefined;
+  private readonly nodes: BrokerNodes;
+  /** The node of the connection being opened or open. */
+  private node: NodeChoice | undefined;
 
   constructor(private readonly options: BrokerActorOptions) {
-    this.tls = readBrokerTls(options.uri, options.tls);
+    this.tls = readBrokerTls(options.uris.find((uri) => uri.startsWith('amqps://')) ?? '', options.tls);
+    this.nodes = new BrokerNodes(options.uris, {
+      retryBaseMs: options.retryBaseMs ?? 500,
+      retryMaxMs: options.retryMaxMs ?? 15_000,
+      start: options.firstNode ?? Math.floor(Math.random() * options.uris.length),
+    });
     const machine = brokerMachine.provide({
       actions: {
         openConnection: () => void this.connect(),
@@ -129,6 +141,16 @@ export class BrokerActor {
 
   get lastError(): string | null {
     return this.cell.context.lastError;
+  }
+
+  /** The node connected to (without its password), or null. */
+  get currentNode(): string | null {
+    return this.nodes.currentNode();
+  }
+
+  /** Every node with what this gateway knows of it: connected, standby or failing. */
+  nodeStates(): BrokerNodeView[] {
+    return this.nodes.view();
   }
 
   /**
@@ -337,11 +359,14 @@ export class BrokerActor {
 
   private async connect(): Promise<void> {
     const generation = ++this.generation;
-    const { logger, uri, hostId } = this.options;
+    const { logger, hostId, clock } = this.options;
+    const node = this.nodes.next(clock.now());
+    this.node = node;
+    const { uri } = node;
     let model: ChannelModel | undefined;
     try {
       model = await amqp.connect(withHeartbeat(uri, this.options.heartbeatSeconds ?? 5), {
-        ...this.tls,
+        ...(uri.startsWith('amqps://') ? this.tls : undefined),
         timeout: this.options.connectTimeoutMs ?? 10_000,
         // Small frames (confirms, acks) must not wait for Nagle's algorithm.
         noDelay: true,
@@ -368,9 +393,10 @@ export class BrokerActor {
       this.publisher = publisher;
 
       await this.consumers.openAll(model);
-      this.cell.send({ type: 'broker.connected' });
+      this.nodes.connected(node.index);
+      this.cell.send({ type: 'broker.connected', node: redactUri(uri) });
       logger.info(
-        { consumers: this.consumers.size },
+        { consumers: this.consumers.size, node: redactUri(uri), nodes: this.nodes.size },
         'broker connected; shared topology checked, own queues declared and consumers open',
       );
       this.settleFirstAttempt();
@@ -417,8 +443,17 @@ export class BrokerActor {
     this.consumers.detachAll();
     void closeQuietly(model, this.options.logger, 'a lost broker connection');
     if (this.cell.state === 'stopped') return;
-    this.options.logger.warn({ error }, 'broker connection lost; reconnecting with backoff');
-    this.cell.send({ type: 'broker.lost', error });
+    const now = this.options.clock.now();
+    const node = this.node;
+    if (node) this.nodes.failed(node.index, error, now);
+    const next = this.nodes.next(now);
+    this.options.logger.warn(
+      { error, node: node && redactUri(node.uri), next: redactUri(next.uri), retryInMs: next.waitMs },
+      this.nodes.size > 1
+        ? 'broker node lost; connecting to the next one'
+        : 'broker connection lost; reconnecting with backoff',
+    );
+    this.cell.send({ type: 'broker.lost', error, retryInMs: next.waitMs });
   }
 
   private async disconnect(): Promise<void> {

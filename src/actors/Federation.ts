@@ -86,7 +86,7 @@ export class Federation implements DeadLetterSink {
       clock,
       host,
       logger,
-      uri: config.broker.uri as string,
+      uris: config.broker.uris,
       hostId: config.hostId,
       retryBaseMs: config.broker.retryBaseMs,
       retryMaxMs: config.broker.retryMaxMs,

@@ -166,25 +166,26 @@ export class Gateway {
       else if (envelope.kind === WireKind.receipt && inbound) receipts.receive(envelope, inbound);
       else inbound?.ack();
     };
-    const federation: Federation | undefined = config.broker.uri
-      ? new Federation({
-          ...deps,
-          signer: createGatewaySigner(config, logger),
-          config,
-          metrics,
-          localEntities: () => directory.all(),
-          findLocal: (gid) => directory.byGidOrUndefined(gid),
-          onFatal: (err) => {
-            logger.fatal({ err }, err.message);
-            this.options.onFatal?.(err);
-          },
-          onControl: receiveControl,
-          // A SPAWN the control queue dead-lettered for its content: its requester is told why.
-          onRefusedSpawn: (request, why) => void spawner.refuseUnreadable(request, why),
-          onConnected: () => receipts.republish(),
-          refusesReply: (envelope) => router.refusesReply(envelope),
-        })
-      : undefined;
+    const federation: Federation | undefined =
+      config.broker.uris.length > 0
+        ? new Federation({
+            ...deps,
+            signer: createGatewaySigner(config, logger),
+            config,
+            metrics,
+            localEntities: () => directory.all(),
+            findLocal: (gid) => directory.byGidOrUndefined(gid),
+            onFatal: (err) => {
+              logger.fatal({ err }, err.message);
+              this.options.onFatal?.(err);
+            },
+            onControl: receiveControl,
+            // A SPAWN the control queue dead-lettered for its content: its requester is told why.
+            onRefusedSpawn: (request, why) => void spawner.refuseUnreadable(request, why),
+            onConnected: () => receipts.republish(),
+            refusesReply: (envelope) => router.refusesReply(envelope),
+          })
+        : undefined;
     const turns = new Turns(deps);
     const router: Router = new Router({ ...deps, config, metrics, directory, federation });
     const receipts = new Receipts({

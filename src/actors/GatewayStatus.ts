@@ -61,6 +61,8 @@ export class GatewayStatus {
       ? {
           state: federation.broker.state,
           lastError: federation.broker.lastError,
+          node: federation.broker.currentNode,
+          nodes: federation.broker.nodeStates(),
           queueMode: config.broker.queueMode,
           peers: federation.roster.hostIds(),
           deadLetterQueue: await federation.broker.queueDepth(dlqName),

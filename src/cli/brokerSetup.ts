@@ -1,6 +1,8 @@
+import { describeBrokerError } from '../broker/describeBrokerError.js';
 import { type SetupReport, setupSharedTopology } from '../broker/sharedTopology.js';
 import { legacyControlExchange } from '../broker/topology.js';
 import { loadConfig } from '../config/loadConfig.js';
+import { redactUri } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { CliValues } from './cliOptions.js';
 
@@ -9,13 +11,13 @@ import type { CliValues } from './cliOptions.js';
 // gateways check that it is there and refuse to start otherwise.
 
 const setupUsage =
-  'usage: bridge broker setup [--delete-legacy]  (the broker URI comes from BRIDGE_BROKER_URI or broker.uri)';
+  'usage: bridge broker setup [--delete-legacy]  (the broker URI comes from BRIDGE_BROKER_URI or broker.uri / broker.uris)';
 
 export async function runBrokerSetup(values: CliValues, args: string[]): Promise<number> {
   if (args.length > 0) throw new BridgeError(ErrorCode.badRequest, setupUsage);
   const { config } = loadConfig({ file: values.config });
-  const uri = config.broker.uri;
-  if (uri === undefined) {
+  const { uris } = config.broker;
+  if (uris.length === 0) {
     // Not a flag: a URI on the command line, with its password, is readable by anyone in `ps`.
     throw new BridgeError(
       ErrorCode.badConfig,
@@ -23,14 +25,36 @@ export async function runBrokerSetup(values: CliValues, args: string[]): Promise
         'in the config file) to amqps://ADMIN:PASSWORD@BROKER/VHOST',
     );
   }
-  const report = await setupSharedTopology({
-    uri,
-    tls: config.broker.tls,
-    connectTimeoutMs: config.broker.connectTimeoutMs,
-    deleteLegacy: values['delete-legacy'] ?? false,
-  });
+  const report = await onFirstNodeThatAnswers(uris, (uri) =>
+    setupSharedTopology({
+      uri,
+      tls: config.broker.tls,
+      connectTimeoutMs: config.broker.connectTimeoutMs,
+      deleteLegacy: values['delete-legacy'] ?? false,
+    }),
+  );
   process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${human(report)}\n`);
   return 0;
+}
+
+/**
+ * The topology is the cluster's, so any node will do: one that cannot be reached is passed
+ * over (said on stderr) for the next; what a reached node refuses is the operator's to fix.
+ */
+async function onFirstNodeThatAnswers<T>(
+  uris: readonly string[],
+  run: (uri: string) => Promise<T>,
+): Promise<T> {
+  for (const [index, uri] of uris.entries()) {
+    try {
+      return await run(uri);
+    } catch (err) {
+      if (err instanceof BridgeError || index === uris.length - 1) throw err;
+      const { message } = describeBrokerError(err);
+      process.stderr.write(`bridge: ${redactUri(uri)} did not answer (${message}); trying the next node\n`);
+    }
+  }
+  throw new BridgeError(ErrorCode.badConfig, 'no broker node is configured');
 }
 
 function human(report: SetupReport): string {

@@ -7,6 +7,7 @@ import type {
   SendOutcome,
 } from '../actors/Gateway.js';
 import type { BroadcastResult } from '../actors/Router.js';
+import type { BrokerNodeView } from '../broker/BrokerNodes.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';
@@ -307,6 +308,8 @@ interface StatusView {
   broker: {
     state: string;
     lastError: string | null;
+    node: string | null;
+    nodes: BrokerNodeView[];
     queueMode: string;
     peers: string[];
     deadLetterQueue: number | undefined;
@@ -340,6 +343,19 @@ async function runMessageStatus(values: CliValues, msgId: string): Promise<numbe
   });
 }
 
+/** Which node the gateway is on and what it knows of the others (one line for one node). */
+function brokerNodeLines(current: string | null, nodes: readonly BrokerNodeView[]): string[] {
+  if (nodes.length <= 1) return current ? [`broker node:  ${current}`] : [];
+  return [
+    `broker nodes: ${current ? `on ${current}` : 'on none'} (${nodes.length} nodes)`,
+    ...nodes.map((n) => {
+      const failing = n.state === 'failing' ? `, ${n.failures} failed (${n.lastError ?? '?'})` : '';
+      const retry = n.retryAt === null ? '' : `, next try ${new Date(n.retryAt).toISOString()}`;
+      return `  ${n.node}  ${n.state}${failing}${retry}`;
+    }),
+  ];
+}
+
 export async function runStatus(values: CliValues, rest: string[] = []): Promise<number> {
   const [msgId, ...extra] = rest;
   if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, 'status takes at most one MSGID');
@@ -359,6 +375,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
         : 'broker:       none (single-host mode)',
       ...(broker
         ? [
+            ...brokerNodeLines(broker.node, broker.nodes),
             `inboxes:      ${counts(broker.inboxes) || 'none'}`,
             `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`,
           ]

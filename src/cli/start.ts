@@ -1,4 +1,5 @@
 import { loadConfig } from '../config/loadConfig.js';
+import { redactUri } from '../config/schema.js';
 import { startDaemon } from '../daemon/startDaemon.js';
 import { createLogger } from '../log/logger.js';
 import type { CliValues } from './cliOptions.js';
@@ -16,9 +17,11 @@ export async function runStart(values: CliValues): Promise<number> {
       process.exit(70);
     },
   });
-  const mode = config.broker.uri
-    ? `federated via ${redact(config.broker.uri)}`
-    : 'single-host mode, no broker';
+  const { uris } = config.broker;
+  const mode =
+    uris.length === 0
+      ? 'single-host mode, no broker'
+      : `federated via ${uris.map(redactUri).join(', ')}${uris.length > 1 ? ' (one node at a time)' : ''}`;
   process.stderr.write(
     [
       `bridge gateway "${config.hostId}" is up (${mode})`,
@@ -44,8 +47,4 @@ export async function runStart(values: CliValues): Promise<number> {
   logger.info('stopped');
   logger.flush();
   return 0;
-}
-
-function redact(uri: string): string {
-  return uri.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@');
 }

@@ -9,12 +9,16 @@ import { type Config, configSchema } from './schema.js';
 export const envOverrides = {
   BRIDGE_HOME: { path: ['home'], type: 'string' },
   BRIDGE_HOST_ID: { path: ['hostId'], type: 'string' },
-  BRIDGE_BROKER_URI: { path: ['broker', 'uri'], type: 'string' },
+  // One URI or a comma-separated list; it replaces the file's broker.uri or broker.uris.
+  BRIDGE_BROKER_URI: { path: ['broker', 'uri'], type: 'string', replaces: ['broker', 'uris'] },
   BRIDGE_MCP_HOST: { path: ['mcp', 'host'], type: 'string' },
   BRIDGE_MCP_PORT: { path: ['mcp', 'port'], type: 'number' },
   BRIDGE_LOG_LEVEL: { path: ['log', 'level'], type: 'string' },
   BRIDGE_HERDR_SOCKET: { path: ['herdr', 'socketPath'], type: 'string' },
-} as const satisfies Record<string, { path: readonly string[]; type: 'string' | 'number' }>;
+} as const satisfies Record<
+  string,
+  { path: readonly string[]; type: 'string' | 'number'; replaces?: readonly string[] }
+>;
 
 export interface LoadConfigOptions {
   /** Explicit config file (`--config`); otherwise BRIDGE_CONFIG, then $BRIDGE_HOME/config.json. */
@@ -40,6 +44,14 @@ function setPath(target: Record<string, unknown>, path: readonly string[], value
     node = node[key] as Record<string, unknown>;
   }
   node[path[path.length - 1] as string] = value;
+}
+
+function deletePath(target: Record<string, unknown>, path: readonly string[]): void {
+  const parent = path
+    .slice(0, -1)
+    .reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], target);
+  if (typeof parent === 'object' && parent !== null)
+    delete (parent as Record<string, unknown>)[path.at(-1) as string];
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -95,6 +107,7 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
     } else {
       setPath(raw, override.path, value);
     }
+    if ('replaces' in override) deletePath(raw, override.replaces);
   }
 
   const result = configSchema.safeParse(raw);

@@ -58,6 +58,19 @@ export const profileSchema = z.strictObject({
 });
 export type Profile = z.output<typeof profileSchema>;
 
+/** The nodes of a comma-separated broker URI list; none for an empty one (single-host). */
+export function splitUris(list: string): string[] {
+  return list
+    .split(',')
+    .map((uri) => uri.trim())
+    .filter((uri) => uri !== '');
+}
+
+/** A broker URI without its password, for messages and logs. */
+export function redactUri(uri: string): string {
+  return uri.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+}
+
 export const configSchema = z.strictObject({
   /** This gateway's host id; defaults to the machine's hostname. */
   hostId: hostIdSchema.optional(),
@@ -65,11 +78,13 @@ export const configSchema = z.strictObject({
   home: z.string().min(1).default('./.bridge'),
   broker: z
     .strictObject({
-      /** amqp(s):// URI of the federation broker; unset means single-host mode. */
-      uri: z
-        .string()
-        .regex(/^amqps?:\/\//, 'the broker uri starts with amqp:// or amqps://')
-        .optional(),
+      /**
+       * amqp(s):// URI of the federation broker, or several separated by commas (the nodes of a
+       * cluster, as BRIDGE_BROKER_URI gives them); shorthand for `uris`. Unset means single-host.
+       */
+      uri: z.string().optional(),
+      /** The broker's nodes (R-TOP3): the gateway is on one, and moves to another when it is lost. */
+      uris: z.array(z.string()).min(1, 'lists at least one broker node').optional(),
       /** classic queues (one broker) or quorum queues (a cluster, R-TOP2). */
       queueMode: z.enum(['classic', 'quorum']).default('classic'),
       /** Inbox cap (x-max-length): overflow is refused to the sender and dead-lettered (R-H1). */
@@ -91,15 +106,31 @@ export const configSchema = z.strictObject({
       tls: brokerTlsSchema.optional(),
     })
     .superRefine((broker, ctx) => {
-      if (broker.tls && broker.uri !== undefined && !broker.uri.startsWith('amqps://')) {
+      if (broker.uri !== undefined && broker.uris !== undefined) {
         ctx.addIssue({
           code: 'custom',
-          path: ['tls'],
-          message:
-            'is set but broker.uri is a plain amqp:// URI; use amqps:// so the connection is encrypted',
+          path: ['uris'],
+          message: 'and broker.uri are both set; keep one (uri is shorthand for a one-node uris)',
         });
       }
+      const [key, nodes] = broker.uris ? ['uris', broker.uris] : ['uri', splitUris(broker.uri ?? '')];
+      for (const uri of nodes) {
+        if (!/^amqps?:\/\/[^,\s]+$/.test(uri)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [key],
+            message: `"${redactUri(uri)}" is no broker URI: each starts with amqp:// or amqps:// (several are separated by commas)`,
+          });
+        } else if (broker.tls && !uri.startsWith('amqps://')) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['tls'],
+            message: `is set but broker.${key} has a plain amqp:// URI; use amqps:// so the connection is encrypted`,
+          });
+        }
+      }
     })
+    .transform(({ uri, uris, ...broker }) => ({ ...broker, uris: uris ?? splitUris(uri ?? '') }))
     .prefault({}),
   mcp: z
     .strictObject({

@@ -11,8 +11,14 @@ export type BrokerInput = z.infer<typeof brokerInputSchema>;
 
 export const brokerEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('broker.connect') }),
-  z.object({ type: z.literal('broker.connected') }),
-  z.object({ type: z.literal('broker.lost'), error: z.string() }),
+  /** `node`: which broker node, without its password (R-TOP3; absent in logs before it). */
+  z.object({ type: z.literal('broker.connected'), node: z.string().optional() }),
+  /** `retryInMs`: when the next node is free to try (absent: the backoff by attempts). */
+  z.object({
+    type: z.literal('broker.lost'),
+    error: z.string(),
+    retryInMs: z.number().int().min(0).optional(),
+  }),
   z.object({ type: z.literal('broker.blocked'), reason: z.string() }),
   z.object({ type: z.literal('broker.unblocked') }),
   z.object({ type: z.literal('broker.stop') }),
@@ -22,6 +28,9 @@ export type BrokerEvent = z.infer<typeof brokerEventSchema>;
 export interface BrokerContext extends BrokerInput {
   attempts: number;
   lastError: string | null;
+  /** The node connected to, or last connected to. */
+  node: string | null;
+  retryInMs: number | null;
 }
 
 /**
@@ -44,11 +53,12 @@ export const brokerMachine = setup({
   },
   delays: {
     retryDelay: ({ context }) =>
+      context.retryInMs ??
       Math.min(context.retryMaxMs, context.retryBaseMs * 2 ** Math.max(0, context.attempts - 1)),
   },
 }).createMachine({
   id: 'broker',
-  context: ({ input }) => ({ ...input, attempts: 0, lastError: null }),
+  context: ({ input }) => ({ ...input, attempts: 0, lastError: null, node: null, retryInMs: null }),
   initial: 'idle',
   states: {
     idle: { on: { 'broker.connect': { target: 'connecting' }, 'broker.stop': { target: 'stopped' } } },
@@ -56,12 +66,16 @@ export const brokerMachine = setup({
       entry: 'openConnection',
       on: {
         'broker.stop': { target: 'stopped' },
-        'broker.connected': { target: 'connected', actions: assign({ attempts: 0, lastError: null }) },
+        'broker.connected': {
+          target: 'connected',
+          actions: assign({ attempts: 0, lastError: null, node: ({ event }) => event.node ?? null }),
+        },
         'broker.lost': {
           target: 'backoff',
           actions: assign({
             attempts: ({ context }) => context.attempts + 1,
             lastError: ({ event }) => event.error,
+            retryInMs: ({ event }) => event.retryInMs ?? null,
           }),
         },
       },
@@ -72,7 +86,11 @@ export const brokerMachine = setup({
         'broker.blocked': { target: 'blocked', actions: assign({ lastError: ({ event }) => event.reason }) },
         'broker.lost': {
           target: 'backoff',
-          actions: assign({ attempts: 1, lastError: ({ event }) => event.error }),
+          actions: assign({
+            attempts: 1,
+            lastError: ({ event }) => event.error,
+            retryInMs: ({ event }) => event.retryInMs ?? null,
+          }),
         },
       },
     },
@@ -82,7 +100,11 @@ export const brokerMachine = setup({
         'broker.unblocked': { target: 'connected', actions: assign({ lastError: null }) },
         'broker.lost': {
           target: 'backoff',
-          actions: assign({ attempts: 1, lastError: ({ event }) => event.error }),
+          actions: assign({
+            attempts: 1,
+            lastError: ({ event }) => event.error,
+            retryInMs: ({ event }) => event.retryInMs ?? null,
+          }),
         },
       },
     },

@@ -83,7 +83,7 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
             ...config,
             broker: {
               ...config.broker,
-              uri: broker.amqpsUri(login.user, login.password ?? ''),
+              uris: [broker.amqpsUri(login.user, login.password ?? '')],
               tls: { ca: broker.files.ca.cert, servername: 'localhost' },
               heartbeatMs: 300,
             },

@@ -17,7 +17,7 @@ export function createBrokerActor(
     clock: systemClock,
     host: hostId,
     logger: silentLogger(),
-    uri: brokerUri,
+    uris: [brokerUri],
     hostId,
     retryBaseMs: 50,
     retryMaxMs: 200,

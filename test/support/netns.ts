@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
 
 /** Runs `ip …` (root is needed: network namespaces and veth pairs). */
 export function ip(...args: string[]): Promise<string> {
@@ -65,6 +65,11 @@ export class TcpForwarder {
       });
     });
     return forwarder;
+  }
+
+  /** The port it listens on (the one it was given, or the one the system chose for 0). */
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
   }
 
   /** Stops listening and drops every forwarded connection. */

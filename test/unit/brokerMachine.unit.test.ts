@@ -90,7 +90,7 @@ describe('brokerMachine: initial state', () => {
     const [snapshot, actions] = start();
     expect(snapshot.value).toBe('idle');
     expect(snapshot.status).toBe('active');
-    expect(snapshot.context).toEqual({ ...input, attempts: 0, lastError: null });
+    expect(snapshot.context).toEqual({ ...input, attempts: 0, lastError: null, node: null, retryInMs: null });
     expect(actions).toEqual([]);
   });
 });
@@ -115,7 +115,7 @@ describe('brokerMachine: connecting', () => {
   it('broker.connected → connected: resets attempts and error, opens nothing more', () => {
     const [snapshot, actions] = step(reach.connecting(), connected);
     expect(snapshot.value).toBe('connected');
-    expect(snapshot.context).toEqual({ ...input, attempts: 0, lastError: null });
+    expect(snapshot.context).toEqual({ ...input, attempts: 0, lastError: null, node: null, retryInMs: null });
     expect(actions).toEqual([]);
   });
 
@@ -127,6 +127,26 @@ describe('brokerMachine: connecting', () => {
     expect(effects(actions)).toEqual([`raise ${retryTimer} after ${input.retryBaseMs}`]);
   });
 
+  it('several nodes (R-TOP3): the retry waits as long as the loss says, and connected names the node', () => {
+    // The broker actor tells when the next node is free: at once (0) while one is.
+    let [snapshot, actions] = step(reach.connecting(), {
+      type: 'broker.lost',
+      error: 'n1 down',
+      retryInMs: 0,
+    });
+    expect(effects(actions)).toEqual([`raise ${retryTimer} after 0`]);
+    [snapshot] = fire(snapshot, actions);
+    [snapshot, actions] = step(snapshot, { type: 'broker.lost', error: 'n2 down', retryInMs: 250 });
+    expect(effects(actions)).toEqual([`raise ${retryTimer} after 250`]);
+    [snapshot] = fire(snapshot, actions);
+    [snapshot] = step(snapshot, { type: 'broker.connected', node: 'amqp://u:***@n3:5703' });
+    expect(snapshot.value).toBe('connected');
+    expect(snapshot.context).toMatchObject({ attempts: 0, lastError: null, node: 'amqp://u:***@n3:5703' });
+    // A loss that says nothing falls back to the backoff by attempts.
+    [snapshot, actions] = step(snapshot, lost('gone'));
+    expect(effects(actions)).toEqual([`raise ${retryTimer} after ${input.retryBaseMs}`]);
+  });
+
   it('a successful reconnect after failures resets attempts and the error', () => {
     let [snapshot, actions] = step(reach.connecting(), lost('one'));
     [snapshot] = fire(snapshot, actions);
@@ -135,7 +155,7 @@ describe('brokerMachine: connecting', () => {
     [snapshot] = fire(snapshot, actions);
     [snapshot, actions] = step(snapshot, connected);
     expect(snapshot.value).toBe('connected');
-    expect(snapshot.context).toEqual({ ...input, attempts: 0, lastError: null });
+    expect(snapshot.context).toEqual({ ...input, attempts: 0, lastError: null, node: null, retryInMs: null });
     expect(actions).toEqual([]);
   });
 

@@ -103,7 +103,7 @@ describe('broker.tls in the config', () => {
       'broker.tls.key: a client certificate needs both broker.tls.cert and broker.tls.key',
     ]);
     expect(issues({ uri: 'amqp://b', tls: { ca: '/ca.pem' } })).toEqual([
-      'broker.tls: is set but broker.uri is a plain amqp:// URI; use amqps:// so the connection is encrypted',
+      'broker.tls: is set but broker.uri has a plain amqp:// URI; use amqps:// so the connection is encrypted',
     ]);
   });
 });

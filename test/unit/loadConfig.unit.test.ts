@@ -54,7 +54,7 @@ describe('loadConfig: defaults', () => {
     expect(file).toBeUndefined();
     expect(config.home).toBe(resolve(home));
     expect(hostIdSchema.safeParse(config.hostId).success).toBe(true);
-    expect(config.broker.uri).toBeUndefined();
+    expect(config.broker.uris).toEqual([]);
     expect(config.mcp).toEqual({
       host: '127.0.0.1',
       port: 7433,
@@ -144,10 +144,23 @@ describe('loadConfig: environment overrides', () => {
     });
     expect(config.home).toBe(resolve(home));
     expect(config.hostId).toBe('env-host');
-    expect(config.broker.uri).toBe('amqps://user:pw@env-broker:5671/vhost');
+    expect(config.broker.uris).toEqual(['amqps://user:pw@env-broker:5671/vhost']);
     expect(config.mcp.port).toBe(7999);
     // An override replaces one key, not its whole section.
     expect(config.mcp.host).toBe('127.0.0.2');
+  });
+
+  it('broker nodes: broker.uris, or a comma-separated broker.uri / BRIDGE_BROKER_URI, which replaces the file', () => {
+    const nodes = ['amqp://n1:5701', 'amqp://n2:5702', 'amqp://n3:5703'];
+    const fromList = loadConfig({ file: configFile({ broker: { uris: nodes } }), env: {} });
+    expect(fromList.config.broker.uris).toEqual(nodes);
+    const fromShorthand = loadConfig({ file: configFile({ broker: { uri: nodes.join(' , ') } }), env: {} });
+    expect(fromShorthand.config.broker.uris).toEqual(nodes);
+    const fromEnv = loadConfig({
+      file: configFile({ broker: { uris: ['amqp://file:5672'] } }),
+      env: { BRIDGE_BROKER_URI: `${nodes[0]},${nodes[1]}` },
+    });
+    expect(fromEnv.config.broker.uris).toEqual(nodes.slice(0, 2));
   });
 
   it('overrides apply without a file, too', () => {
@@ -166,7 +179,7 @@ describe('loadConfig: environment overrides', () => {
     });
     expect(config.hostId).toBe('from-file');
     expect(config.home).toBe(resolve('/from/file'));
-    expect(config.broker.uri).toBe('amqp://file-broker:5672');
+    expect(config.broker.uris).toEqual(['amqp://file-broker:5672']);
     expect(config.mcp.port).toBe(9000);
   });
 });
@@ -257,6 +270,38 @@ describe('loadConfig: errors are BAD_CONFIG and say what is wrong', () => {
     expectBadConfig(
       () => loadConfig({ env: { BRIDGE_HOME: newHome(), BRIDGE_BROKER_URI: 'http://broker:5672' } }),
       /broker\.uri: /,
+    );
+  });
+
+  it('a bad node in a BRIDGE_BROKER_URI list is named, without its password', () => {
+    const error = expectBadConfig(
+      () =>
+        loadConfig({
+          env: { BRIDGE_HOME: newHome(), BRIDGE_BROKER_URI: 'amqp://a:5672, http://u:secret@b:5672' },
+        }),
+      /broker\.uri: "http:\/\/u:\*\*\*@b:5672" is no broker URI/,
+    );
+    expect(error.message).not.toContain('secret');
+  });
+
+  it('broker.uri and broker.uris together: keep one', () => {
+    const file = configFile({ broker: { uri: 'amqp://a:5672', uris: ['amqp://b:5672'] } });
+    expectBadConfig(
+      () => loadConfig({ file, env: {} }),
+      /broker\.uris: and broker\.uri are both set; keep one/,
+    );
+  });
+
+  it('an empty broker.uris is refused (single-host leaves it out)', () => {
+    const file = configFile({ broker: { uris: [] } });
+    expectBadConfig(() => loadConfig({ file, env: {} }), /broker\.uris: lists at least one broker node/);
+  });
+
+  it('broker.tls with a plain amqp:// node in broker.uris', () => {
+    const file = configFile({ broker: { uris: ['amqps://a:5671', 'amqp://b:5672'], tls: {} } });
+    expectBadConfig(
+      () => loadConfig({ file, env: {} }),
+      /broker\.tls: is set but broker\.uris has a plain amqp:\/\/ URI/,
     );
   });
 

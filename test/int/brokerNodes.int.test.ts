@@ -1,0 +1,121 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BrokerActor } from '../../src/actors/BrokerActor.js';
+import type { InboundMessage } from '../../src/broker/brokerMessages.js';
+import { controlKey, controlSpec, Exchange } from '../../src/broker/topology.js';
+import { openStore, type Store } from '../../src/store/openStore.js';
+import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { createBrokerActor } from '../support/brokerActor.js';
+import { waitFor } from '../support/federation.js';
+import { TcpForwarder } from '../support/netns.js';
+
+/**
+ * Several broker nodes (R-TOP3), each here a TCP forwarder of its own in front of the test
+ * broker: closing one drops its connections and refuses new ones, as a node that died would.
+ * The cluster itself, with quorum queues and real node kills, is the chaos suite's.
+ */
+describe('broker actor: several nodes, one at a time', () => {
+  let store: Store | undefined;
+  let broker: BrokerActor | undefined;
+  const forwarders: TcpForwarder[] = [];
+  const queues: string[] = [];
+
+  afterEach(async () => {
+    await broker?.stop();
+    await store?.close();
+    for (const forwarder of forwarders.splice(0)) await forwarder.close();
+    await deleteQueues(queues.splice(0));
+  });
+
+  const node = async (): Promise<{ forwarder: TcpForwarder; uri: string }> => {
+    const forwarder = await TcpForwarder.start('127.0.0.1', 0, '127.0.0.1', 5672);
+    forwarders.push(forwarder);
+    return { forwarder, uri: `amqp://guest:guest@127.0.0.1:${forwarder.port}` };
+  };
+
+  const consumeControl = async (hostId: string, received: string[]): Promise<void> => {
+    const queue = controlSpec(hostId);
+    queues.push(queue.name);
+    await broker?.consume({
+      queue,
+      exclusive: true,
+      prefetch: 10,
+      onMessage: (message: InboundMessage) => {
+        received.push(message.content.toString());
+        message.ack();
+      },
+    });
+  };
+
+  const publishControl = (hostId: string, text: string) =>
+    broker?.publish({
+      exchange: Exchange.control,
+      routingKey: controlKey(hostId),
+      content: Buffer.from(text),
+      messageId: `${hostId}/${text}`,
+      mandatory: true,
+      persistent: true,
+    });
+
+  it('on loss of its node it moves to the next, re-opens its consumers, and shows each node', async () => {
+    const hostId = uniqueHostId('nodes');
+    const [first, second] = [await node(), await node()];
+    store = openStore({ file: ':memory:' });
+    const fatal: unknown[] = [];
+    broker = createBrokerActor(hostId, store, {
+      uris: [first.uri, second.uri],
+      firstNode: 0,
+      retryBaseMs: 5_000, // a node's own backoff: the move to the other does not wait for it
+      onFatal: (err) => void fatal.push(err),
+    });
+    const received: string[] = [];
+    await consumeControl(hostId, received);
+    await broker.start();
+    await waitFor('connected to the first node', () => (broker?.connected ? true : undefined));
+    expect(broker.currentNode).toBe(`amqp://guest:***@127.0.0.1:${first.forwarder.port}`);
+    expect(await publishControl(hostId, 'one')).toEqual({ ok: true });
+    await waitFor('the first message', () => (received.includes('one') ? true : undefined));
+
+    const firstNode = `amqp://guest:***@127.0.0.1:${first.forwarder.port}`;
+    const lostAt = Date.now();
+    await first.forwarder.close();
+    const secondNode = `amqp://guest:***@127.0.0.1:${second.forwarder.port}`;
+    await waitFor('connected to the second node, consuming again', () =>
+      broker?.currentNode === secondNode && broker.connected && broker.consuming(controlSpec(hostId).name)
+        ? true
+        : undefined,
+    );
+    const movedInMs = Date.now() - lostAt;
+    expect(movedInMs, 'it did not wait out the lost node’s 5 s backoff').toBeLessThan(4_000);
+    expect(broker.nodeStates()).toMatchObject([
+      { node: firstNode, state: 'failing', failures: 1 },
+      { node: secondNode, state: 'connected', failures: 0 },
+    ]);
+    expect(await publishControl(hostId, 'two')).toEqual({ ok: true });
+    await waitFor('the message through the second node', () => (received.includes('two') ? true : undefined));
+    expect(received).toEqual(['one', 'two']);
+    expect(fatal).toEqual([]);
+    console.info(`BROKER_NODES moved to the next node in ${movedInMs} ms`);
+  });
+
+  it('a first node that does not answer at start is passed over for the next', async () => {
+    const hostId = uniqueHostId('nodes');
+    const dead = await node();
+    await dead.forwarder.close(); // nothing listens there any more
+    const live = await node();
+    store = openStore({ file: ':memory:' });
+    broker = createBrokerActor(hostId, store, {
+      uris: [dead.uri, live.uri],
+      firstNode: 0,
+      retryBaseMs: 5_000,
+      onFatal: () => {},
+    });
+    await consumeControl(hostId, []);
+    await broker.start(); // resolves after the first attempt, which fails
+    await waitFor('connected to the live node', () => (broker?.connected ? true : undefined));
+    expect(broker.currentNode).toBe(`amqp://guest:***@127.0.0.1:${live.forwarder.port}`);
+    expect(broker.nodeStates()[0]).toMatchObject({
+      state: 'failing',
+      lastError: expect.stringMatching(/ECONNREFUSED|refused/i),
+    });
+  });
+});
