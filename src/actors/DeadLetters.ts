@@ -5,8 +5,9 @@ import type { Hlc } from '../clock/hlc.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import type { DeadLetterReason } from '../machines/deliveryMachine.js';
+import { type ReceiptSink, ReceiptStage } from '../receipts/receipt.js';
 import type { Signer } from '../security/messageSigning.js';
-import { encodeEnvelope } from '../wire/codec.js';
+import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import {
   DeadLetterHeader,
   type DeadLetterView,
@@ -27,6 +28,10 @@ export interface DeadLettersDeps {
   clock: Clock;
   logger: Logger;
   signer: Signer;
+  /** Where the stages of messages go back to their senders: a removed inbox's tell theirs. */
+  receipts?: ReceiptSink | undefined;
+  /** What is parsed of a message at all (the admission's bound). */
+  maxWireBytes?: number | undefined;
 }
 
 /** Where a dead letter came from, and why it is dead. */
@@ -125,15 +130,17 @@ export class DeadLetters {
     const { broker, logger } = this.deps;
     const queue = inboxName(gid);
     if (!broker.connected) return;
+    const detail = 'the entity was deregistered';
     try {
       await broker.takeEach(queue, Number.POSITIVE_INFINITY, async (message) => {
         const outcome = await this.publish(message.content, {
           reason: 'recipient-gone',
-          detail: 'the entity was deregistered',
+          detail,
           queue,
           routingKey: message.routingKey,
           messageId: message.messageId,
         });
+        if (outcome.ok) this.tellSender(message.content, gid, detail);
         return outcome.ok ? 'ack' : 'stop';
       });
       await broker.deleteQueue(queue, { ifEmpty: true });
@@ -141,6 +148,28 @@ export class DeadLetters {
     } catch (err) {
       logger.warn({ err, queue }, 'could not empty the inbox of a removed entity');
     }
+  }
+
+  /**
+   * A message that never reached its entity's gateway ends dead-lettered as one the gateway
+   * held would: its sender gets the receipt (R-RC1), so a wait ends and `bridge_status` says
+   * why. What does not decode as a message to `gid` has no sender to tell (the DLQ has it).
+   */
+  private tellSender(content: Buffer, gid: string, detail: string): void {
+    const decoded = decodeEnvelope(content, this.deps.maxWireBytes ?? content.length);
+    if (!decoded.ok || decoded.envelope.to !== gid) return;
+    const { envelope } = decoded;
+    this.deps.receipts?.record(
+      {
+        msgId: envelope.msgId,
+        recipient: gid,
+        stage: ReceiptStage.deadLettered,
+        reason: 'recipient-gone',
+        detail,
+        at: this.deps.clock.now(),
+      },
+      { sender: envelope.from.gid, senderHost: envelope.from.host, traceId: envelope.traceId },
+    );
   }
 
   /** Lists the DLQ without consuming it. */

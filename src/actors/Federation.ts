@@ -13,6 +13,7 @@ import type { Config } from '../config/schema.js';
 import type { BridgeError } from '../errors.js';
 import type { DeadLetterReason } from '../machines/deliveryMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { ReceiptSink } from '../receipts/receipt.js';
 import type { RuntimeDeps } from '../runtime/ActorCell.js';
 import type { Signer } from '../security/messageSigning.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
@@ -57,10 +58,17 @@ export interface FederationDeps extends RuntimeDeps {
    * undefined: a reply may name only a message delivered to its sender.
    */
   refusesReply?: ((envelope: Envelope) => string | undefined) | undefined;
+  /** Where the stages of messages dead-lettered before they reached an entity go (R-RC1). */
+  receipts?: ReceiptSink | undefined;
 }
 
 /** Room on the wire around the text: the envelope's other fields. */
 const envelopeOverheadBytes = 16 * 1024;
+
+/** What is parsed of an arriving message at all: the text limit plus room for the envelope. */
+function maxWireBytes(config: Pick<Config, 'limits'>): number {
+  return config.limits.maxTextBytes + envelopeOverheadBytes;
+}
 
 /**
  * Everything cross-host, on top of the broker actor: an inbox consumer per local entity that
@@ -106,7 +114,16 @@ export class Federation implements DeadLetterSink {
       },
     });
     const broker = this.broker;
-    this.deadLetters = new DeadLetters({ broker, hostId: config.hostId, hlc, clock, logger, signer });
+    this.deadLetters = new DeadLetters({
+      broker,
+      hostId: config.hostId,
+      hlc,
+      clock,
+      logger,
+      signer,
+      receipts: deps.receipts,
+      maxWireBytes: maxWireBytes(config),
+    });
     this.inbound = new Inbound({
       hlc,
       clock,
@@ -315,7 +332,7 @@ export class Federation implements DeadLetterSink {
     const { limits, security, delivery } = this.deps.config;
     return {
       signingRequired: this.deps.signer.enabled,
-      maxWireBytes: limits.maxTextBytes + envelopeOverheadBytes,
+      maxWireBytes: maxWireBytes(this.deps.config),
       maxTextBytes: limits.maxTextBytes,
       maxClockSkewMs: security.maxClockSkewMs,
       ttlMs: delivery.ttlMs,

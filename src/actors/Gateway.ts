@@ -183,6 +183,8 @@ export class Gateway {
             // A SPAWN the control queue dead-lettered for its content: its requester is told why.
             onRefusedSpawn: (request, why) => void spawner.refuseUnreadable(request, why),
             onConnected: () => receipts.republish(),
+            // Receipts come after the federation they publish through: reached when first used.
+            receipts: { record: (receipt, route) => receipts.record(receipt, route) },
             refusesReply: (envelope) => router.refusesReply(envelope),
           })
         : undefined;

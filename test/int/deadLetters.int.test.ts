@@ -13,11 +13,13 @@ import {
 import { systemClock } from '../../src/clock/clock.js';
 import { createHlc } from '../../src/clock/hlc.js';
 import { silentLogger } from '../../src/log/logger.js';
+import type { Receipt, ReceiptRoute } from '../../src/receipts/receipt.js';
 import { createNoSigner } from '../../src/security/messageSigning.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
 import { removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { sendEnvelope } from '../support/sendEnvelope.js';
 
 /**
  * A removed entity's inbox is emptied into bridge.dlq (recipient-gone) through the broker
@@ -31,6 +33,7 @@ describe('dead letters: emptying a removed entity’s inbox', () => {
   let broker: BrokerActor;
   let deadLetters: DeadLetters;
   const fatal: unknown[] = [];
+  const told: Array<{ receipt: Receipt; route: ReceiptRoute }> = [];
 
   beforeAll(async () => {
     store = openStore({ file: ':memory:' });
@@ -53,6 +56,8 @@ describe('dead letters: emptying a removed entity’s inbox', () => {
       clock: systemClock,
       logger: silentLogger(),
       signer: createNoSigner(hostId),
+      receipts: { record: (receipt, route) => void told.push({ receipt, route }) },
+      maxWireBytes: 64 * 1024,
     });
   });
 
@@ -63,13 +68,17 @@ describe('dead letters: emptying a removed entity’s inbox', () => {
     await removeDeadLettersOf([hostId]);
   });
 
-  it('moves every waiting message to the DLQ with its reason, then deletes the inbox', async () => {
-    const msgIds: string[] = [randomUUID(), randomUUID(), randomUUID()];
-    for (const msgId of msgIds) {
+  it('moves every waiting message to the DLQ with its reason, then deletes the inbox; each sender is told', async () => {
+    // Two messages from a sender on another host, and one that is no message at all.
+    const sender = { gid: randomUUID(), name: 'far-main', host: uniqueHostId('far'), kind: 'main' as const };
+    const envelopes = [sendEnvelope(sender, gid), sendEnvelope(sender, gid)];
+    const contents = [...envelopes.map((e) => JSON.stringify(e)), JSON.stringify({ msgId: randomUUID() })];
+    const msgIds = [...envelopes.map((e) => e.msgId), JSON.parse(contents[2] as string).msgId as string];
+    for (const [i, msgId] of msgIds.entries()) {
       const outcome = await broker.publish({
         exchange: Exchange.msg,
         routingKey: gid,
-        content: Buffer.from(JSON.stringify({ msgId })),
+        content: Buffer.from(contents[i] as string),
         messageId: msgId,
         mandatory: true,
         persistent: true,
@@ -86,6 +95,24 @@ describe('dead letters: emptying a removed entity’s inbox', () => {
     const letters = (await deadLetters.list(10_000)).filter((letter) => msgIds.includes(letter.msgId ?? ''));
     expect(letters.map((letter) => [letter.msgId, letter.reason, letter.queue, letter.host]).sort()).toEqual(
       msgIds.map((msgId) => [msgId, 'recipient-gone', inboxName(gid), hostId]).sort(),
+    );
+    // Each message's sender gets the dead-lettered receipt (R-RC1); the one that is no message has none.
+    expect(
+      told.map(({ receipt, route }) => [
+        receipt.msgId,
+        receipt.stage,
+        receipt.reason,
+        receipt.recipient,
+        route,
+      ]),
+    ).toEqual(
+      envelopes.map((e) => [
+        e.msgId,
+        'dead-lettered',
+        'recipient-gone',
+        gid,
+        { sender: sender.gid, senderHost: sender.host, traceId: e.traceId },
+      ]),
     );
     expect(fatal).toEqual([]);
   });
