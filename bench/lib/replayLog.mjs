@@ -5,7 +5,7 @@ import { createHlc } from '../../dist/clock/hlc.js';
 import { machines } from '../../dist/machines/index.js';
 import { exportTrace } from '../../dist/replay/exportTrace.js';
 import { replayTrace } from '../../dist/replay/replayTrace.js';
-import { initEvent } from '../../dist/runtime/foldEvents.js';
+import { initEvent } from '../../dist/runtime/parseRecordedEvent.js';
 import { pureInitialTransition, pureTransition } from '../../dist/runtime/pureTransition.js';
 import { stateName } from '../../dist/runtime/stateName.js';
 import { openStore } from '../../dist/store/openStore.js';
