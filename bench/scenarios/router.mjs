@@ -166,14 +166,20 @@ export async function startGateway({ home, env, configFile, onInjected = () => {
   };
 }
 
-/** A pane that takes input instantly and is always idle: the gateway's cost alone. */
+/**
+ * A pane that takes input instantly and is always idle: the gateway's cost alone. It speaks the
+ * PaneInjector interface of src/inject/paneInjector.ts: typed, then submitted at once.
+ */
 function createNoopInjector(onInjected) {
   return {
-    inject(text) {
+    type: () => Promise.resolve({ kind: 'typed' }),
+    submit(message) {
       // formatInjection: "[bridge SEND from a@host msg <id>] <text>"
-      onInjected(text.slice(text.indexOf('] ') + 2));
-      return Promise.resolve();
+      onInjected(message.text.slice(message.text.indexOf('] ') + 2));
+      return Promise.resolve({ kind: 'submitted', how: 'no-op pane' });
     },
+    inspect: () => Promise.resolve(undefined),
+    locate: () => Promise.resolve('submitted'),
     contains: () => Promise.resolve(false),
     watchStatus(listener) {
       queueMicrotask(() => listener('idle'));
