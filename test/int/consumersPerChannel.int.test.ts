@@ -11,7 +11,7 @@ import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
 import { brokerUri, waitFor } from '../support/federation.js';
-import { consumerCounts } from '../support/rabbit.js';
+import { closeConsumerChannels, consumerCounts } from '../support/rabbit.js';
 
 const run = promisify(execFile);
 
@@ -122,7 +122,17 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     );
     expect(to.map((gid) => received.get(`${gid}/hello`))).toEqual(to);
     expect(fatal).toEqual([]);
-    console.log(`opened 2,500 inbox consumers in ${openedMs} ms`);
+
+    // Cleanup, measured: the gateway gone (its lock queues with its connections), the inboxes deleted.
+    await broker.stop();
+    brokers.splice(brokers.indexOf(broker), 1);
+    const deleting = Date.now();
+    await deleteQueues(queues.splice(0));
+    const deletedMs = Date.now() - deleting;
+    expect(
+      (await consumerCounts([...gids.map(inboxName), ...gids.map((g) => inboxLockSpec(g).name)])).size,
+    ).toBe(0);
+    console.log(`opened 2,500 inbox consumers in ${openedMs} ms; deleted their inboxes in ${deletedMs} ms`);
   }, 180_000);
 
   it('re-opens the consumers of an extra connection that died alone, and keeps the main one', async () => {
@@ -170,6 +180,56 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     expect(broker.connected).toBe(true);
     expect(broker.usage()).toEqual({ connections: 2, channels: 3, consumers: 6 });
     const last = gids[5] as string;
+    expect(
+      await broker.publish({
+        exchange: Exchange.msg,
+        routingKey: last,
+        content: Buffer.from('after'),
+        messageId: `${last}/after`,
+        mandatory: true,
+        persistent: true,
+      }),
+    ).toEqual({ ok: true });
+    await waitFor('delivered after the re-open', () => (received.includes(last) ? true : undefined));
+    expect(fatal).toEqual([]);
+  });
+
+  it('re-opens every consumer of a shared channel the broker closes, each with its lock still held', async () => {
+    const hostId = uniqueHostId('shared-close');
+    const lines: string[] = [];
+    const fatal: unknown[] = [];
+    const broker = gateway(hostId, {
+      onFatal: (err) => void fatal.push(err),
+      logger: recordingLogger(lines),
+    });
+    const gids = Array.from({ length: 5 }, (_, i) => `${hostId}-e${i}`);
+    queues.push(...gids.map(inboxName));
+    const received: string[] = [];
+    for (const gid of gids)
+      await broker.consume(
+        inboxConsumer(gid, (message) => {
+          received.push(message.routingKey);
+          message.ack();
+        }),
+      );
+    await broker.start();
+    await waitFor('all consuming', () =>
+      gids.every((g) => broker.consuming(inboxName(g))) ? true : undefined,
+    );
+    expect(broker.usage()).toEqual({ connections: 1, channels: 1, consumers: 5 });
+
+    // As a consumer_timeout on one inbox's delivery would: the whole channel goes.
+    expect(await closeConsumerChannels([inboxName(gids[2] as string)])).toBe(1);
+    await waitFor('all consuming again on a new channel', async () => {
+      const counts = await consumerCounts(gids.map(inboxName));
+      return lines.includes('the broker closed a consumer channel; re-opening its consumers') &&
+        gids.every((g) => broker.consuming(inboxName(g)) && counts.get(inboxName(g)) === 1)
+        ? true
+        : undefined;
+    });
+    expect(lines.filter((l) => l.startsWith('the broker closed a consumer channel'))).toHaveLength(1);
+    expect(broker.usage()).toEqual({ connections: 1, channels: 1, consumers: 5 });
+    const last = gids[4] as string;
     expect(
       await broker.publish({
         exchange: Exchange.msg,
