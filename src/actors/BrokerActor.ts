@@ -23,7 +23,7 @@ import { brokerMachine } from '../machines/brokerMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { brokerActorId } from '../runtime/actorIds.js';
-import { BrokerConsumers } from './BrokerConsumers.js';
+import { BrokerConsumers, type BrokerUsage } from './BrokerConsumers.js';
 
 export interface BrokerActorOptions extends RuntimeDeps {
   /** The broker's nodes (R-TOP3): connected to one at a time, the next tried when it is lost. */
@@ -47,7 +47,20 @@ export interface BrokerActorOptions extends RuntimeDeps {
   onState?: (state: string) => void;
   /** broker.tls of the config, read for amqps://. */
   tls?: BrokerTlsConfig | undefined;
+  /** Consumers that share one channel (default `defaultConsumersPerChannel`). */
+  consumersPerChannel?: number;
+  /** Consumer channels on one connection before another is opened (default `defaultChannelsPerConnection`). */
+  channelsPerConnection?: number;
 }
+
+/**
+ * Consumers to a channel and consumer channels to a connection: RabbitMQ's channel_max is 2,047
+ * a connection and its docs advise 16 to 128 channels a connection, so 10,000 consumers fit on
+ * one and further ones open more connections to the same node. A gateway's entities are then
+ * bounded by memory (its own and the broker's), not by channel_max.
+ */
+export const defaultConsumersPerChannel = 100;
+export const defaultChannelsPerConnection = 100;
 
 /** The broker actor's kind in the event log. */
 const brokerKind: ActorKind = 'broker';
@@ -67,12 +80,13 @@ export function withHeartbeat(uri: string, seconds: number): string {
 const nackSettleMs = 100;
 
 /**
- * The gateway's one connection to the broker. amqplib is used here, in `BrokerConsumers.ts`
- * (its consumers) and in `src/broker/` (declaring a queue; the shared topology's setup and
- * check), nowhere else. It drives
- * the broker connection machine: connects, checks the shared topology, opens a confirm channel
- * for publishing and one channel per exclusive consumer, and on any loss reconnects with
- * backoff and re-declares all of it (R-H5). While not connected, `publish` fails fast: nothing
+ * The gateway's connection to the broker. amqplib is used here, in `BrokerConsumers.ts` and
+ * `ConnectionPool.ts` (its consumers, on channels they share, on this connection and extra
+ * ones to the same node as they need them) and in `src/broker/` (declaring a queue; the shared
+ * topology's setup and check), nowhere else. It drives the broker connection machine:
+ * connects, checks the shared topology, opens a confirm channel for publishing and the
+ * consumers, and on any loss closes the extra connections, reconnects with backoff and
+ * re-declares all of it (R-H5). While not connected, `publish` fails fast: nothing
  * is buffered for the broker. What others need of a queue (its depth, its messages) they get
  * as plain values; no channel leaves this actor.
  */
@@ -126,7 +140,9 @@ export class BrokerActor {
       onFatal: options.onFatal,
       backoffMs: (attempt) =>
         Math.min(this.cell.context.retryMaxMs, this.cell.context.retryBaseMs * 2 ** Math.min(attempt, 10)),
-      isLive: (model) => this.model === model && this.cell.state !== 'stopped',
+      consumersPerChannel: options.consumersPerChannel ?? defaultConsumersPerChannel,
+      channelsPerConnection: options.channelsPerConnection ?? defaultChannelsPerConnection,
+      openConnection: (index) => this.openExtra(index),
     });
   }
 
@@ -151,6 +167,11 @@ export class BrokerActor {
   /** Every node with what this gateway knows of it: connected, standby or failing. */
   nodeStates(): BrokerNodeView[] {
     return this.nodes.view();
+  }
+
+  /** Connections, consumer channels and consumers this gateway holds on the broker now. */
+  usage(): BrokerUsage {
+    return this.consumers.usage();
   }
 
   /**
@@ -178,7 +199,7 @@ export class BrokerActor {
 
   /** Registers a consumer: opened now if connected, and again after every reconnect. */
   async consume(spec: ConsumerSpec): Promise<void> {
-    await this.consumers.add(spec, this.connected ? this.model : undefined);
+    await this.consumers.add(spec, this.connected);
   }
 
   /** Stops consuming a queue (the queue stays). */
@@ -365,13 +386,7 @@ export class BrokerActor {
     const { uri } = node;
     let model: ChannelModel | undefined;
     try {
-      model = await amqp.connect(withHeartbeat(uri, this.options.heartbeatSeconds ?? 5), {
-        ...(uri.startsWith('amqps://') ? this.tls : undefined),
-        timeout: this.options.connectTimeoutMs ?? 10_000,
-        // Small frames (confirms, acks) must not wait for Nagle's algorithm.
-        noDelay: true,
-        clientProperties: { connection_name: `bridge gateway ${hostId}` },
-      });
+      model = await this.dial(uri, `bridge gateway ${hostId}`);
       if (generation !== this.generation) {
         await closeQuietly(model, logger, 'a superseded broker connection');
         return;
@@ -401,6 +416,7 @@ export class BrokerActor {
       );
       this.settleFirstAttempt();
     } catch (err) {
+      if (generation === this.generation) this.consumers.detachAll();
       await closeQuietly(model, logger, 'a failed broker connection');
       if (this.isFatal(err)) {
         // At start the caller gets it (and the process exits with it); later it is fatal.
@@ -422,6 +438,27 @@ export class BrokerActor {
       }
       this.settleFirstAttempt();
     }
+  }
+
+  private dial(uri: string, name: string): Promise<ChannelModel> {
+    return amqp.connect(withHeartbeat(uri, this.options.heartbeatSeconds ?? 5), {
+      ...(uri.startsWith('amqps://') ? this.tls : undefined),
+      timeout: this.options.connectTimeoutMs ?? 10_000,
+      // Small frames (confirms, acks) must not wait for Nagle's algorithm.
+      noDelay: true,
+      clientProperties: { connection_name: name },
+    });
+  }
+
+  /** An extra connection for consumers, to the node the actor's own connection is on. */
+  private async openExtra(index: number): Promise<ChannelModel> {
+    const node = this.node;
+    if (!node || !this.model) throw this.unavailable();
+    const model = await this.dial(node.uri, `bridge gateway ${this.options.hostId} #${index}`);
+    model.on('blocked', (reason: string) =>
+      this.options.logger.warn({ reason, connection: index }, 'the broker blocked a consumer connection'),
+    );
+    return model;
   }
 
   /**
@@ -461,6 +498,7 @@ export class BrokerActor {
     const model = this.model;
     this.model = undefined;
     this.publisher = undefined;
+    this.consumers.detachAll();
     await closeQuietly(model, this.options.logger, 'the broker connection');
   }
 

@@ -161,12 +161,14 @@ export class Federation implements DeadLetterSink {
       queue: controlSpec(hostId),
       prefetch: 10,
       exclusive: true,
+      ownChannel: true,
       onMessage: (message) => this.inbound.receive(control, message),
     });
     await this.broker.consume({
       queue: rosterSpec(hostId),
       prefetch: 100,
       exclusive: true,
+      ownChannel: true,
       onMessage: (message) => this.presence.receive(message),
     });
     await this.broker.start();

@@ -63,6 +63,8 @@ export class GatewayStatus {
           lastError: federation.broker.lastError,
           node: federation.broker.currentNode,
           nodes: federation.broker.nodeStates(),
+          // Inbox consumers share channels and channels a few connections: what this gateway holds.
+          usage: federation.broker.usage(),
           queueMode: config.broker.queueMode,
           peers: federation.roster.hostIds(),
           deadLetterQueue: await federation.broker.queueDepth(dlqName),

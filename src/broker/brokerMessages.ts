@@ -56,5 +56,11 @@ export interface ConsumerSpec {
   exclusive: boolean;
   /** Start paused (see `setPaused`): the queue is declared, nothing is delivered yet. */
   paused?: boolean | undefined;
+  /**
+   * A channel of its own instead of one shared with up to `consumersPerChannel` others: the
+   * gateway's control and roster consumers, so a channel error of some inbox (a delivery past
+   * the broker's consumer_timeout) does not stall the host's control and presence with it.
+   */
+  ownChannel?: boolean | undefined;
   onMessage(message: InboundMessage): void;
 }

@@ -1,9 +1,12 @@
-import type { Channel } from 'amqplib';
+import type { Channel, Replies } from 'amqplib';
 import type { QueueSpec } from './topology.js';
 
-/** Declares a queue with its bindings, and removes the bindings it no longer has. */
-export async function declareQueue(channel: Channel, spec: QueueSpec): Promise<void> {
-  await channel.assertQueue(spec.name, {
+/**
+ * Declares a queue with its bindings, and removes the bindings it no longer has. Returns the
+ * broker's declare-ok: the queue's message and consumer counts.
+ */
+export async function declareQueue(channel: Channel, spec: QueueSpec): Promise<Replies.AssertQueue> {
+  const declared = await channel.assertQueue(spec.name, {
     durable: spec.durable,
     exclusive: spec.exclusive,
     autoDelete: spec.autoDelete,
@@ -12,4 +15,5 @@ export async function declareQueue(channel: Channel, spec: QueueSpec): Promise<v
   for (const binding of spec.bindings) await channel.bindQueue(spec.name, binding.exchange, binding.key);
   for (const binding of spec.unbindings ?? [])
     await channel.unbindQueue(spec.name, binding.exchange, binding.key);
+  return declared;
 }

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { BrokerUsage } from '../actors/BrokerConsumers.js';
 import type {
   ControlOutcome,
   MessageStatus,
@@ -310,6 +311,7 @@ interface StatusView {
     lastError: string | null;
     node: string | null;
     nodes: BrokerNodeView[];
+    usage: BrokerUsage;
     queueMode: string;
     peers: string[];
     deadLetterQueue: number | undefined;
@@ -356,6 +358,12 @@ function brokerNodeLines(current: string | null, nodes: readonly BrokerNodeView[
   ];
 }
 
+/** The broker consumers' footprint: "3 on 3 channels, 1 connection". */
+function usageLine(usage: BrokerUsage): string {
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  return `${usage.consumers} on ${plural(usage.channels, 'channel')}, ${plural(usage.connections, 'connection')}`;
+}
+
 export async function runStatus(values: CliValues, rest: string[] = []): Promise<number> {
   const [msgId, ...extra] = rest;
   if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, 'status takes at most one MSGID');
@@ -376,6 +384,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
       ...(broker
         ? [
             ...brokerNodeLines(broker.node, broker.nodes),
+            `consumers:    ${usageLine(broker.usage)}`,
             `inboxes:      ${counts(broker.inboxes) || 'none'}`,
             `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`,
           ]

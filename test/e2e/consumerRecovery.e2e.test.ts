@@ -98,5 +98,13 @@ describe('a consumer whose channel the broker closes is recovered', () => {
       return r.some((e) => e.name === 'late') ? true : undefined;
     });
     expect(await beta.healthy()).toBe(true);
+
+    // Status shows what beta holds on the broker again: the inbox on its shared channel, control
+    // and roster on one each, all on the one connection.
+    const status = JSON.parse((await beta.cli(['status', '--json'])).stdout) as {
+      broker: { usage: { connections: number; channels: number; consumers: number } };
+    };
+    expect(status.broker.usage).toEqual({ connections: 1, channels: 3, consumers: 3 });
+    expect((await beta.cli(['status'])).stdout).toContain('consumers:    3 on 3 channels, 1 connection');
   });
 });

@@ -1,7 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BrokerActor } from '../../src/actors/BrokerActor.js';
 import type { InboundMessage } from '../../src/broker/brokerMessages.js';
-import { controlKey, controlSpec, Exchange } from '../../src/broker/topology.js';
+import {
+  controlKey,
+  controlSpec,
+  Exchange,
+  inboxLockSpec,
+  inboxSpec,
+  QueueMode,
+} from '../../src/broker/topology.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
@@ -95,6 +102,58 @@ describe('broker actor: several nodes, one at a time', () => {
     expect(received).toEqual(['one', 'two']);
     expect(fatal).toEqual([]);
     console.info(`BROKER_NODES moved to the next node in ${movedInMs} ms`);
+  });
+
+  it('opens its extra consumer connections to its own node, and moves them with it', async () => {
+    const hostId = uniqueHostId('nodes');
+    const [first, second] = [await node(), await node()];
+    store = openStore({ file: ':memory:' });
+    const fatal: unknown[] = [];
+    broker = createBrokerActor(hostId, store, {
+      uris: [first.uri, second.uri],
+      firstNode: 0,
+      retryBaseMs: 5_000,
+      onFatal: (err) => void fatal.push(err),
+      // One consumer a channel, one channel a connection: each consumer needs a connection.
+      consumersPerChannel: 1,
+      channelsPerConnection: 1,
+    });
+    const received: string[] = [];
+    await consumeControl(hostId, received);
+    const inbox = inboxSpec({ gid: `${hostId}-e`, groups: [], mode: QueueMode.classic, maxLength: 10 });
+    queues.push(inbox.name);
+    await broker.consume({
+      queue: inbox,
+      lock: inboxLockSpec(`${hostId}-e`),
+      prefetch: 1,
+      exclusive: true,
+      onMessage: (m) => m.ack(),
+    });
+    await broker.start();
+    await waitFor('connected, both consuming', () =>
+      broker?.connected && broker.consuming(inbox.name) && broker.consuming(controlSpec(hostId).name)
+        ? true
+        : undefined,
+    );
+    expect(broker.usage()).toEqual({ connections: 2, channels: 2, consumers: 2 });
+    expect([first.forwarder.accepted, second.forwarder.accepted]).toEqual([2, 0]);
+
+    await first.forwarder.close();
+    await waitFor('on the second node, both consuming again', () =>
+      broker?.currentNode === `amqp://guest:***@127.0.0.1:${second.forwarder.port}` &&
+      broker.connected &&
+      broker.consuming(inbox.name) &&
+      broker.consuming(controlSpec(hostId).name)
+        ? true
+        : undefined,
+    );
+    expect(broker.usage()).toEqual({ connections: 2, channels: 2, consumers: 2 });
+    expect(second.forwarder.accepted).toBe(2);
+    expect(await publishControl(hostId, 'moved')).toEqual({ ok: true });
+    await waitFor('the message through the second node', () =>
+      received.includes('moved') ? true : undefined,
+    );
+    expect(fatal).toEqual([]);
   });
 
   it('a first node that does not answer at start is passed over for the next', async () => {
