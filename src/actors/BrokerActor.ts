@@ -1,10 +1,4 @@
-import amqp, {
-  type Channel,
-  type ChannelModel,
-  type ConfirmChannel,
-  type ConsumeMessage,
-  type Options,
-} from 'amqplib';
+import amqp, { type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options } from 'amqplib';
 import { BrokerNodes, type BrokerNodeView, type NodeChoice } from '../broker/BrokerNodes.js';
 import type {
   ConsumerSpec,
@@ -24,6 +18,7 @@ import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { brokerActorId } from '../runtime/actorIds.js';
 import { BrokerConsumers, type BrokerUsage } from './BrokerConsumers.js';
+import { BrokerQueues } from './BrokerQueues.js';
 
 export interface BrokerActorOptions extends RuntimeDeps {
   /** The broker's nodes (R-TOP3): connected to one at a time, the next tried when it is lost. */
@@ -65,9 +60,6 @@ export const defaultChannelsPerConnection = 100;
 /** The broker actor's kind in the event log. */
 const brokerKind: ActorKind = 'broker';
 
-/** How long `status` waits for a queue's depth before it shows it as unknown. */
-const queueDepthTimeoutMs = 2_000;
-
 /** The URI with `heartbeat` set, unless the operator set one in it. */
 export function withHeartbeat(uri: string, seconds: number): string {
   const url = new URL(uri);
@@ -82,8 +74,9 @@ const nackSettleMs = 100;
 /**
  * The gateway's connection to the broker. amqplib is used here, in `BrokerConsumers.ts` and
  * `ConnectionPool.ts` (its consumers, on channels they share, on this connection and extra
- * ones to the same node as they need them) and in `src/broker/` (declaring a queue; the shared
- * topology's setup and check), nowhere else. It drives the broker connection machine:
+ * ones to the same node as they need them), in `BrokerQueues.ts` (one-off queue operations)
+ * and in `src/broker/` (declaring a queue; the shared topology's setup and check; a delivered
+ * message's settling), nowhere else. It drives the broker connection machine:
  * connects, checks the shared topology, opens a confirm channel for publishing and the
  * consumers, and on any loss closes the extra connections, reconnects with backoff and
  * re-declares all of it (R-H5). While not connected, `publish` fails fast: nothing
@@ -95,6 +88,7 @@ export class BrokerActor {
   private model: ChannelModel | undefined;
   private publisher: ConfirmChannel | undefined;
   private readonly consumers: BrokerConsumers;
+  private readonly queues: BrokerQueues;
   private readonly returned = new Map<string, string>();
   private drained: Promise<void> | undefined;
   private generation = 0;
@@ -144,6 +138,11 @@ export class BrokerActor {
       channelsPerConnection: options.channelsPerConnection ?? defaultChannelsPerConnection,
       openConnection: (index) => this.openExtra(index),
     });
+    this.queues = new BrokerQueues(
+      () => (this.connected ? this.model : undefined),
+      () => this.unavailable(),
+      options.logger,
+    );
   }
 
   /** connected, blocked, connecting, backoff, idle or stopped. */
@@ -273,100 +272,27 @@ export class BrokerActor {
   }
 
   /** Messages waiting in a queue, or undefined when it cannot be asked (not connected, no queue). */
-  async queueDepth(queueName: string): Promise<number | undefined> {
-    const model = this.model;
-    if (!model || !this.connected) return undefined;
-    let channel: Channel | undefined;
-    const ask = async (): Promise<number | undefined> => {
-      try {
-        channel = await model.createChannel();
-        channel.on('error', () => {
-          // A missing queue closes the channel; checkQueue rejects with it and reads as unknown.
-        });
-        const info = await channel.checkQueue(queueName);
-        return info.messageCount;
-      } catch {
-        // The queue is not there (or the broker went): its depth is unknown, not zero.
-        return undefined;
-      } finally {
-        void closeQuietly(channel, this.options.logger, 'a queue depth channel');
-      }
-    };
-    // A connection that has gone silent but is not yet declared dead must not hang `status`.
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), queueDepthTimeoutMs);
-    });
-    try {
-      return await Promise.race([ask(), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+  queueDepth(queueName: string): Promise<number | undefined> {
+    return this.queues.depth(queueName);
   }
 
   /** Up to `max` messages of a queue, left in it: they go back when the reading channel closes. */
-  async peek(queueName: string, max: number): Promise<QueuedMessage[]> {
-    const out: QueuedMessage[] = [];
-    await this.takeEach(queueName, max, async (message) => {
-      out.push(message);
-      return 'leave';
-    });
-    return out;
+  peek(queueName: string, max: number): Promise<QueuedMessage[]> {
+    return this.queues.peek(queueName, max);
   }
 
-  /**
-   * Takes up to `max` messages of a queue one at a time (basic.get, 'queued': as many as it held
-   * at the start) and does what `take` decides with each; what is not acked goes back to the
-   * queue when the channel closes, after the last one.
-   */
-  async takeEach(
+  /** See `BrokerQueues.takeEach`. */
+  takeEach(
     queueName: string,
     max: number | 'queued',
     take: (message: QueuedMessage) => Promise<TakeDecision>,
   ): Promise<void> {
-    await this.onOwnChannel(async (channel) => {
-      const limit = max === 'queued' ? (await channel.checkQueue(queueName)).messageCount : max;
-      for (let taken = 0; taken < limit; taken++) {
-        const message = await channel.get(queueName, { noAck: false });
-        if (message === false) return;
-        const decision = await take({
-          content: message.content,
-          routingKey: message.fields.routingKey,
-          messageId: message.properties.messageId as string | undefined,
-          deliveryTag: message.fields.deliveryTag,
-          headers: (message.properties.headers ?? {}) as Record<string, unknown>,
-        });
-        if (decision === 'ack') channel.ack(message);
-        if (decision === 'stop') return;
-      }
-    });
+    return this.queues.takeEach(queueName, max, take);
   }
 
   /** Deletes a queue (with `ifEmpty`, only if nothing is ready in it). */
-  async deleteQueue(queueName: string, options: { ifEmpty?: boolean } = {}): Promise<void> {
-    await this.onOwnChannel((channel) => channel.deleteQueue(queueName, options));
-  }
-
-  /**
-   * Runs `fn` with a fresh channel of its own, closed afterwards, which requeues whatever `fn`
-   * got and did not ack. A broker refusal (403, 404) rejects with the broker's reason.
-   */
-  private async onOwnChannel<T>(fn: (channel: Channel) => Promise<T>): Promise<T> {
-    if (!this.model || !this.connected) throw this.unavailable();
-    const channel = await this.model.createChannel();
-    // The broker's reason (403 ACCESS_REFUSED, 404) comes as the channel's error; a failed
-    // basic.get rejects with less, so the caller gets the channel's error instead.
-    let closedWith: Error | undefined;
-    channel.on('error', (err: Error) => {
-      closedWith = err;
-    });
-    try {
-      return await fn(channel);
-    } catch (err) {
-      throw closedWith ?? err;
-    } finally {
-      await closeQuietly(channel, this.options.logger, 'a queue operation channel');
-    }
+  deleteQueue(queueName: string, options: { ifEmpty?: boolean } = {}): Promise<void> {
+    return this.queues.deleteQueue(queueName, options);
   }
 
   private unavailable(cause?: unknown): BridgeError {

@@ -1,6 +1,8 @@
-import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
-import type { ConsumerSpec, InboundMessage } from '../broker/brokerMessages.js';
+import type { Channel, ChannelModel } from 'amqplib';
+import type { ConsumerSpec } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
+import { consumerRefused, refusalCodes, replyCode } from '../broker/consumerRefused.js';
+import { inboundMessage } from '../broker/inboundMessage.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import { ConnectionPool, type PooledConnection } from './ConnectionPool.js';
@@ -59,17 +61,6 @@ interface OpenConsumer {
 
 /** Consumers `openAll` opens side by side: enough to keep a connection's probe lanes busy. */
 const openAtOnce = 8;
-
-/** Broker replies that mean "someone else holds this": retrying does not help (invariant 1). */
-const refusalCodes = new Set([403, 405]);
-
-function replyCode(...errors: unknown[]): number | undefined {
-  for (const err of errors) {
-    const code = (err as { code?: unknown } | undefined)?.code;
-    if (typeof code === 'number') return code;
-  }
-  return undefined;
-}
 
 /**
  * The broker actor's consumers, `consumersPerChannel` to a channel and `channelsPerConnection`
@@ -256,7 +247,7 @@ export class BrokerConsumers {
       const code = replyCode(err);
       if (code !== undefined && refusalCodes.has(code)) {
         this.leave(entry);
-        throw this.refused(spec, err as Error);
+        throw consumerRefused(this.options.hostId, spec, err as Error);
       }
       throw err;
     }
@@ -391,20 +382,6 @@ export class BrokerConsumers {
     for (const member of moved) this.reopenSoon(member, cause);
   }
 
-  private refused(spec: ConsumerSpec, err: Error): BridgeError {
-    const denied = /refused for user/.test(err.message);
-    return new BridgeError(
-      ErrorCode.consumerRefused,
-      `the broker refused to let this gateway consume ${spec.queue.name}: ${err.message}. ` +
-        (denied
-          ? "This gateway's broker login has no permission on this queue (R-H2); grant it with " +
-            `\`bridge broker provision ${this.options.hostId} --apply\` (re-run after registering entities)`
-          : 'Another gateway already consumes this inbox (invariant 1: one consumer per inbox); ' +
-            'stop that gateway, or give this one a different BRIDGE_HOME and entities'),
-      { cause: err },
-    );
-  }
-
   /** basic.qos for this consumer alone (global false), then its basic.consume, on the shared channel. */
   private async startConsuming(at: ConsumerChannel, channel: Channel, entry: OpenConsumer): Promise<void> {
     const { spec } = entry;
@@ -424,7 +401,7 @@ export class BrokerConsumers {
             this.reopenSoon(entry, undefined);
             return;
           }
-          const inbound = wrap(channel, message);
+          const inbound = inboundMessage(channel, message);
           try {
             spec.onMessage(inbound);
           } catch (err) {
@@ -472,27 +449,4 @@ export class BrokerConsumers {
     }, delay);
     entry.reopenTimer.unref();
   }
-}
-
-function wrap(channel: Channel, message: ConsumeMessage): InboundMessage {
-  let settled = false;
-  const settle = (fn: () => void) => {
-    if (settled) return;
-    settled = true;
-    try {
-      fn();
-    } catch {
-      // The channel is gone; the broker redelivers the message and dedup catches it.
-    }
-  };
-  return {
-    content: message.content,
-    exchange: message.fields.exchange,
-    routingKey: message.fields.routingKey,
-    messageId: message.properties.messageId as string | undefined,
-    redelivered: message.fields.redelivered,
-    headers: (message.properties.headers ?? {}) as Record<string, unknown>,
-    ack: () => settle(() => channel.ack(message)),
-    reject: () => settle(() => channel.nack(message, false, false)),
-  };
 }
