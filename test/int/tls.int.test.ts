@@ -127,7 +127,7 @@ describe('amqps:// with verification (private TLS broker)', () => {
   it('refuses broker.tls with a plain amqp:// URI', async () => {
     await expect(gateway({ ca: broker.files.ca.cert }, broker.amqpUri)).rejects.toMatchObject({
       code: 'BAD_CONFIG',
-      message: expect.stringContaining('broker.tls: is set but broker.uri is a plain amqp:// URI'),
+      message: expect.stringContaining('broker.tls: is set but broker.uri has a plain amqp:// URI'),
     });
   });
 });
