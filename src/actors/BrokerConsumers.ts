@@ -2,6 +2,8 @@ import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { ConsumerSpec, InboundMessage } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
 import { declareQueue } from '../broker/declareQueue.js';
+import { describeQueueMismatch } from '../broker/describeQueueMismatch.js';
+import { isInboxName } from '../broker/topology.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 
@@ -166,6 +168,14 @@ export class BrokerConsumers {
       void closeQuietly(channel, logger, `the consumer channel of ${spec.queue.name}`);
       const code = (err as { code?: number }).code ?? (failure as { code?: number } | undefined)?.code;
       if (code !== undefined && refusalCodes.has(code)) throw this.refused(spec, err as Error);
+      if (code === 406) {
+        // The queue is there with other arguments (another queue type, an older release's):
+        // no retry fixes that, the operator does; the actor keeps retrying with this error.
+        throw new BridgeError(ErrorCode.brokerNotSetUp, describeQueueMismatch((err as Error).message), {
+          retryable: true,
+          cause: err,
+        });
+      }
       throw err;
     }
   }
@@ -178,7 +188,8 @@ export class BrokerConsumers {
         (denied
           ? "This gateway's broker login has no permission on this queue (R-H2); grant it with " +
             `\`bridge broker provision ${this.options.hostId} --apply\` (re-run after registering entities)`
-          : 'Another gateway already consumes this inbox (invariant 1: one consumer per inbox); ' +
+          : `Another gateway already consumes this ${isInboxName(spec.queue.name) ? 'inbox' : 'queue'} ` +
+            '(invariant 1: one consumer per inbox); ' +
             'stop that gateway, or give this one a different BRIDGE_HOME and entities'),
       { cause: err },
     );

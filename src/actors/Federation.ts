@@ -1,6 +1,7 @@
 import type { InboundMessage, PublishOutcome } from '../broker/brokerMessages.js';
 import {
   controlKey,
+  controlLockSpec,
   controlSpec,
   Exchange,
   inboxLockSpec,
@@ -157,10 +158,14 @@ export class Federation implements DeadLetterSink {
     const { hostId } = this;
     for (const entity of this.deps.localEntities()) await this.addEntity(entity);
     const control = this.controlDestination();
+    const { queueMode } = this.deps.config.broker;
+    const quorum = queueMode === QueueMode.quorum;
     await this.broker.consume({
-      queue: controlSpec(hostId),
+      queue: controlSpec(hostId, queueMode),
+      // A quorum queue ignores `exclusive`: its lock queue refuses a second gateway instead.
+      lock: quorum ? controlLockSpec(hostId) : undefined,
       prefetch: 10,
-      exclusive: true,
+      exclusive: !quorum,
       onMessage: (message) => this.inbound.receive(control, message),
     });
     await this.broker.consume({
