@@ -41,6 +41,14 @@ export interface BrokerActorOptions extends RuntimeDeps {
   heartbeatSeconds?: number;
   /** Upper bound on opening the TCP/TLS connection, so a black-holed broker address fails. */
   connectTimeoutMs?: number;
+  /**
+   * How long after losing a working connection a queue or lock that is "in use" is retried
+   * before it counts as another gateway's (default 90 s). The holder may be this gateway's own
+   * lost connection: an exclusive lock queue lives on one node, and a node that hung or was cut
+   * off (not killed: then its peers see it go at once) still holds it until the cluster declares
+   * it down, after `net_ticktime` (60 s by default, so 45 to 75 s). Refusals at start never wait.
+   */
+  lockGraceMs?: number;
   /** Called when the broker refuses something that retrying cannot fix (a second consumer). */
   onFatal: (err: BridgeError) => void;
   /** Called on every connection state change (connected, blocked, backoff, ...). */
@@ -62,6 +70,9 @@ export function withHeartbeat(uri: string, seconds: number): string {
   url.searchParams.set('heartbeat', String(seconds));
   return url.toString();
 }
+
+/** See BrokerActorOptions.lockGraceMs: net_ticktime's longest detection (75 s) and a margin. */
+const defaultLockGraceMs = 90_000;
 
 /** How long a nack waits to see whether the connection is going down with it. */
 const nackSettleMs = 100;
@@ -90,6 +101,8 @@ export class BrokerActor {
   private readonly nodes: BrokerNodes;
   /** The node of the connection being opened or open. */
   private node: NodeChoice | undefined;
+  /** Until when a consumer refusal is retried, after a working connection was lost. */
+  private lockGraceUntil: number | undefined;
 
   constructor(private readonly options: BrokerActorOptions) {
     this.tls = readBrokerTls(options.uris.find((uri) => uri.startsWith('amqps://')) ?? '', options.tls);
@@ -393,6 +406,7 @@ export class BrokerActor {
       this.publisher = publisher;
 
       await this.consumers.openAll(model);
+      this.lockGraceUntil = undefined;
       this.nodes.connected(node.index);
       this.cell.send({ type: 'broker.connected', node: redactUri(uri) });
       logger.info(
@@ -403,9 +417,17 @@ export class BrokerActor {
     } catch (err) {
       await closeQuietly(model, logger, 'a failed broker connection');
       if (this.isFatal(err)) {
-        // At start the caller gets it (and the process exits with it); later it is fatal.
+        // At start the caller gets it (and the process exits with it); later it is fatal,
+        // unless it may be our own lost connection's lock, still held on its node.
         if (this.firstAttempt) this.settleFirstAttempt(err);
-        else this.options.onFatal(err);
+        else if (this.mayBeOwnLock(err)) {
+          logger.warn(
+            { err, until: new Date(this.lockGraceUntil ?? 0).toISOString() },
+            `${err.message}. It may still be held by this gateway's lost connection, on a node the ` +
+              'cluster has not yet declared down; retrying until then, refusing for good after',
+          );
+          this.lost(generation, err.message);
+        } else this.options.onFatal(err);
         return;
       }
       if (err instanceof BridgeError) {
@@ -434,6 +456,16 @@ export class BrokerActor {
     return err.code === ErrorCode.brokerNotSetUp && this.firstAttempt !== undefined;
   }
 
+  /** A refusal of a queue in use, while the connection that held it may not be gone yet. */
+  private mayBeOwnLock(err: BridgeError): boolean {
+    return (
+      err.code === ErrorCode.consumerRefused &&
+      err.retryable &&
+      this.lockGraceUntil !== undefined &&
+      this.options.clock.now() < this.lockGraceUntil
+    );
+  }
+
   private lost(generation: number, error: string): void {
     if (generation !== this.generation) return;
     this.generation++;
@@ -444,6 +476,10 @@ export class BrokerActor {
     void closeQuietly(model, this.options.logger, 'a lost broker connection');
     if (this.cell.state === 'stopped') return;
     const now = this.options.clock.now();
+    // A working connection is gone: what it held (its lock queues) may outlive it for a while.
+    if (this.nodes.currentNode() !== null && this.lockGraceUntil === undefined) {
+      this.lockGraceUntil = now + (this.options.lockGraceMs ?? defaultLockGraceMs);
+    }
     const node = this.node;
     if (node) this.nodes.failed(node.index, error, now);
     const next = this.nodes.next(now);

@@ -191,7 +191,9 @@ export class BrokerConsumers {
           : `Another gateway already consumes this ${isInboxName(spec.queue.name) ? 'inbox' : 'queue'} ` +
             '(invariant 1: one consumer per inbox); ' +
             'stop that gateway, or give this one a different BRIDGE_HOME and entities'),
-      { cause: err },
+      // Held, not denied: the holder may be this gateway's own connection on a node that is lost
+      // but not yet declared down by the cluster (see BrokerActorOptions.lockGraceMs).
+      { cause: err, retryable: !denied },
     );
   }
 

@@ -101,6 +101,7 @@ export class Federation implements DeadLetterSink {
       retryMaxMs: config.broker.retryMaxMs,
       heartbeatSeconds: config.broker.heartbeatSeconds,
       connectTimeoutMs: config.broker.connectTimeoutMs,
+      lockGraceMs: config.broker.lockGraceMs,
       tls: config.broker.tls,
       onFatal: deps.onFatal,
       onState: (state) => {
