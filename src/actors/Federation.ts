@@ -154,6 +154,11 @@ export class Federation implements DeadLetterSink {
     return this.deps.config.hostId;
   }
 
+  /** broker.queueMode: the type of the inboxes, control queues and bridge.dlq. */
+  get queueMode(): QueueMode {
+    return this.deps.config.broker.queueMode;
+  }
+
   /** Declares our consumers and connects. Rejects if the broker refuses one of our inboxes. */
   async start(): Promise<void> {
     const { hostId } = this;
