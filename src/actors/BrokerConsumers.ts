@@ -171,10 +171,15 @@ export class BrokerConsumers {
       if (code === 406) {
         // The queue is there with other arguments (another queue type, an older release's):
         // no retry fixes that, the operator does; the actor keeps retrying with this error.
-        throw new BridgeError(ErrorCode.brokerNotSetUp, describeQueueMismatch((err as Error).message), {
-          retryable: true,
-          cause: err,
-        });
+        const declaredAs = spec.queue.arguments['x-queue-type'] === 'quorum' ? 'quorum' : 'classic';
+        throw new BridgeError(
+          ErrorCode.brokerNotSetUp,
+          describeQueueMismatch((err as Error).message, declaredAs),
+          {
+            retryable: true,
+            cause: err,
+          },
+        );
       }
       throw err;
     }

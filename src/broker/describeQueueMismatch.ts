@@ -37,7 +37,7 @@ function queueType(value: string | undefined): string {
  * One line that names the queue, what differs, and the fix. For a queue type: the type it has,
  * the one `broker.queueMode` asks for, and the two ways out.
  */
-export function describeQueueMismatch(brokerMessage: string): string {
+export function describeQueueMismatch(brokerMessage: string, declaredAs?: 'classic' | 'quorum'): string {
   const found = parseInequivalentArg(brokerMessage);
   if (!found) {
     return (
@@ -57,9 +57,18 @@ export function describeQueueMismatch(brokerMessage: string): string {
     );
   }
   const shown = (value: string | undefined) => (value === undefined ? 'none' : value);
-  return (
+  const differs =
     `queue ${queue} exists with ${arg} ${shown(found.current)}, and this release declares it with ` +
-    `${shown(found.received)} (an earlier release or another application declared it): move what it holds ` +
-    'elsewhere (a shovel) and delete it, so it is declared anew'
+    `${shown(found.received)}`;
+  const anew = `move what ${queue} holds elsewhere (a shovel) and delete it, so it is declared anew`;
+  if (declaredAs === undefined) {
+    return `${differs} (an earlier release or another application declared it): ${anew}`;
+  }
+  // RabbitMQ names the first argument that differs, often not x-queue-type itself.
+  const other = declaredAs === 'quorum' ? 'classic' : 'quorum';
+  return (
+    `${differs}, as a ${declaredAs} queue (broker.queueMode: ${declaredAs}). If it is a ${other} queue ` +
+    `(RabbitMQ cannot change a queue's type in place), set broker.queueMode: ${other} again; otherwise, or ` +
+    `to make it a ${declaredAs} queue, ${anew}`
   );
 }

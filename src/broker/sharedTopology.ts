@@ -50,7 +50,11 @@ export async function setupSharedTopology(
       });
     }
     await onChannel(model, (channel) => declareQueue(channel, dlq)).catch((err: unknown) => {
-      throw setupError(err, `declaring ${dlq.name} (${queueMode}) bound to ${dlq.bindings[0]?.exchange}`);
+      throw setupError(
+        err,
+        `declaring ${dlq.name} (${queueMode}) bound to ${dlq.bindings[0]?.exchange}`,
+        queueMode,
+      );
     });
     const legacy = await onChannel(model, (channel) => channel.checkExchange(legacyControlExchange)).then(
       () => true,
@@ -118,13 +122,13 @@ async function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promi
   }
 }
 
-function setupError(err: unknown, what: string): BridgeError {
+function setupError(err: unknown, what: string, declaredAs?: QueueMode): BridgeError {
   const code = (err as { code?: number }).code;
   const message = (err as Error).message;
   if (code === 406 && /inequivalent arg/.test(message)) {
     return new BridgeError(
       ErrorCode.brokerNotSetUp,
-      `bridge broker setup failed ${what}: ${describeQueueMismatch(message)}`,
+      `bridge broker setup failed ${what}: ${describeQueueMismatch(message, declaredAs)}`,
       { cause: err },
     );
   }

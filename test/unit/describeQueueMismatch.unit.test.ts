@@ -55,6 +55,20 @@ describe('describeQueueMismatch: a queue that exists with other arguments', () =
     );
   });
 
+  it('another argument, declared in a known mode: also names the other type and both ways out', () => {
+    // RabbitMQ names the first argument that differs: a classic inbox redeclared as quorum may
+    // be refused for x-overflow, not for x-queue-type.
+    const overflow =
+      "PRECONDITION_FAILED - inequivalent arg 'x-overflow' for queue 'agent.x.inbox' in vhost '/': received the value 'reject-publish' of type 'longstr' but current is the value 'reject-publish-dlx' of type 'longstr'";
+    expect(describeQueueMismatch(overflow, 'quorum')).toBe(
+      'queue agent.x.inbox exists with x-overflow reject-publish-dlx, and this release declares it with ' +
+        'reject-publish, as a quorum queue (broker.queueMode: quorum). If it is a classic queue (RabbitMQ ' +
+        "cannot change a queue's type in place), set broker.queueMode: classic again; otherwise, or to make " +
+        'it a quorum queue, move what agent.x.inbox holds elsewhere (a shovel) and delete it, so it is declared anew',
+    );
+    expect(describeQueueMismatch(otherLimit, 'classic')).toContain('If it is a quorum queue');
+  });
+
   it('a 406 it cannot read still says what to do', () => {
     expect(describeQueueMismatch('PRECONDITION_FAILED - odd')).toMatch(/move what it holds and delete it/);
   });
