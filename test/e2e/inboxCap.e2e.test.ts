@@ -1,5 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { controlSpec, inboxName } from '../../src/broker/topology.js';
+import { deleteQueues } from '../support/broker.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
@@ -22,6 +24,8 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
   let sinkToken: string;
   let receiver: GatewayProcess;
   let origin: GatewayProcess;
+  /** Their inboxes (and the gateways' control queues) are removed from the shared broker after. */
+  const entityGids: string[] = [];
 
   beforeAll(async () => {
     origin = new GatewayProcess({
@@ -44,7 +48,10 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
     const k = JSON.parse(
       (await receiver.cli(['register', '--kind', 'main', '--name', 'sink', '--json'])).stdout,
     );
-    await receiver.cli(['register', '--kind', 'main', '--name', 'roomy', '--json']);
+    const roomy = JSON.parse(
+      (await receiver.cli(['register', '--kind', 'main', '--name', 'roomy', '--json'])).stdout,
+    );
+    entityGids.push(s.gid, k.gid, roomy.gid);
     sinkGid = k.gid;
     sinkToken = k.token;
     sender = await connectMcp(origin.mcpUrl, s.token);
@@ -64,6 +71,7 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
     for (const c of clients) await c.close().catch(() => {});
     for (const g of gateways) await g.dispose();
     await removeDeadLettersOf(gateways.map((g) => g.hostId));
+    await deleteQueues([...entityGids.map(inboxName), ...gateways.map((g) => controlSpec(g.hostId).name)]);
   });
 
   it('refuses the overflow to the sender, dead-letters it as maxlen, reports a partial broadcast, and can requeue it', async () => {
