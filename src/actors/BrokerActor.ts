@@ -415,22 +415,23 @@ export class BrokerActor {
       );
       this.settleFirstAttempt();
     } catch (err) {
-      await closeQuietly(model, logger, 'a failed broker connection');
-      if (this.isFatal(err)) {
-        // At start the caller gets it (and the process exits with it); later it is fatal,
-        // unless it may be our own lost connection's lock, still held on its node.
+      if (this.isFatal(err) && (this.firstAttempt || !this.mayBeOwnLock(err))) {
+        await closeQuietly(model, logger, 'a failed broker connection');
+        // At start the caller gets it (and the process exits with it); later it is fatal.
         if (this.firstAttempt) this.settleFirstAttempt(err);
-        else if (this.mayBeOwnLock(err)) {
-          logger.warn(
-            { err, until: new Date(this.lockGraceUntil ?? 0).toISOString() },
-            `${err.message}. It may still be held by this gateway's lost connection, on a node the ` +
-              'cluster has not yet declared down; retrying until then, refusing for good after',
-          );
-          this.lost(generation, err.message);
-        } else this.options.onFatal(err);
+        else this.options.onFatal(err);
         return;
       }
-      if (err instanceof BridgeError) {
+      // Recorded before the connection is closed: its channels' close events would otherwise
+      // be taken for the reason (`publish channel closed`), and `bridge status` would show that.
+      if (err instanceof BridgeError && err.code === ErrorCode.consumerRefused) {
+        logger.warn(
+          { err, until: new Date(this.lockGraceUntil ?? 0).toISOString() },
+          `${err.message}. It may still be held by this gateway's lost connection, on a node the ` +
+            'cluster has not yet declared down; retrying until then, refusing for good after',
+        );
+        this.lost(generation, err.message);
+      } else if (err instanceof BridgeError) {
         // The operator can fix it while the gateway runs (set up the topology): keep retrying.
         logger.error({ err }, `${err.message}; retrying with backoff`);
         this.lost(generation, err.message);
@@ -442,6 +443,7 @@ export class BrokerActor {
         );
         this.lost(generation, message);
       }
+      await closeQuietly(model, logger, 'a failed broker connection');
       this.settleFirstAttempt();
     }
   }
