@@ -170,7 +170,8 @@ export class BrokerConsumers {
       if (code !== undefined && refusalCodes.has(code)) throw this.refused(spec, err as Error);
       if (code === 406) {
         // The queue is there with other arguments (another queue type, an older release's):
-        // no retry fixes that, the operator does; the actor keeps retrying with this error.
+        // no retry fixes that, the operator does. At start the gateway stops with it, later the
+        // actor keeps retrying with it (see BrokerActor.isFatal).
         const declaredAs = spec.queue.arguments['x-queue-type'] === 'quorum' ? 'quorum' : 'classic';
         throw new BridgeError(
           ErrorCode.brokerNotSetUp,
