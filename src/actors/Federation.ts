@@ -125,6 +125,7 @@ export class Federation implements DeadLetterSink {
       signer,
       receipts: deps.receipts,
       maxWireBytes: maxWireBytes(config),
+      queueMode: config.broker.queueMode,
     });
     this.inbound = new Inbound({
       hlc,
