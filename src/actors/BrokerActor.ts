@@ -9,6 +9,7 @@ import type {
 } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
 import { describeBrokerError } from '../broker/describeBrokerError.js';
+import { LockGrace } from '../broker/LockGrace.js';
 import { checkSharedTopology } from '../broker/sharedTopology.js';
 import { type BrokerTlsSocketOptions, readBrokerTls } from '../config/readBrokerTls.js';
 import { type BrokerTlsConfig, redactUri } from '../config/schema.js';
@@ -36,6 +37,12 @@ export interface BrokerActorOptions extends RuntimeDeps {
   heartbeatSeconds?: number;
   /** Upper bound on opening the TCP/TLS connection, so a black-holed broker address fails. */
   connectTimeoutMs?: number;
+  /**
+   * How long after losing a working connection a queue or lock that is "in use" is retried
+   * before it counts as another gateway's (default 90 s; see LockGrace). Refusals at start
+   * never wait.
+   */
+  lockGraceMs?: number;
   /** Called when the broker refuses something that retrying cannot fix (a second consumer). */
   onFatal: (err: BridgeError) => void;
   /** Called on every connection state change (connected, blocked, backoff, ...). */
@@ -68,6 +75,9 @@ export function withHeartbeat(uri: string, seconds: number): string {
   return url.toString();
 }
 
+/** See BrokerActorOptions.lockGraceMs: net_ticktime's longest detection (75 s) and a margin. */
+const defaultLockGraceMs = 90_000;
+
 /** How long a nack waits to see whether the connection is going down with it. */
 const nackSettleMs = 100;
 
@@ -98,8 +108,10 @@ export class BrokerActor {
   private readonly nodes: BrokerNodes;
   /** The node of the connection being opened or open. */
   private node: NodeChoice | undefined;
+  private readonly lockGrace: LockGrace;
 
   constructor(private readonly options: BrokerActorOptions) {
+    this.lockGrace = new LockGrace(options.lockGraceMs ?? defaultLockGraceMs);
     this.tls = readBrokerTls(options.uris.find((uri) => uri.startsWith('amqps://')) ?? '', options.tls);
     this.nodes = new BrokerNodes(options.uris, {
       retryBaseMs: options.retryBaseMs ?? 500,
@@ -290,6 +302,15 @@ export class BrokerActor {
     return this.queues.takeEach(queueName, max, take);
   }
 
+  /** See `BrokerQueues.consumeEach` (a quorum inbox, where basic.get is refused). */
+  consumeEach(
+    queueName: string,
+    take: (message: QueuedMessage) => Promise<TakeDecision>,
+    idleMs?: number,
+  ): Promise<void> {
+    return this.queues.consumeEach(queueName, take, idleMs);
+  }
+
   /** Deletes a queue (with `ifEmpty`, only if nothing is ready in it). */
   deleteQueue(queueName: string, options: { ifEmpty?: boolean } = {}): Promise<void> {
     return this.queues.deleteQueue(queueName, options);
@@ -334,6 +355,7 @@ export class BrokerActor {
       this.publisher = publisher;
 
       await this.consumers.openAll(model);
+      this.lockGrace.connected();
       this.nodes.connected(node.index);
       this.cell.send({ type: 'broker.connected', node: redactUri(uri) });
       logger.info(
@@ -343,14 +365,24 @@ export class BrokerActor {
       this.settleFirstAttempt();
     } catch (err) {
       if (generation === this.generation) this.consumers.detachAll();
-      await closeQuietly(model, logger, 'a failed broker connection');
-      if (this.isFatal(err)) {
+      const now = this.options.clock.now();
+      if (this.isFatal(err) && (this.firstAttempt || !this.lockGrace.mayBeOwn(err, now))) {
+        await closeQuietly(model, logger, 'a failed broker connection');
         // At start the caller gets it (and the process exits with it); later it is fatal.
         if (this.firstAttempt) this.settleFirstAttempt(err);
         else this.options.onFatal(err);
         return;
       }
-      if (err instanceof BridgeError) {
+      // Recorded before the connection is closed: its channels' close events would otherwise
+      // be taken for the reason (`publish channel closed`), and `bridge status` would show that.
+      if (err instanceof BridgeError && err.code === ErrorCode.consumerRefused) {
+        logger.warn(
+          { err, until: new Date(this.lockGrace.deadline ?? now).toISOString() },
+          `${err.message}. It may still be held by this gateway's lost connection, on a node the ` +
+            'cluster has not yet declared down; retrying until then, refusing for good after',
+        );
+        this.lost(generation, err.message);
+      } else if (err instanceof BridgeError) {
         // The operator can fix it while the gateway runs (set up the topology): keep retrying.
         logger.error({ err }, `${err.message}; retrying with backoff`);
         this.lost(generation, err.message);
@@ -362,6 +394,7 @@ export class BrokerActor {
         );
         this.lost(generation, message);
       }
+      await closeQuietly(model, logger, 'a failed broker connection');
       this.settleFirstAttempt();
     }
   }
@@ -407,6 +440,8 @@ export class BrokerActor {
     void closeQuietly(model, this.options.logger, 'a lost broker connection');
     if (this.cell.state === 'stopped') return;
     const now = this.options.clock.now();
+    // A working connection is gone: what it held (its lock queues) may outlive it for a while.
+    if (this.nodes.currentNode() !== null) this.lockGrace.lost(now);
     const node = this.node;
     if (node) this.nodes.failed(node.index, error, now);
     const next = this.nodes.next(now);

@@ -1,7 +1,7 @@
 import type { Channel, ChannelModel } from 'amqplib';
 import type { ConsumerSpec } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
-import { consumerRefused, refusalCodes, replyCode } from '../broker/consumerRefused.js';
+import { consumerRefused, queueMismatch, refusalCodes, replyCode } from '../broker/consumerRefused.js';
 import { inboundMessage } from '../broker/inboundMessage.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
@@ -249,6 +249,7 @@ export class BrokerConsumers {
         this.leave(entry);
         throw consumerRefused(this.options.hostId, spec, err as Error);
       }
+      if (code === 406) throw queueMismatch(spec, err as Error);
       throw err;
     }
   }

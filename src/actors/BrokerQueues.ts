@@ -1,4 +1,4 @@
-import type { Channel, ChannelModel } from 'amqplib';
+import type { Channel, ChannelModel, Message } from 'amqplib';
 import type { QueuedMessage, TakeDecision } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
 import type { BridgeError } from '../errors.js';
@@ -77,16 +77,54 @@ export class BrokerQueues {
       for (let taken = 0; taken < limit; taken++) {
         const message = await channel.get(queueName, { noAck: false });
         if (message === false) return;
-        const decision = await take({
-          content: message.content,
-          routingKey: message.fields.routingKey,
-          messageId: message.properties.messageId as string | undefined,
-          deliveryTag: message.fields.deliveryTag,
-          headers: (message.properties.headers ?? {}) as Record<string, unknown>,
-        });
+        const decision = await take(queuedMessage(message));
         if (decision === 'ack') channel.ack(message);
         if (decision === 'stop') return;
       }
+    });
+  }
+
+  /**
+   * Takes the messages a queue holds now through a consumer of its own (prefetch 1), one at a
+   * time, as `takeEach` does with basic.get: for a queue with a single active consumer (a quorum
+   * inbox), where basic.get is refused. `take` may ack or stop; a message left goes back when
+   * the channel closes. Resolves once as many as it held at the start are handled, or when none
+   * comes within `idleMs` (the rest went to another consumer, or expired).
+   */
+  async consumeEach(
+    queueName: string,
+    take: (message: QueuedMessage) => Promise<TakeDecision>,
+    idleMs = 2_000,
+  ): Promise<void> {
+    await this.onOwnChannel(async (channel) => {
+      let remaining = (await channel.checkQueue(queueName)).messageCount;
+      if (remaining === 0) return;
+      await channel.prefetch(1);
+      await new Promise<void>((resolve, reject) => {
+        let idle = setTimeout(resolve, idleMs);
+        const done = (err?: unknown) => {
+          clearTimeout(idle);
+          if (err) reject(err);
+          else resolve();
+        };
+        channel
+          .consume(
+            queueName,
+            (message) => {
+              if (message === null) return done(); // cancelled by the broker
+              clearTimeout(idle);
+              take(queuedMessage(message)).then((decision) => {
+                if (decision === 'ack') channel.ack(message);
+                remaining--;
+                // 'leave' holds the one prefetched message until the channel closes: stop there too.
+                if (decision !== 'ack' || remaining <= 0) done();
+                else idle = setTimeout(resolve, idleMs);
+              }, done);
+            },
+            { noAck: false },
+          )
+          .catch(done);
+      });
     });
   }
 
@@ -117,4 +155,15 @@ export class BrokerQueues {
       await closeQuietly(channel, this.logger, 'a queue operation channel');
     }
   }
+}
+
+/** A message read off a queue, as the actor's callers see it. */
+function queuedMessage(message: Message): QueuedMessage {
+  return {
+    content: message.content,
+    routingKey: message.fields.routingKey,
+    messageId: message.properties.messageId as string | undefined,
+    deliveryTag: message.fields.deliveryTag,
+    headers: (message.properties.headers ?? {}) as Record<string, unknown>,
+  };
 }

@@ -1,5 +1,5 @@
-import type { PublishOutcome } from '../broker/brokerMessages.js';
-import { dlqName, Exchange, inboxLockName, inboxName } from '../broker/topology.js';
+import type { PublishOutcome, QueuedMessage, TakeDecision } from '../broker/brokerMessages.js';
+import { dlqName, Exchange, inboxLockName, inboxName, QueueMode } from '../broker/topology.js';
 import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import { BridgeError, ErrorCode } from '../errors.js';
@@ -32,6 +32,8 @@ export interface DeadLettersDeps {
   receipts?: ReceiptSink | undefined;
   /** What is parsed of a message at all (the admission's bound). */
   maxWireBytes?: number | undefined;
+  /** broker.queueMode: how a removed entity's inbox is emptied and deleted (default classic). */
+  queueMode?: QueueMode | undefined;
 }
 
 /** Where a dead letter came from, and why it is dead. */
@@ -131,19 +133,32 @@ export class DeadLetters {
     const queue = inboxName(gid);
     if (!broker.connected) return;
     const detail = 'the entity was deregistered';
-    try {
-      await broker.takeEach(queue, Number.POSITIVE_INFINITY, async (message) => {
-        const outcome = await this.publish(message.content, {
-          reason: 'recipient-gone',
-          detail,
-          queue,
-          routingKey: message.routingKey,
-          messageId: message.messageId,
-        });
-        if (outcome.ok) this.tellSender(message.content, gid, detail);
-        return outcome.ok ? 'ack' : 'stop';
+    const take = async (message: QueuedMessage): Promise<TakeDecision> => {
+      const outcome = await this.publish(message.content, {
+        reason: 'recipient-gone',
+        detail,
+        queue,
+        routingKey: message.routingKey,
+        messageId: message.messageId,
       });
-      await broker.deleteQueue(queue, { ifEmpty: true });
+      if (outcome.ok) this.tellSender(message.content, gid, detail);
+      return outcome.ok ? 'ack' : 'stop';
+    };
+    try {
+      if (this.deps.queueMode === QueueMode.quorum) {
+        // A quorum inbox has a single active consumer, which refuses basic.get, and quorum
+        // queues do not implement delete-if-empty (540, which closes the connection): take
+        // through a consumer, and delete once it reads empty.
+        await broker.consumeEach(queue, take);
+        if ((await broker.queueDepth(queue)) !== 0) {
+          logger.warn({ queue }, 'the inbox of a removed entity is not empty yet; left for now');
+          return;
+        }
+        await broker.deleteQueue(queue);
+      } else {
+        await broker.takeEach(queue, Number.POSITIVE_INFINITY, take);
+        await broker.deleteQueue(queue, { ifEmpty: true });
+      }
       await broker.deleteQueue(inboxLockName(gid));
     } catch (err) {
       logger.warn({ err, queue }, 'could not empty the inbox of a removed entity');

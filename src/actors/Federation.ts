@@ -1,6 +1,7 @@
 import type { InboundMessage, PublishOutcome } from '../broker/brokerMessages.js';
 import {
   controlKey,
+  controlLockSpec,
   controlSpec,
   Exchange,
   inboxLockSpec,
@@ -100,6 +101,7 @@ export class Federation implements DeadLetterSink {
       retryMaxMs: config.broker.retryMaxMs,
       heartbeatSeconds: config.broker.heartbeatSeconds,
       connectTimeoutMs: config.broker.connectTimeoutMs,
+      lockGraceMs: config.broker.lockGraceMs,
       tls: config.broker.tls,
       onFatal: deps.onFatal,
       onState: (state) => {
@@ -123,6 +125,7 @@ export class Federation implements DeadLetterSink {
       signer,
       receipts: deps.receipts,
       maxWireBytes: maxWireBytes(config),
+      queueMode: config.broker.queueMode,
     });
     this.inbound = new Inbound({
       hlc,
@@ -152,15 +155,24 @@ export class Federation implements DeadLetterSink {
     return this.deps.config.hostId;
   }
 
+  /** broker.queueMode: the type of the inboxes, control queues and bridge.dlq. */
+  get queueMode(): QueueMode {
+    return this.deps.config.broker.queueMode;
+  }
+
   /** Declares our consumers and connects. Rejects if the broker refuses one of our inboxes. */
   async start(): Promise<void> {
     const { hostId } = this;
     for (const entity of this.deps.localEntities()) await this.addEntity(entity);
     const control = this.controlDestination();
+    const { queueMode } = this.deps.config.broker;
+    const quorum = queueMode === QueueMode.quorum;
     await this.broker.consume({
-      queue: controlSpec(hostId),
+      queue: controlSpec(hostId, queueMode),
+      // A quorum queue ignores `exclusive`: its lock queue refuses a second gateway instead.
+      lock: quorum ? controlLockSpec(hostId) : undefined,
       prefetch: 10,
-      exclusive: true,
+      exclusive: !quorum,
       ownChannel: true,
       onMessage: (message) => this.inbound.receive(control, message),
     });

@@ -2,12 +2,13 @@ import {
   broadcastAllKey,
   broadcastKey,
   controlKey,
+  controlLockName,
   controlSpec,
   dlqName,
   Exchange,
   inboxLockName,
   inboxName,
-  type QueueMode,
+  QueueMode,
   rosterKey,
   rosterSpec,
 } from './topology.js';
@@ -71,6 +72,8 @@ export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermi
   const inboxes = entities.map((e) => inboxName(e.gid));
   // Every inbox has a lock queue (in both modes: a paused classic consumer is no consumer).
   const locks = entities.map((e) => inboxLockName(e.gid));
+  // A quorum control queue ignores `exclusive` too: it has a lock queue of its own.
+  if (input.queueMode === QueueMode.quorum) locks.push(controlLockName(hostId));
   const control = controlSpec(hostId).name;
   const roster = rosterSpec(hostId).name;
   const ownQueues = [...inboxes, control, roster];

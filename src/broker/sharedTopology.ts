@@ -3,7 +3,8 @@ import { readBrokerTls } from '../config/readBrokerTls.js';
 import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { declareQueue } from './declareQueue.js';
-import { dlqSpec, legacyControlExchange, sharedExchanges } from './topology.js';
+import { describeQueueMismatch } from './describeQueueMismatch.js';
+import { dlqSpec, dlqSpecOf, legacyControlExchange, QueueMode, sharedExchanges } from './topology.js';
 
 /** Where to connect, for the operator's one-off commands (`bridge broker setup`). */
 export interface OperatorConnectOptions {
@@ -15,6 +16,8 @@ export interface OperatorConnectOptions {
 export interface SetupReport {
   exchanges: { name: string; type: string }[];
   queue: string;
+  /** The type `queue` was declared as (broker.queueMode). */
+  queueType: QueueMode;
   /** Whether the direct `bridge.control` of earlier releases is still on the broker. */
   legacyControl: 'present' | 'deleted' | 'absent';
 }
@@ -26,8 +29,10 @@ export interface SetupReport {
  * turned into an error that says what to do.
  */
 export async function setupSharedTopology(
-  options: OperatorConnectOptions & { deleteLegacy?: boolean },
+  options: OperatorConnectOptions & { deleteLegacy?: boolean; queueMode?: QueueMode },
 ): Promise<SetupReport> {
+  const queueMode = options.queueMode ?? QueueMode.classic;
+  const dlq = dlqSpecOf(queueMode);
   const model = await amqp.connect(options.uri, {
     ...readBrokerTls(options.uri, options.tls),
     timeout: options.connectTimeoutMs ?? 10_000,
@@ -44,8 +49,12 @@ export async function setupSharedTopology(
         throw setupError(err, `declaring exchange ${exchange.name} (${exchange.type})`);
       });
     }
-    await onChannel(model, (channel) => declareQueue(channel, dlqSpec)).catch((err: unknown) => {
-      throw setupError(err, `declaring ${dlqSpec.name} bound to ${dlqSpec.bindings[0]?.exchange}`);
+    await onChannel(model, (channel) => declareQueue(channel, dlq)).catch((err: unknown) => {
+      throw setupError(
+        err,
+        `declaring ${dlq.name} (${queueMode}) bound to ${dlq.bindings[0]?.exchange}`,
+        queueMode,
+      );
     });
     const legacy = await onChannel(model, (channel) => channel.checkExchange(legacyControlExchange)).then(
       () => true,
@@ -60,7 +69,8 @@ export async function setupSharedTopology(
     }
     return {
       exchanges: sharedExchanges.map((e) => ({ name: e.name, type: e.type })),
-      queue: dlqSpec.name,
+      queue: dlq.name,
+      queueType: queueMode,
       legacyControl: legacy ? (options.deleteLegacy ? 'deleted' : 'present') : 'absent',
     };
   } finally {
@@ -112,8 +122,16 @@ async function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promi
   }
 }
 
-function setupError(err: unknown, what: string): BridgeError {
+function setupError(err: unknown, what: string, declaredAs?: QueueMode): BridgeError {
   const code = (err as { code?: number }).code;
+  const message = (err as Error).message;
+  if (code === 406 && /inequivalent arg/.test(message)) {
+    return new BridgeError(
+      ErrorCode.brokerNotSetUp,
+      `bridge broker setup failed ${what}: ${describeQueueMismatch(message, declaredAs)}`,
+      { cause: err },
+    );
+  }
   const hint =
     code === 406
       ? '; it exists with other settings (another release or application made it): move what it holds and ' +
@@ -121,9 +139,7 @@ function setupError(err: unknown, what: string): BridgeError {
       : code === 403
         ? '; this login may not configure bridge.* resources: run setup with the operator (administrator) login'
         : '';
-  return new BridgeError(
-    ErrorCode.brokerNotSetUp,
-    `bridge broker setup failed ${what}: ${(err as Error).message}${hint}`,
-    { cause: err },
-  );
+  return new BridgeError(ErrorCode.brokerNotSetUp, `bridge broker setup failed ${what}: ${message}${hint}`, {
+    cause: err,
+  });
 }

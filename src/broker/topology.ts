@@ -54,6 +54,7 @@ export const sharedExchanges: readonly ExchangeSpec[] = [
   { name: Exchange.dlx, type: 'fanout', durable: true },
 ];
 
+/** `bridge.dlq` of classic mode. */
 export const dlqSpec: QueueSpec = {
   name: dlqName,
   durable: true,
@@ -63,8 +64,45 @@ export const dlqSpec: QueueSpec = {
   bindings: [{ exchange: Exchange.dlx, key: '' }],
 };
 
+/**
+ * `bridge.dlq` as `bridge broker setup` declares it for `mode`: in quorum mode a quorum queue,
+ * replicated like the inboxes it takes from. No delivery limit: operator tooling reads it with
+ * basic.get and leaves what it does not take, and each such return counts as a delivery.
+ */
+export function dlqSpecOf(mode: QueueMode): QueueSpec {
+  return mode === QueueMode.quorum ? { ...dlqSpec, arguments: { 'x-queue-type': 'quorum' } } : dlqSpec;
+}
+
+/**
+ * How often a quorum queue hands a message out before it dead-letters it as `delivery_limit`.
+ * Every return counts (a consumer channel or connection lost with it unacked, a gateway crash,
+ * a consumer timeout): the gateway never requeues on purpose, so twenty returns mean a message
+ * that keeps taking its gateway down, not bad luck. RabbitMQ 4's default is 20 as well.
+ */
+export const quorumDeliveryLimit = 20;
+
+/**
+ * What every quorum queue a gateway consumes carries (R-TOP2): one active consumer at a time
+ * (quorum queues ignore the consumer's `exclusive` flag; a lock queue makes a second gateway
+ * fail loudly); dead-lettering at-least-once, so a dead letter leaves the queue only once
+ * `bridge.dlq` has confirmed it (RabbitMQ requires `reject-publish` overflow for that, and has
+ * no `reject-publish-dlx` on quorum queues); an explicit delivery limit (RabbitMQ 3.x has none
+ * by default: a message redelivered without end would stay at the head for ever).
+ */
+export const quorumArguments = {
+  'x-queue-type': 'quorum',
+  'x-single-active-consumer': true,
+  'x-overflow': 'reject-publish',
+  'x-dead-letter-strategy': 'at-least-once',
+  'x-delivery-limit': quorumDeliveryLimit,
+} as const;
+
 export function inboxName(gid: string): string {
   return `agent.${gid}.inbox`;
+}
+
+export function isInboxName(name: string): boolean {
+  return /^agent\..+\.inbox$/.test(name);
 }
 
 /** The per-inbox lock queue of quorum mode: exclusive, so a second gateway's declare fails. */
@@ -92,12 +130,7 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
   const common = { 'x-dead-letter-exchange': Exchange.dlx, 'x-max-length': options.maxLength };
   const args =
     options.mode === QueueMode.quorum
-      ? {
-          ...common,
-          'x-queue-type': 'quorum',
-          'x-single-active-consumer': true,
-          'x-overflow': 'reject-publish',
-        }
+      ? { ...common, ...quorumArguments }
       : { ...common, 'x-overflow': 'reject-publish-dlx' };
   return {
     name: inboxName(options.gid),
@@ -120,8 +153,16 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
 }
 
 export function inboxLockSpec(gid: string): QueueSpec {
+  return lockSpec(inboxLockName(gid));
+}
+
+/**
+ * A lock queue: exclusive to the connection that declared it, so another connection's declare
+ * fails with 405 RESOURCE_LOCKED. It lives on the node of that connection and goes with it.
+ */
+function lockSpec(name: string): QueueSpec {
   return {
-    name: inboxLockName(gid),
+    name,
     durable: false,
     exclusive: true,
     autoDelete: true,
@@ -135,15 +176,29 @@ export function controlKey(hostId: string): string {
   return `control.${hostId}`;
 }
 
-export function controlSpec(hostId: string): QueueSpec {
+/** A host's control queue: in quorum mode a quorum queue like the inboxes. */
+export function controlSpec(hostId: string, mode: QueueMode = QueueMode.classic): QueueSpec {
+  const common = { 'x-dead-letter-exchange': Exchange.dlx };
   return {
     name: `control.${hostId}`,
     durable: true,
     exclusive: false,
     autoDelete: false,
-    arguments: { 'x-dead-letter-exchange': Exchange.dlx },
+    arguments: mode === QueueMode.quorum ? { ...common, ...quorumArguments } : common,
     bindings: [{ exchange: Exchange.control, key: controlKey(hostId) }],
   };
+}
+
+/**
+ * The lock queue of a quorum control queue, exclusive like an inbox's. Not `control.<host>.lock`:
+ * host ids may hold dots, and that could be the control queue of host `<host>.lock`.
+ */
+export function controlLockName(hostId: string): string {
+  return `lock.control.${hostId}`;
+}
+
+export function controlLockSpec(hostId: string): QueueSpec {
+  return lockSpec(controlLockName(hostId));
 }
 
 export function rosterKey(hostId: string): string {

@@ -31,6 +31,7 @@ export async function runBrokerSetup(values: CliValues, args: string[]): Promise
       tls: config.broker.tls,
       connectTimeoutMs: config.broker.connectTimeoutMs,
       deleteLegacy: values['delete-legacy'] ?? false,
+      queueMode: config.broker.queueMode,
     }),
   );
   process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${human(report)}\n`);
@@ -61,7 +62,7 @@ function human(report: SetupReport): string {
   const lines = [
     '# Shared topology declared (idempotent; gateways check it on every connect):',
     ...report.exchanges.map((e) => `  exchange ${e.name} (${e.type}, durable)`),
-    `  queue ${report.queue} (durable) bound to bridge.dlx`,
+    `  queue ${report.queue} (durable, ${report.queueType}) bound to bridge.dlx`,
   ];
   if (report.legacyControl === 'present') {
     lines.push(

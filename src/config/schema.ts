@@ -99,6 +99,12 @@ export const configSchema = z.strictObject({
       heartbeatSeconds: z.number().int().min(0).max(600).default(5),
       /** Upper bound on opening the connection to the broker. */
       connectTimeoutMs: z.number().int().min(100).default(10_000),
+      /**
+       * After losing its node, how long a gateway retries an inbox or control lock it finds in use
+       * before it takes it for another gateway's (its own lost connection may hold it until the
+       * cluster declares that node down: net_ticktime, 60 s by default).
+       */
+      lockGraceMs: z.number().int().min(0).default(90_000),
       /** Reconnect backoff: first delay and cap. */
       retryBaseMs: z.number().int().min(1).default(500),
       retryMaxMs: z.number().int().min(1).default(15_000),

@@ -68,9 +68,18 @@ function deathKey(headers: Record<string, unknown>): string | undefined {
   return Array.isArray(keys) && typeof keys[0] === 'string' ? keys[0] : undefined;
 }
 
+/**
+ * The broker's x-death reasons in the gateway's words (`DeadLetterReason`): a quorum queue's
+ * delivery limit is `delivery_limit` there. rejected, expired and maxlen are the same in both.
+ */
+const brokerReasons: Readonly<Record<string, string>> = { delivery_limit: 'delivery-limit' };
+
 /** Why a letter is dead: the gateway's own header, else the broker's (x-death). */
 export function reasonOf(headers: Record<string, unknown>): string {
-  return String(headers[DeadLetterHeader.reason] ?? firstDeath(headers)?.reason ?? 'unknown');
+  const own = headers[DeadLetterHeader.reason];
+  if (own !== undefined) return String(own);
+  const broker = String(firstDeath(headers)?.reason ?? 'unknown');
+  return brokerReasons[broker] ?? broker;
 }
 
 /** Whom a letter was for: its inbox's routing key, the recipient's gid ('' if unknown). */

@@ -1,18 +1,21 @@
+import amqp from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BrokerActor } from '../../src/actors/BrokerActor.js';
 import type { InboundMessage } from '../../src/broker/brokerMessages.js';
 import {
   controlKey,
+  controlLockSpec,
   controlSpec,
   Exchange,
   inboxLockSpec,
   inboxSpec,
   QueueMode,
 } from '../../src/broker/topology.js';
+import { ErrorCode } from '../../src/errors.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
-import { waitFor } from '../support/federation.js';
+import { brokerUri, waitFor } from '../support/federation.js';
 import { TcpForwarder } from '../support/netns.js';
 
 /**
@@ -178,5 +181,58 @@ describe('broker actor: several nodes, one at a time', () => {
       state: 'failing',
       lastError: expect.stringMatching(/ECONNREFUSED|refused/i),
     });
+  });
+
+  /**
+   * A lock queue lives on one node. After its node hung (not killed), a gateway that moved on
+   * finds its own lock still held until the cluster declares that node down: it must retry, not
+   * take it for another gateway's. Here a second connection holds the lock meanwhile.
+   */
+  it.each([
+    { graceMs: 30_000, outcome: 'retries a lock held when it comes back, and consumes once it is free' },
+    { graceMs: 0, outcome: 'past broker.lockGraceMs, stops loudly (CONSUMER_REFUSED)' },
+  ])('after losing its node, a gateway that finds its lock in use $outcome', async ({ graceMs }) => {
+    const hostId = uniqueHostId('nodes-lock');
+    const { forwarder, uri } = await node();
+    store = openStore({ file: ':memory:' });
+    const fatal: Array<{ code: string; message: string }> = [];
+    broker = createBrokerActor(hostId, store, {
+      uris: [uri],
+      lockGraceMs: graceMs,
+      onFatal: (err) => void fatal.push(err),
+    });
+    const lock = controlLockSpec(hostId);
+    const queue = controlSpec(hostId, QueueMode.quorum);
+    queues.push(queue.name);
+    await broker.consume({ queue, lock, prefetch: 1, exclusive: false, onMessage: (m) => m.ack() });
+    await broker.start();
+    await waitFor('consuming', () => (broker?.consuming(queue.name) ? true : undefined));
+
+    // Its connection goes; before it is back, another connection holds the lock (as the lost
+    // node would, until it is declared down).
+    const port = forwarder.port;
+    await forwarder.close();
+    await waitFor('connection lost', () => (broker?.connected ? undefined : true));
+    const holder = await amqp.connect(brokerUri);
+    const held = await holder.createChannel();
+    await held.assertQueue(lock.name, { exclusive: true, autoDelete: true, durable: false });
+    const again = await TcpForwarder.start('127.0.0.1', port, '127.0.0.1', 5672);
+    forwarders.push(again);
+    try {
+      if (graceMs === 0) {
+        await waitFor('refused', () => (fatal.length > 0 ? true : undefined));
+        expect(fatal[0]?.code).toBe(ErrorCode.consumerRefused);
+        expect(fatal[0]?.message).toMatch(/RESOURCE-LOCKED.*Another gateway already consumes this queue/);
+        expect(broker.consuming(queue.name)).toBe(false);
+        return;
+      }
+      await waitFor('a refused attempt', () => (broker?.lastError?.includes('RESOURCE') ? true : undefined));
+      expect(broker.consuming(queue.name)).toBe(false);
+      await holder.close(); // the lost node declared down: its lock goes
+      await waitFor('consuming again', () => (broker?.consuming(queue.name) ? true : undefined));
+      expect(fatal).toEqual([]);
+    } finally {
+      await holder.close().catch(() => undefined);
+    }
   });
 });

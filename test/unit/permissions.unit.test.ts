@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { escapeRegex, exactly, gatewayPermissions, provisionCommands } from '../../src/broker/permissions.js';
-import { inboxLockName, inboxName } from '../../src/broker/topology.js';
+import { controlLockName, inboxLockName, inboxName } from '../../src/broker/topology.js';
 
 // RabbitMQ matches permission regexes with PCRE; these patterns use only what JS regexes share.
 const allows = (pattern: string, name: string) => new RegExp(pattern).test(name);
@@ -102,6 +102,14 @@ describe('least-privilege permissions of a gateway login', () => {
     expect(allows(quorum.configure, inboxLockName(mine.gid))).toBe(true);
     expect(allows(perms.configure, inboxLockName(mine.gid))).toBe(true);
     expect(allows(perms.configure, inboxLockName('someone-else'))).toBe(false);
+  });
+
+  it('quorum mode: also the lock queue of its control queue, its own host’s only', () => {
+    const quorum = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'quorum' });
+    expect(allows(quorum.configure, controlLockName('box-1'))).toBe(true);
+    expect(allows(quorum.configure, controlLockName('box-2'))).toBe(false);
+    // Classic control queues honour exclusive consume: no lock, so no permission for one.
+    expect(allows(perms.configure, controlLockName('box-1'))).toBe(false);
   });
 
   it('grants no inbox and no binding key when it has no entities yet', () => {

@@ -3,15 +3,19 @@ import {
   broadcastAllKey,
   broadcastKey,
   controlKey,
+  controlLockName,
+  controlLockSpec,
   controlSpec,
   dlqName,
   dlqSpec,
+  dlqSpecOf,
   Exchange,
   inboxLockName,
   inboxLockSpec,
   inboxName,
   inboxSpec,
   QueueMode,
+  quorumDeliveryLimit,
   rosterKey,
   rosterSpec,
   sharedExchanges,
@@ -50,6 +54,11 @@ describe('topology: exchanges (SPEC §4)', () => {
       bindings: [{ exchange: 'bridge.dlx', key: '' }],
     });
   });
+
+  it('bridge broker setup declares it classic in classic mode, quorum in quorum mode, never with a delivery limit', () => {
+    expect(dlqSpecOf(QueueMode.classic)).toEqual(dlqSpec);
+    expect(dlqSpecOf(QueueMode.quorum)).toEqual({ ...dlqSpec, arguments: { 'x-queue-type': 'quorum' } });
+  });
 });
 
 describe('topology: routing keys', () => {
@@ -82,7 +91,7 @@ describe('topology: entity inbox (R-TOP1, R-H1)', () => {
     });
   });
 
-  it('quorum mode (R-TOP2): quorum type, single active consumer, reject-publish (quorum has no -dlx variant)', () => {
+  it('quorum mode (R-TOP2): quorum type, single active consumer, reject-publish (quorum has no -dlx variant), at-least-once dead-lettering, a delivery limit', () => {
     const spec = inboxSpec({ gid, groups: [], mode: QueueMode.quorum, maxLength });
     // Quorum queues must be durable and cannot be exclusive.
     expect(spec).toMatchObject({
@@ -97,7 +106,11 @@ describe('topology: entity inbox (R-TOP1, R-H1)', () => {
       'x-dead-letter-exchange': 'bridge.dlx',
       'x-max-length': maxLength,
       'x-overflow': 'reject-publish',
+      // at-least-once needs reject-publish; without an explicit limit RabbitMQ 3.x has none.
+      'x-dead-letter-strategy': 'at-least-once',
+      'x-delivery-limit': quorumDeliveryLimit,
     });
+    expect(quorumDeliveryLimit).toBe(20);
   });
 
   it('takes the cap it is given', () => {
@@ -160,6 +173,42 @@ describe('topology: control queue', () => {
     // A topic key, so topic permissions can keep other hosts' logins from binding to it.
     expect(spec.bindings).toEqual([{ exchange: 'bridge.control.topic', key: 'control.host-a' }]);
     expect(controlKey('host-a')).toBe('control.host-a');
+  });
+
+  it('classic mode by default: no queue type of its own', () => {
+    expect(controlSpec('host-a').arguments).toEqual({ 'x-dead-letter-exchange': 'bridge.dlx' });
+    expect(controlSpec('host-a', QueueMode.classic)).toEqual(controlSpec('host-a'));
+  });
+
+  it('quorum mode: a quorum queue with the inboxes’ arguments (no cap), bound as in classic mode', () => {
+    const spec = controlSpec('host-a', QueueMode.quorum);
+    expect(spec).toMatchObject({
+      name: 'control.host-a',
+      durable: true,
+      exclusive: false,
+      autoDelete: false,
+    });
+    expect(spec.arguments).toEqual({
+      'x-dead-letter-exchange': 'bridge.dlx',
+      'x-queue-type': 'quorum',
+      'x-single-active-consumer': true,
+      'x-overflow': 'reject-publish',
+      'x-dead-letter-strategy': 'at-least-once',
+      'x-delivery-limit': quorumDeliveryLimit,
+    });
+    expect(spec.bindings).toEqual(controlSpec('host-a').bindings);
+  });
+
+  it('quorum mode lock queue: lock.control.<hostId>, exclusive like an inbox lock', () => {
+    expect(controlLockName('host-a')).toBe('lock.control.host-a');
+    expect(controlLockSpec('host-a')).toEqual({ ...inboxLockSpec(gid), name: 'lock.control.host-a' });
+  });
+
+  it('a dotted host id’s control lock is never another host’s control queue', () => {
+    // control.<host>.lock would be host "a.lock"'s control queue.
+    const hosts = ['a', 'a.lock', 'lock', 'control.a'];
+    const controls = hosts.map((h) => controlSpec(h).name);
+    for (const host of hosts) expect(controls).not.toContain(controlLockName(host));
   });
 });
 
