@@ -1,4 +1,4 @@
-import amqp, { type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options } from 'amqplib';
+import amqp, { type ChannelModel } from 'amqplib';
 import { BrokerNodes, type BrokerNodeView, type NodeChoice } from '../broker/BrokerNodes.js';
 import type {
   ConsumerSpec,
@@ -19,6 +19,7 @@ import type { ActorKind } from '../machines/index.js';
 import { ActorCell, type RuntimeDeps } from '../runtime/ActorCell.js';
 import { brokerActorId } from '../runtime/actorIds.js';
 import { BrokerConsumers, type BrokerUsage } from './BrokerConsumers.js';
+import { BrokerPublisher } from './BrokerPublisher.js';
 import { BrokerQueues } from './BrokerQueues.js';
 
 export interface BrokerActorOptions extends RuntimeDeps {
@@ -78,9 +79,6 @@ export function withHeartbeat(uri: string, seconds: number): string {
 /** See BrokerActorOptions.lockGraceMs: net_ticktime's longest detection (75 s) and a margin. */
 const defaultLockGraceMs = 90_000;
 
-/** How long a nack waits to see whether the connection is going down with it. */
-const nackSettleMs = 100;
-
 /**
  * The gateway's connection to the broker. amqplib is used here, in `BrokerConsumers.ts` and
  * `ConnectionPool.ts` (its consumers, on channels they share, on this connection and extra
@@ -96,11 +94,9 @@ const nackSettleMs = 100;
 export class BrokerActor {
   private readonly cell: ActorCell<typeof brokerMachine>;
   private model: ChannelModel | undefined;
-  private publisher: ConfirmChannel | undefined;
   private readonly consumers: BrokerConsumers;
   private readonly queues: BrokerQueues;
-  private readonly returned = new Map<string, string>();
-  private drained: Promise<void> | undefined;
+  private readonly publishing: BrokerPublisher;
   private generation = 0;
   private firstAttempt: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   /** CA, client certificate and key, read once at start (BAD_CONFIG if unreadable). */
@@ -150,6 +146,10 @@ export class BrokerActor {
       channelsPerConnection: options.channelsPerConnection ?? defaultChannelsPerConnection,
       openConnection: (index) => this.openExtra(index),
     });
+    this.publishing = new BrokerPublisher(
+      () => this.connected,
+      (cause) => this.unavailable(cause),
+    );
     this.queues = new BrokerQueues(
       () => (this.connected ? this.model : undefined),
       () => this.unavailable(),
@@ -236,51 +236,8 @@ export class BrokerActor {
    * Publishes on the confirm channel and resolves when the broker has confirmed it (it is
    * then the broker's). Throws BROKER_UNAVAILABLE at once when not connected.
    */
-  async publish(request: PublishRequest): Promise<PublishOutcome> {
-    const publisher = this.publisher;
-    if (!publisher || !this.connected) throw this.unavailable();
-    if (this.drained) await this.drained;
-    const options: Options.Publish = {
-      persistent: request.persistent,
-      mandatory: request.mandatory,
-      messageId: request.messageId,
-      contentType: 'application/json',
-      headers: request.headers ?? {},
-      ...(request.expirationMs === undefined
-        ? {}
-        : { expiration: String(Math.max(1, Math.round(request.expirationMs))) }),
-    };
-    return new Promise<PublishOutcome>((resolve, reject) => {
-      let ready: boolean;
-      try {
-        ready = publisher.publish(request.exchange, request.routingKey, request.content, options, (err) => {
-          const returned = this.returned.get(request.messageId);
-          this.returned.delete(request.messageId);
-          if (returned !== undefined) resolve({ ok: false, reason: 'unroutable', detail: returned });
-          else if (err) {
-            // A nack (a full inbox's reject-publish), or the channel closing under it: the broker
-            // going down nacks what it holds and then closes. Whether the channel is still the
-            // live one a beat later tells the two apart.
-            setTimeout(() => {
-              if (publisher === this.publisher && this.connected) {
-                resolve({ ok: false, reason: 'rejected', detail: 'the broker nacked the publish' });
-              } else reject(this.unavailable(err));
-            }, nackSettleMs).unref();
-          } else resolve({ ok: true });
-        });
-      } catch (err) {
-        reject(this.unavailable(err));
-        return;
-      }
-      if (!ready && !this.drained) {
-        this.drained = new Promise((resolveDrain) =>
-          publisher.once('drain', () => {
-            this.drained = undefined;
-            resolveDrain();
-          }),
-        );
-      }
-    });
+  publish(request: PublishRequest): Promise<PublishOutcome> {
+    return this.publishing.publish(request);
   }
 
   /** Messages waiting in a queue, or undefined when it cannot be asked (not connected, no queue). */
@@ -347,12 +304,9 @@ export class BrokerActor {
       const publisher = await model.createConfirmChannel();
       publisher.on('error', (err: Error) => logger.warn({ err }, 'broker publish channel error'));
       publisher.on('close', () => this.lost(generation, 'publish channel closed'));
-      publisher.on('return', (message: ConsumeMessage) => {
-        const id = message.properties.messageId as string | undefined;
-        if (id !== undefined) this.returned.set(id, `no queue is bound to "${message.fields.routingKey}"`);
-      });
+      this.publishing.watchReturns(publisher);
       await checkSharedTopology(model);
-      this.publisher = publisher;
+      this.publishing.attach(publisher);
 
       await this.consumers.openAll(model);
       this.lockGrace.connected();
@@ -435,7 +389,7 @@ export class BrokerActor {
     this.generation++;
     const model = this.model;
     this.model = undefined;
-    this.publisher = undefined;
+    this.publishing.detach();
     this.consumers.detachAll();
     void closeQuietly(model, this.options.logger, 'a lost broker connection');
     if (this.cell.state === 'stopped') return;
@@ -458,7 +412,7 @@ export class BrokerActor {
     this.generation++;
     const model = this.model;
     this.model = undefined;
-    this.publisher = undefined;
+    this.publishing.detach();
     this.consumers.detachAll();
     await closeQuietly(model, this.options.logger, 'the broker connection');
   }
