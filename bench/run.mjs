@@ -142,8 +142,9 @@ process.on('exit', () => {
   if (keep) console.error(`kept ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
 });
-// Clean-ups that need the broker (deleting queues) cannot run in 'exit': run them first.
-const exitAfterTeardowns = (code) => runPendingTeardowns(15_000).finally(() => process.exit(code));
+// Clean-ups that need the broker (deleting queues) cannot run in 'exit': run them first. The
+// scale scenario's 20,000 queues take some 15 s to delete, a cluster some seconds to stop.
+const exitAfterTeardowns = (code) => runPendingTeardowns(60_000).finally(() => process.exit(code));
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => exitAfterTeardowns(130));
 setTimeout(() => {
   console.error(`bench: still running after ${timeoutMs} ms (BENCH_TIMEOUT_MS); giving up`);

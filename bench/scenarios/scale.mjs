@@ -50,11 +50,19 @@ function intSetting(name, fallback) {
   return value;
 }
 
-/** Runs one phase in its own process; `onProgress(done, total)`, `onReady()` as it goes. */
-async function phase(options, { onProgress = () => {}, onReady = () => {}, timeoutMs = 600_000 } = {}) {
+/**
+ * Runs one phase in its own process; `onProgress(done, total)`, `onReady()` as it goes. With a
+ * `teardown`, the process is stopped first when that runs (a timeout, a signal), so it is not
+ * still declaring queues while the teardown deletes them.
+ */
+async function phase(
+  options,
+  { onProgress = () => {}, onReady = () => {}, timeoutMs = 600_000, teardown } = {},
+) {
   const spawnedAt = performance.now();
   let readyAt;
   const child = spawnNode(['--expose-gc', runScript, JSON.stringify(options)]);
+  teardown?.add(() => child.stop(5_000));
   let carry = '';
   child.child.stderr.on('data', (chunk) => {
     const lines = (carry + chunk.toString()).split('\n');
@@ -84,14 +92,14 @@ async function phase(options, { onProgress = () => {}, onReady = () => {}, timeo
 }
 
 /** Registers `entities` on a gateway in `home`, restarts it; returns both phases' results. */
-async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsFile, label }) {
+async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsFile, label, teardown }) {
   const { progress, gatewayConfigFile } = ctx;
   mkdirSync(home, { recursive: true });
   const base = { home, configFile: gatewayConfigFile, env, entities, concurrency, gidsFile };
   progress.step(`scale: register ${entities} entities (${label})`, entities);
   const registered = await phase(
     { ...base, mode: 'register', resultFile: join(home, 'register.json') },
-    { onProgress: (done) => progress.update(done) },
+    { onProgress: (done) => progress.update(done), teardown },
   );
   console.error(
     `scale (${label}): registered ${entities} entities at ${registered.registration.msgsPerSec}/s ` +
@@ -100,7 +108,10 @@ async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsF
       (registered.usageAfterRegistration ? `; broker ${usageText(registered.usageAfterRegistration)}` : ''),
   );
   progress.step(`scale: restart with ${entities} entities (${label})`);
-  const restarted = await phase({ ...base, mode: 'restart', resultFile: join(home, 'restart.json') });
+  const restarted = await phase(
+    { ...base, mode: 'restart', resultFile: join(home, 'restart.json') },
+    { teardown },
+  );
   if (restarted.entities !== entities) {
     throw new Error(
       `scale (${label}): the restarted gateway has ${restarted.entities} entities, not ${entities}`,
@@ -282,6 +293,7 @@ export const scaleScenario = {
           concurrency: settings.concurrency,
           gidsFile,
           label: 'federated',
+          teardown,
         });
       } finally {
         await teardown.run();
