@@ -12,12 +12,15 @@
 // a process of its own for its memory figures. It writes its own section of bench/results.md
 // (and the `replay` key of results.json), also when run alone (BENCH_ONLY=replay).
 // (f) The fleet scenarios (bench/scenarios/fleet.mjs): `latency` (cross-host at a fixed rate,
-// p50/p95/p99 vs raw amqplib), `scale` (10,000 entities: registration, restart to ready, RSS),
+// p50/p95/p99 vs raw amqplib), `scale` (10,000 entities single-host and 10,000 on one federated
+// gateway: registration, restart to ready, RSS; federated, the AMQP connections and channels used),
 // `broadcast` (one broadcast to 1,000 inboxes on 3 gateways vs an amqplib fan-out), `roster`
-// (convergence across 5 daemons, join and expiry, vs the heartbeat/TTL bound). Each writes its
-// rows into the fleet section of bench/results.md (and `fleet` in results.json), keeping the
-// others'; their own settings (BENCH_LATENCY_*, BENCH_SCALE_*, BENCH_BROADCAST_*, BENCH_ROSTER_*)
-// are documented in their files.
+// (convergence across 5 daemons, join and expiry, vs the heartbeat/TTL bound), `quorum` (on a
+// 3-node cluster of its own started with tools/cluster.mjs: two in-process gateways A → B drained
+// with quorum inboxes beside classic ones, throughput and p50/p99). Each writes its rows into the
+// fleet section of bench/results.md (and `fleet` in results.json), keeping the others'; their own
+// settings (BENCH_LATENCY_*, BENCH_SCALE_*, BENCH_BROADCAST_*, BENCH_ROSTER_*, BENCH_QUORUM_*) are
+// documented in their files.
 // (g) The cost of verified submission (R-DL6, bench/scenarios/submission.mjs): latency to typed and
 // to submitted through the real tmux injector into a `cat` pane and into Claude Code at its prompt
 // (offline, fake model API), beside the old unverified paste + Enter run alternately; ratios of
@@ -32,7 +35,7 @@
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
 // BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
 // BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
-// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|submission,
+// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|submission,
 // comma-separated),
 // BENCH_DIR (parent of the temp dir),
 // BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_GATEWAY_CONFIG
@@ -139,8 +142,9 @@ process.on('exit', () => {
   if (keep) console.error(`kept ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
 });
-// Clean-ups that need the broker (deleting queues) cannot run in 'exit': run them first.
-const exitAfterTeardowns = (code) => runPendingTeardowns(15_000).finally(() => process.exit(code));
+// Clean-ups that need the broker (deleting queues) cannot run in 'exit': run them first. The
+// scale scenario's 20,000 queues take some 15 s to delete, a cluster some seconds to stop.
+const exitAfterTeardowns = (code) => runPendingTeardowns(60_000).finally(() => process.exit(code));
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => exitAfterTeardowns(130));
 setTimeout(() => {
   console.error(`bench: still running after ${timeoutMs} ms (BENCH_TIMEOUT_MS); giving up`);

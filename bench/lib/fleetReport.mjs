@@ -10,7 +10,7 @@ import { renderTable, writeResultsSection } from './report.mjs';
  * target?: { op: '<' | '≥', value }, note? }; `ratio` and `met` are derived here.
  */
 
-export const fleetOrder = ['latency', 'scale', 'broadcast', 'roster'];
+export const fleetOrder = ['latency', 'scale', 'broadcast', 'roster', 'quorum'];
 
 export const fleetRatioNote =
   'ratio compares the gateway with the baseline so that ≥ 1.00 means as good or better: baseline ÷ gateway ' +
@@ -77,7 +77,7 @@ function fleetSection(fleet) {
   const rows = names.flatMap((name) => fleet[name].rows);
   return [
     sectionStart,
-    '## Fleet: latency at a fixed rate, 10,000 entities, broadcast to 1,000 inboxes, roster convergence',
+    '## Fleet: latency at a fixed rate, 10,000 entities, broadcast to 1,000 inboxes, roster convergence, quorum vs classic',
     '',
     'Each scenario keeps its own rows: a run of one (`BENCH_ONLY=latency node bench/run.mjs`) replaces only its rows. ' +
       'When and where each ran is listed under the table.',

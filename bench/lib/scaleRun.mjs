@@ -20,6 +20,13 @@ const memory = () => {
   return { rssMB: mb(usage.rss), heapUsedMB: mb(usage.heapUsed), externalMB: mb(usage.external) };
 };
 
+/**
+ * Federated: the AMQP connections, channels and inbox consumers the gateway's broker actor holds
+ * (what `bridge status` shows as broker.usage), read through the accessor the tests use;
+ * gateway.status() would also ask the broker for every inbox's depth. Null single-host.
+ */
+const brokerUsage = (gateway) => gateway.federation?.broker.usage() ?? null;
+
 /** Every other entity a worker with a (no-op) tmux pane, the rest mains. */
 function request(i) {
   return i % 2 === 1
@@ -43,6 +50,7 @@ async function register() {
     },
   });
   const afterRegistration = memory();
+  const usage = brokerUsage(started.gateway);
   const stopAt = performance.now();
   await started.stop();
   return {
@@ -50,6 +58,7 @@ async function register() {
     startMs: Math.round(startMs),
     registration: result,
     memoryAfterRegistration: afterRegistration,
+    usageAfterRegistration: usage,
     stopMs: Math.round(performance.now() - stopAt),
   };
 }
@@ -60,11 +69,13 @@ async function restart() {
   const readyAt = performance.now();
   process.stdout.write('READY\n');
   const atReady = memory();
+  const usageAtReady = brokerUsage(started.gateway);
   const local = started.gateway.roster().filter((entry) => entry.host === started.gateway.host);
   const workers = local.filter((entry) => entry.kind === 'worker').length;
   // A moment later (timers, the first heartbeat): what it settles at while idle.
   await sleep(2_000);
   const settled = memory();
+  const usageSettled = brokerUsage(started.gateway);
   // For the record, not the target: what is live (run with --expose-gc).
   globalThis.gc?.();
   const afterGc = memory();
@@ -80,6 +91,8 @@ async function restart() {
     memoryAtReady: atReady,
     memorySettled: settled,
     memoryAfterGc: globalThis.gc ? afterGc : null,
+    usageAtReady,
+    usageSettled,
     maxRssMB: mb(process.resourceUsage().maxRSS * 1024),
     stopMs: Math.round(performance.now() - stopAt),
   };

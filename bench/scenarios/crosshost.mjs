@@ -236,9 +236,10 @@ async function openInProcess(ctx, teardown) {
  * Drains dst for as long as the target is open: `drainOnce()` returns the messages one drain
  * handed over; each counts as delivered (by the key its text starts with). A failed drain fails
  * every waiting operation. `deliveredAfter(i, send)` is operation i: send message i, then wait for
- * the drain to return it (and, outside the warm-up, note how long the send itself took).
+ * the drain to return it (and, outside the warm-up, note how long the send itself took). The
+ * quorum scenario drains the same way.
  */
-function startDrainLoop({ deliveryTimeoutMs, drainIdleMs, total }, teardown, drainOnce) {
+export function startDrainLoop({ deliveryTimeoutMs, drainIdleMs, total }, teardown, drainOnce) {
   const tracker = createDeliveryTracker({ timeoutMs: deliveryTimeoutMs });
   const seen = new Set();
   const sendMs = [];

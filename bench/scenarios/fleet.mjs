@@ -3,12 +3,14 @@ import { fleetRatioNote, renderFleet } from '../lib/fleetReport.mjs';
 import { commandLine, loadAverage, machineInfo } from '../lib/report.mjs';
 import { broadcastScenario } from './broadcast.mjs';
 import { latencyScenario } from './latency.mjs';
+import { quorumScenario } from './quorum.mjs';
 import { rosterScenario } from './roster.mjs';
 import { scaleScenario } from './scale.mjs';
 
 /**
  * The fleet scenarios (issue 7): latency at a fixed rate, 10,000 entities on one gateway,
- * broadcast to 1,000 inboxes, roster convergence across 5 gateways. Each is selected by its name
+ * broadcast to 1,000 inboxes, roster convergence across 5 gateways; and quorum vs classic
+ * inboxes on a 3-node cluster. Each is selected by its name
  * in BENCH_ONLY, runs on its own (own gateways, own temp dirs under the run's, own queues, all
  * removed afterwards) and returns rows of (gateway figure, baseline or target, ratio) that
  * bench/lib/fleetReport.mjs writes into a section of bench/results.md and the `fleet` key of
@@ -19,7 +21,13 @@ import { scaleScenario } from './scale.mjs';
  * has the run's dir, brokerUri, gatewayConfig(File), deliveryTimeoutMs, textBytes, cpuProfDir
  * and progress (bench/lib/progress.mjs).
  */
-export const fleetScenarios = [latencyScenario, scaleScenario, broadcastScenario, rosterScenario];
+export const fleetScenarios = [
+  latencyScenario,
+  scaleScenario,
+  broadcastScenario,
+  rosterScenario,
+  quorumScenario,
+];
 
 export const fleetNames = fleetScenarios.map((scenario) => scenario.name);
 

@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { controlSpec, inboxName } from '../../dist/broker/topology.js';
+import BetterSqlite3 from 'better-sqlite3';
+import { controlSpec, inboxLockName, inboxName } from '../../dist/broker/topology.js';
 import { deleteQueues } from '../lib/broker.mjs';
 import { clusterHosts, trustAll } from '../lib/cluster.mjs';
 import { finishRow } from '../lib/fleetReport.mjs';
@@ -22,16 +23,23 @@ import { createTeardown, spawnNode } from '../lib/processes.mjs';
  * has no target; its baseline is the SQLite floor (the router rows' floor: one INSERT per
  * operation, one transaction per tick, resolved after commit) at the same concurrency.
  *
- * Then the same federated (each entity an inbox + an exclusive consumer on the shared broker,
- * signing on), with BENCH_SCALE_FEDERATED_ENTITIES entities (default 1,000, 0 to skip): the
- * gateway opens one AMQP channel per inbox consumer and RabbitMQ allows 2,047 channels per
- * connection (channel_max), so one federated gateway cannot hold 10,000 consumers as it stands.
+ * Then the same federated, on the shared broker (each entity an inbox with a consumer, signing
+ * on), with BENCH_SCALE_FEDERATED_ENTITIES entities (default 10,000 too, 0 to skip). Inbox
+ * consumers share channels and channels a small pool of connections (src/actors/BrokerConsumers.ts,
+ * ConnectionPool.ts), so RabbitMQ's channel_max (2,047 a connection) no longer caps the entities of
+ * one gateway; the federated rows add the connections and channels the gateway's broker actor
+ * holds at ready (its `usage()`, as `bridge status` shows it), beside what one channel per
+ * consumer would take. Every queue it declares (inboxes, lock queues, its control queue) is
+ * deleted afterwards, also when the run fails: the gids come from the phases' reports and from
+ * the gateway's own entities table, so one registered but not reported is deleted too.
  *
- * Settings (env): BENCH_SCALE_ENTITIES (10000), BENCH_SCALE_FEDERATED_ENTITIES (1000),
+ * Settings (env): BENCH_SCALE_ENTITIES (10000), BENCH_SCALE_FEDERATED_ENTITIES (10000),
  * BENCH_SCALE_CONCURRENCY (registrations in flight, 16).
  */
 
 const targets = { readySeconds: 60, rssMB: 500 };
+/** RabbitMQ's default channel_max: channels a connection may open. */
+const channelMax = 2_047;
 const runScript = new URL('../lib/scaleRun.mjs', import.meta.url).pathname;
 
 function intSetting(name, fallback) {
@@ -42,11 +50,19 @@ function intSetting(name, fallback) {
   return value;
 }
 
-/** Runs one phase in its own process; `onProgress(done, total)`, `onReady()` as it goes. */
-async function phase(options, { onProgress = () => {}, onReady = () => {}, timeoutMs = 300_000 } = {}) {
+/**
+ * Runs one phase in its own process; `onProgress(done, total)`, `onReady()` as it goes. With a
+ * `teardown`, the process is stopped first when that runs (a timeout, a signal), so it is not
+ * still declaring queues while the teardown deletes them.
+ */
+async function phase(
+  options,
+  { onProgress = () => {}, onReady = () => {}, timeoutMs = 600_000, teardown } = {},
+) {
   const spawnedAt = performance.now();
   let readyAt;
   const child = spawnNode(['--expose-gc', runScript, JSON.stringify(options)]);
+  teardown?.add(() => child.stop(5_000));
   let carry = '';
   child.child.stderr.on('data', (chunk) => {
     const lines = (carry + chunk.toString()).split('\n');
@@ -76,22 +92,26 @@ async function phase(options, { onProgress = () => {}, onReady = () => {}, timeo
 }
 
 /** Registers `entities` on a gateway in `home`, restarts it; returns both phases' results. */
-async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsFile, label }) {
+async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsFile, label, teardown }) {
   const { progress, gatewayConfigFile } = ctx;
   mkdirSync(home, { recursive: true });
   const base = { home, configFile: gatewayConfigFile, env, entities, concurrency, gidsFile };
   progress.step(`scale: register ${entities} entities (${label})`, entities);
   const registered = await phase(
     { ...base, mode: 'register', resultFile: join(home, 'register.json') },
-    { onProgress: (done) => progress.update(done) },
+    { onProgress: (done) => progress.update(done), teardown },
   );
   console.error(
     `scale (${label}): registered ${entities} entities at ${registered.registration.msgsPerSec}/s ` +
       `(p50 ${registered.registration.p50Ms} ms, p99 ${registered.registration.p99Ms} ms); ` +
-      `RSS ${registered.memoryAfterRegistration.rssMB} MB`,
+      `RSS ${registered.memoryAfterRegistration.rssMB} MB` +
+      (registered.usageAfterRegistration ? `; broker ${usageText(registered.usageAfterRegistration)}` : ''),
   );
   progress.step(`scale: restart with ${entities} entities (${label})`);
-  const restarted = await phase({ ...base, mode: 'restart', resultFile: join(home, 'restart.json') });
+  const restarted = await phase(
+    { ...base, mode: 'restart', resultFile: join(home, 'restart.json') },
+    { teardown },
+  );
   if (restarted.entities !== entities) {
     throw new Error(
       `scale (${label}): the restarted gateway has ${restarted.entities} entities, not ${entities}`,
@@ -99,9 +119,44 @@ async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsF
   }
   console.error(
     `scale (${label}): restart → ready ${restarted.spawnToReadyMs} ms (gateway.start ${restarted.startMs} ms), ` +
-      `RSS ${restarted.memoryAtReady.rssMB} MB at ready, ${restarted.memorySettled.rssMB} MB 2 s later`,
+      `RSS ${restarted.memoryAtReady.rssMB} MB at ready, ${restarted.memorySettled.rssMB} MB 2 s later` +
+      (restarted.usageAtReady ? `; broker ${usageText(restarted.usageAtReady)} at ready` : ''),
   );
+  // Ready means every inbox consumed (Gateway.start): the broker actor should say so.
+  if (restarted.usageAtReady && restarted.usageAtReady.consumers < entities) {
+    throw new Error(
+      `scale (${label}): the restarted gateway was ready with ${restarted.usageAtReady.consumers} ` +
+        `broker consumers for ${entities} inboxes`,
+    );
+  }
   return { registered, restarted };
+}
+
+const usageText = ({ consumers, channels, connections }) =>
+  `${consumers} consumers on ${channels} channels, ${connections} connection${connections === 1 ? '' : 's'}`;
+
+/**
+ * The gids a federated gateway in `home` registered, as the phases reported them and as its
+ * entities table has them (a registration cut short may be in one and not the other).
+ */
+function registeredGids(home, gidsFile) {
+  const gids = new Set(
+    existsSync(gidsFile) ? readFileSync(gidsFile, 'utf8').split('\n').filter(Boolean) : [],
+  );
+  const storeFile = join(home, 'events.db');
+  if (existsSync(storeFile)) {
+    const db = new BetterSqlite3(storeFile, { readonly: true, fileMustExist: true });
+    try {
+      for (const { gid } of db.prepare('SELECT gid FROM entities').all()) gids.add(gid);
+    } catch (err) {
+      console.error(
+        `scale: could not read the gids in ${storeFile} (${err.message}); deleting the reported ones`,
+      );
+    } finally {
+      db.close();
+    }
+  }
+  return [...gids];
 }
 
 function rowsFor(label, { registered, restarted }, floor) {
@@ -135,18 +190,44 @@ function rowsFor(label, { registered, restarted }, floor) {
       better: 'lower',
       target: { op: '<', value: targets.rssMB },
     },
+    ...(restarted.usageAtReady ? usageRows(restarted.usageAtReady) : []),
   ].map((row) => finishRow({ label, ...row }));
+}
+
+/**
+ * What the federated gateway holds on the broker at ready, beside what one channel per inbox
+ * consumer (the gateway before consumers shared channels) would need for the same consumers.
+ */
+function usageRows({ connections, channels, consumers }) {
+  return [
+    {
+      metric: `AMQP connections used (${consumers} consumers)`,
+      unit: '',
+      gateway: connections,
+      baseline: Math.ceil(consumers / channelMax),
+      baselineLabel: `one channel per consumer: ⌈consumers ÷ ${channelMax.toLocaleString('en')} (channel_max)⌉`,
+      better: 'lower',
+    },
+    {
+      metric: `AMQP channels used (${consumers} consumers)`,
+      unit: '',
+      gateway: channels,
+      baseline: consumers,
+      baselineLabel: 'one channel per consumer',
+      better: 'lower',
+    },
+  ];
 }
 
 export const scaleScenario = {
   name: 'scale',
   title: '10,000 entities on one gateway: registration, restart to ready, memory',
   steps: 5,
-  timeoutMs: 240_000,
+  timeoutMs: 600_000,
   async run(ctx) {
     const settings = {
       entities: intSetting('BENCH_SCALE_ENTITIES', 10_000),
-      federatedEntities: intSetting('BENCH_SCALE_FEDERATED_ENTITIES', 1_000),
+      federatedEntities: intSetting('BENCH_SCALE_FEDERATED_ENTITIES', 10_000),
       concurrency: Math.max(1, intSetting('BENCH_SCALE_CONCURRENCY', 16)),
     };
     const { dir, progress, brokerUri } = ctx;
@@ -191,9 +272,17 @@ export const scaleScenario = {
       trustAll([{ host, home }]);
       const gidsFile = join(home, 'gids.txt');
       const teardown = createTeardown();
-      teardown.add(() => {
-        const gids = existsSync(gidsFile) ? readFileSync(gidsFile, 'utf8').split('\n').filter(Boolean) : [];
-        return deleteQueues(brokerUri, [controlSpec(host).name, ...gids.map((gid) => inboxName(gid))]);
+      teardown.add(async () => {
+        const gids = registeredGids(home, gidsFile);
+        const started = performance.now();
+        // Lock queues are quorum mode's; deleting one that was never declared is a no-op.
+        await deleteQueues(brokerUri, [
+          controlSpec(host).name,
+          ...gids.flatMap((gid) => [inboxName(gid), inboxLockName(gid)]),
+        ]);
+        console.error(
+          `scale (federated): deleted ${2 * gids.length + 1} broker queues in ${Math.round(performance.now() - started)} ms`,
+        );
       });
       try {
         raw.federated = await registerAndRestart({
@@ -204,13 +293,14 @@ export const scaleScenario = {
           concurrency: settings.concurrency,
           gidsFile,
           label: 'federated',
+          teardown,
         });
       } finally {
         await teardown.run();
       }
       rows.push(
         ...rowsFor(
-          `scale: ${settings.federatedEntities} entities, federated (inbox + consumer each)`,
+          `scale: ${settings.federatedEntities} entities, federated (inbox + consumer each, shared channels)`,
           raw.federated,
           floor,
         ),
@@ -226,7 +316,11 @@ export const scaleScenario = {
       (restarted.memoryAfterGc
         ? `${restarted.memoryAfterGc.rssMB} MB after a full GC then (heap ${restarted.memoryAfterGc.heapUsedMB} MB live), `
         : '') +
-      `maxRSS ${restarted.maxRssMB} MB; ${restarted.workers} workers rehydrated with their (no-op) panes.`;
+      `maxRSS ${restarted.maxRssMB} MB; ${restarted.workers} workers rehydrated with their (no-op) panes` +
+      (restarted.usageAtReady
+        ? `; broker: ${usageText(registered.usageAfterRegistration)} after registering, ` +
+          `${usageText(restarted.usageAtReady)} at ready, ${usageText(restarted.usageSettled)} 2 s later.`
+        : '.');
     return {
       settings: { ...settings, targetReadySeconds: targets.readySeconds, targetRssMB: targets.rssMB },
       rows,
@@ -234,13 +328,13 @@ export const scaleScenario = {
         'Gateway: `new Gateway` from dist/ with the default config (WAL, synchronous FULL) in a process of its own (bench/lib/scaleRun.mjs); entities registered through gateway.register(), every other one a worker with a no-op tmux pane, the rest mains; then stopped, and started again in a fresh process on the same home.',
         'restart → ready: from spawning that process until gateway.start() has resolved (every entity rehydrated from the event log; federated: every inbox declared, bound and consumed, presence announced), module loading included. RSS: the larger of the resident set at ready and 2 s later.',
         'Registration rate baseline: the SQLite floor of the router rows (better-sqlite3, same pragmas, one INSERT per operation, one transaction per tick, each resolved after its commit) at the same concurrency: the durable write every registration needs, and nothing else.',
-        'Federated: one gateway on the shared broker (signing on), each entity an inbox (`agent.<gid>.inbox`) with an exclusive consumer on a channel of its own; every queue is deleted afterwards.',
+        "Federated: one gateway on the shared broker (signing on), each entity an inbox (`agent.<gid>.inbox`) with a consumer; inbox consumers share channels (up to 100 a channel) and channels a few connections (up to 100 a connection), the control and roster consumers keep a channel each. Connections and channels: the gateway broker actor's `usage()` at ready (what `bridge status` shows), beside what one channel per consumer would take (RabbitMQ allows 2,047 channels a connection). Every queue is deleted afterwards (in parallel, 16 channels).",
       ],
       check: `the restarted gateways had every entity back (${settings.entities}${settings.federatedEntities > 0 ? ` and ${settings.federatedEntities}` : ''})`,
       notes: [
         describe('single host', raw.single),
         ...(raw.federated ? [describe('federated', raw.federated)] : []),
-        'Federated 10,000 on one gateway is not measured: the gateway opens one AMQP channel per inbox consumer and RabbitMQ caps a connection at 2,047 channels (channel_max), so registering more than about 2,045 entities on one federated gateway fails (amqplib: “No channels left to allocate”; seen with BENCH_SCALE_FEDERATED_ENTITIES=2100). Every registration also announces a presence snapshot of all local entities, so registering n entities sends O(n²) presence bytes.',
+        'Registrations on a federated gateway announce the presence snapshot of all local entities coalesced (one snapshot per 50 ms, src/actors/PresenceExchange.ts), not one each.',
       ],
       raw,
     };
