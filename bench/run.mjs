@@ -63,6 +63,7 @@ import {
   renderTable,
   writeResults,
 } from './lib/report.mjs';
+import { intSetting } from './lib/settings.mjs';
 import { crosshostScenarios } from './scenarios/crosshost.mjs';
 import { fleetNames, fleetSteps, fleetTimeoutMs, renderFleetResults, runFleet } from './scenarios/fleet.mjs';
 import { mcpScenario } from './scenarios/mcp.mjs';
@@ -81,27 +82,19 @@ import {
 
 const benchDir = new URL('.', import.meta.url).pathname;
 
-function intEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name}=${raw}: expected a whole number`);
-  return value;
-}
-
 const settings = {
-  routerMessages: intEnv('BENCH_ROUTER_MESSAGES', 5000),
-  routerConcurrency: intEnv('BENCH_ROUTER_CONCURRENCY', 16),
-  mcpCalls: intEnv('BENCH_MCP_CALLS', 2000),
-  mcpClients: intEnv('BENCH_MCP_CLIENTS', 4),
-  crosshostMessages: intEnv('BENCH_CROSSHOST_MESSAGES', 3000),
-  crosshostConcurrency: intEnv('BENCH_CROSSHOST_CONCURRENCY', 8),
-  crosshostDrainIdleMs: intEnv('BENCH_CROSSHOST_DRAIN_IDLE_MS', 1),
-  warmup: intEnv('BENCH_WARMUP', 200),
-  textBytes: intEnv('BENCH_TEXT_BYTES', 256),
-  signingOps: intEnv('BENCH_SIGNING_OPS', 5000),
-  replayEvents: intEnv('BENCH_REPLAY_EVENTS', 1_000_000),
-  replayRuns: Math.max(1, intEnv('BENCH_REPLAY_RUNS', 1)),
+  routerMessages: intSetting('BENCH_ROUTER_MESSAGES', 5000),
+  routerConcurrency: intSetting('BENCH_ROUTER_CONCURRENCY', 16),
+  mcpCalls: intSetting('BENCH_MCP_CALLS', 2000),
+  mcpClients: intSetting('BENCH_MCP_CLIENTS', 4),
+  crosshostMessages: intSetting('BENCH_CROSSHOST_MESSAGES', 3000),
+  crosshostConcurrency: intSetting('BENCH_CROSSHOST_CONCURRENCY', 8),
+  crosshostDrainIdleMs: intSetting('BENCH_CROSSHOST_DRAIN_IDLE_MS', 1),
+  warmup: intSetting('BENCH_WARMUP', 200),
+  textBytes: intSetting('BENCH_TEXT_BYTES', 256),
+  signingOps: intSetting('BENCH_SIGNING_OPS', 5000),
+  replayEvents: intSetting('BENCH_REPLAY_EVENTS', 1_000_000),
+  replayRuns: Math.max(1, intSetting('BENCH_REPLAY_RUNS', 1)),
   only:
     process.env.BENCH_ONLY ||
     ['router,mcp,crosshost,signing,replay', ...fleetNames, submissionScenario.name].join(','),
@@ -121,8 +114,8 @@ const submissionWanted = onlyParts.includes(submissionScenario.name);
 const submission = submissionWanted ? submissionSettings() : undefined;
 // guest/guest only logs in over loopback (SPEC §12).
 const brokerUri = process.env.BENCH_BROKER_URI || 'amqp://guest:guest@127.0.0.1:5672';
-const deliveryTimeoutMs = intEnv('BENCH_DELIVERY_TIMEOUT_MS', 30_000);
-const timeoutMs = intEnv(
+const deliveryTimeoutMs = intSetting('BENCH_DELIVERY_TIMEOUT_MS', 30_000);
+const timeoutMs = intSetting(
   'BENCH_TIMEOUT_MS',
   180_000 +
     (replayWanted ? 420_000 : 0) +

@@ -9,6 +9,7 @@ import { finishRow } from '../lib/fleetReport.mjs';
 import { wireSizedBody } from '../lib/floors.mjs';
 import { keyOfText, percentile, round } from '../lib/measure.mjs';
 import { waitFor } from '../lib/processes.mjs';
+import { intSetting } from '../lib/settings.mjs';
 import { startGateway } from './router.mjs';
 
 /**
@@ -33,15 +34,6 @@ import { startGateway } from './router.mjs';
  * Settings (env): BENCH_BROADCAST_ENTITIES (1000), BENCH_BROADCAST_GATEWAYS (3),
  * BENCH_BROADCAST_ROUNDS (5), BENCH_BROADCAST_WARMUP_ROUNDS (1).
  */
-
-function intSetting(name, fallback, min = 1) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min)
-    throw new Error(`${name}=${raw}: expected a whole number ≥ ${min}`);
-  return value;
-}
 
 const summary = (times) => {
   const sorted = Float64Array.from(times).sort();
@@ -271,9 +263,9 @@ export const broadcastScenario = {
   timeoutMs: 150_000,
   async run(ctx) {
     const settings = {
-      entities: intSetting('BENCH_BROADCAST_ENTITIES', 1000),
-      gateways: intSetting('BENCH_BROADCAST_GATEWAYS', 3),
-      rounds: intSetting('BENCH_BROADCAST_ROUNDS', 5),
+      entities: intSetting('BENCH_BROADCAST_ENTITIES', 1000, 1),
+      gateways: intSetting('BENCH_BROADCAST_GATEWAYS', 3, 1),
+      rounds: intSetting('BENCH_BROADCAST_ROUNDS', 5, 1),
       warmupRounds: intSetting('BENCH_BROADCAST_WARMUP_ROUNDS', 1, 0),
     };
     const floor = await withCluster(ctx.brokerUri, (teardown, queues) =>

@@ -10,6 +10,7 @@ import { clusterHosts, trustAll } from '../lib/cluster.mjs';
 import { finishRow } from '../lib/fleetReport.mjs';
 import { measure, messageText, round } from '../lib/measure.mjs';
 import { createTeardown, waitFor } from '../lib/processes.mjs';
+import { intSetting } from '../lib/settings.mjs';
 import { startDrainLoop } from './crosshost.mjs';
 import { startGateway } from './router.mjs';
 
@@ -32,14 +33,6 @@ import { startGateway } from './router.mjs';
  */
 
 const modes = ['classic', 'quorum'];
-
-function intSetting(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name}=${raw}: expected a whole number`);
-  return value;
-}
 
 /**
  * A config file for one mode: BENCH_GATEWAY_CONFIG's (the run's gateway config file, if any)

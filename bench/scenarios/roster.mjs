@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { clusterHosts, inParallel, startDaemons, startMember, withCluster } from '../lib/cluster.mjs';
 import { finishRow } from '../lib/fleetReport.mjs';
+import { intSetting } from '../lib/settings.mjs';
 
 /**
  * Roster convergence across 5 gateways (`BENCH_ONLY=roster`): five `bridge start` daemons
@@ -23,15 +24,6 @@ import { finishRow } from '../lib/fleetReport.mjs';
  * heartbeat and TTL are the gateways' config (defaults 5 s × 3; BENCH_GATEWAY_CONFIG to change).
  * Inboxes and control queues are deleted afterwards; the roster queues are exclusive, auto-delete.
  */
-
-function intSetting(name, fallback, min = 1) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min)
-    throw new Error(`${name}=${raw}: expected a whole number ≥ ${min}`);
-  return value;
-}
 
 const pollMs = 20;
 
@@ -58,7 +50,7 @@ export const rosterScenario = {
   async run(ctx) {
     const settings = {
       gateways: intSetting('BENCH_ROSTER_GATEWAYS', 5, 2),
-      entities: intSetting('BENCH_ROSTER_ENTITIES', 20),
+      entities: intSetting('BENCH_ROSTER_ENTITIES', 20, 1),
     };
     const { heartbeatMs, presenceTtlBeats } = ctx.gatewayConfig.broker;
     const ttlMs = heartbeatMs * presenceTtlBeats;

@@ -9,6 +9,7 @@ import { finishRow } from '../lib/fleetReport.mjs';
 import { sqliteFloor } from '../lib/floors.mjs';
 import { measure } from '../lib/measure.mjs';
 import { createTeardown, spawnNode } from '../lib/processes.mjs';
+import { intSetting } from '../lib/settings.mjs';
 
 /**
  * Scale (`BENCH_ONLY=scale`): 10,000 entities on one gateway. A gateway (`new Gateway` from
@@ -41,14 +42,6 @@ const targets = { readySeconds: 60, rssMB: 500 };
 /** RabbitMQ's default channel_max: channels a connection may open. */
 const channelMax = 2_047;
 const runScript = new URL('../lib/scaleRun.mjs', import.meta.url).pathname;
-
-function intSetting(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name}=${raw}: expected a whole number`);
-  return value;
-}
 
 /**
  * Runs one phase in its own process; `onProgress(done, total)`, `onReady()` as it goes. With a

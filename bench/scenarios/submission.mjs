@@ -11,6 +11,7 @@ import { percentile, round } from '../lib/measure.mjs';
 import { createTeardown, runNode } from '../lib/processes.mjs';
 import { noProgress } from '../lib/progress.mjs';
 import { commandLine, loadAverage, machineInfo, renderTable, writeResultsSection } from '../lib/report.mjs';
+import { intSetting } from '../lib/settings.mjs';
 import {
   baselineSubmission,
   benchMessage,
@@ -86,21 +87,13 @@ const baselineGraceMs = 3_000;
 /** How long a verified message, reported submitted, may take to reach the model. */
 const modelTimeoutMs = 10_000;
 
-function intEnv(env, name, fallback) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name}=${raw}: expected a whole number`);
-  return value;
-}
-
 export function submissionSettings(env = process.env) {
   return {
-    messages: Math.max(1, intEnv(env, 'BENCH_SUBMISSION_MESSAGES', 200)),
-    claudeMessages: intEnv(env, 'BENCH_SUBMISSION_CLAUDE', 30),
-    claudeLongBytes: intEnv(env, 'BENCH_SUBMISSION_CLAUDE_LONG_BYTES', 1000),
-    gatewayMessages: intEnv(env, 'BENCH_SUBMISSION_GATEWAY', 100),
-    textBytes: intEnv(env, 'BENCH_SUBMISSION_TEXT_BYTES', 120),
+    messages: Math.max(1, intSetting('BENCH_SUBMISSION_MESSAGES', 200, 0, env)),
+    claudeMessages: intSetting('BENCH_SUBMISSION_CLAUDE', 30, 0, env),
+    claudeLongBytes: intSetting('BENCH_SUBMISSION_CLAUDE_LONG_BYTES', 1000, 0, env),
+    gatewayMessages: intSetting('BENCH_SUBMISSION_GATEWAY', 100, 0, env),
+    textBytes: intSetting('BENCH_SUBMISSION_TEXT_BYTES', 120, 0, env),
     catWarmup,
     claudeWarmup,
     baselineGraceMs,
