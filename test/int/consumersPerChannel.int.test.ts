@@ -48,6 +48,21 @@ function recordingLogger(lines: string[]) {
  * channel of its own on the one connection, and a gateway stopped near RabbitMQ's channel_max
  * (2,047) with "No channels left to allocate".
  */
+/** A message published to `gid`'s inbox arrives once its consumer is open again. */
+async function deliveredAfterReopen(broker: BrokerActor, gid: string, received: string[]): Promise<void> {
+  expect(
+    await broker.publish({
+      exchange: Exchange.msg,
+      routingKey: gid,
+      content: Buffer.from('after'),
+      messageId: `${gid}/after`,
+      mandatory: true,
+      persistent: true,
+    }),
+  ).toEqual({ ok: true });
+  await waitFor('delivered after the re-open', () => (received.includes(gid) ? true : undefined));
+}
+
 describe('broker actor: many inbox consumers on shared channels', () => {
   const stores: Store[] = [];
   const brokers: BrokerActor[] = [];
@@ -179,18 +194,7 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     });
     expect(broker.connected).toBe(true);
     expect(broker.usage()).toEqual({ connections: 2, channels: 3, consumers: 6 });
-    const last = gids[5] as string;
-    expect(
-      await broker.publish({
-        exchange: Exchange.msg,
-        routingKey: last,
-        content: Buffer.from('after'),
-        messageId: `${last}/after`,
-        mandatory: true,
-        persistent: true,
-      }),
-    ).toEqual({ ok: true });
-    await waitFor('delivered after the re-open', () => (received.includes(last) ? true : undefined));
+    await deliveredAfterReopen(broker, gids[5] as string, received);
     expect(fatal).toEqual([]);
   });
 
@@ -229,18 +233,7 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     });
     expect(lines.filter((l) => l.startsWith('the broker closed a consumer channel'))).toHaveLength(1);
     expect(broker.usage()).toEqual({ connections: 1, channels: 1, consumers: 5 });
-    const last = gids[4] as string;
-    expect(
-      await broker.publish({
-        exchange: Exchange.msg,
-        routingKey: last,
-        content: Buffer.from('after'),
-        messageId: `${last}/after`,
-        mandatory: true,
-        persistent: true,
-      }),
-    ).toEqual({ ok: true });
-    await waitFor('delivered after the re-open', () => (received.includes(last) ? true : undefined));
+    await deliveredAfterReopen(broker, gids[4] as string, received);
     expect(fatal).toEqual([]);
   });
 
