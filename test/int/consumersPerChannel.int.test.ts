@@ -82,6 +82,29 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     return broker;
   };
 
+  /** `count` inbox consumers (queues noted for deletion), started: the gids and what arrives. */
+  const consumeInboxes = async (
+    broker: BrokerActor,
+    hostId: string,
+    count: number,
+  ): Promise<{ gids: string[]; received: string[] }> => {
+    const gids = Array.from({ length: count }, (_, i) => `${hostId}-e${i}`);
+    queues.push(...gids.map(inboxName));
+    const received: string[] = [];
+    for (const gid of gids)
+      await broker.consume(
+        inboxConsumer(gid, (message) => {
+          received.push(message.routingKey);
+          message.ack();
+        }),
+      );
+    await broker.start();
+    await waitFor('all consuming', () =>
+      gids.every((g) => broker.consuming(inboxName(g))) ? true : undefined,
+    );
+    return { gids, received };
+  };
+
   it('opens 2,500 inboxes (more than channel_max) on 25 channels over 3 connections, and delivers', async () => {
     const hostId = uniqueHostId('many');
     const fatal: unknown[] = [];
@@ -158,20 +181,7 @@ describe('broker actor: many inbox consumers on shared channels', () => {
       consumersPerChannel: 2,
       channelsPerConnection: 2,
     });
-    const gids = Array.from({ length: 6 }, (_, i) => `${hostId}-e${i}`);
-    queues.push(...gids.map(inboxName));
-    const received: string[] = [];
-    for (const gid of gids)
-      await broker.consume(
-        inboxConsumer(gid, (message) => {
-          received.push(message.routingKey);
-          message.ack();
-        }),
-      );
-    await broker.start();
-    await waitFor('all consuming', () =>
-      gids.every((g) => broker.consuming(inboxName(g))) ? true : undefined,
-    );
+    const { gids, received } = await consumeInboxes(broker, hostId, 6);
     expect(broker.usage()).toEqual({ connections: 2, channels: 3, consumers: 6 });
 
     const { stdout } = await run('rabbitmqctl', ['list_connections', '-q', 'pid', 'client_properties']);
@@ -206,20 +216,7 @@ describe('broker actor: many inbox consumers on shared channels', () => {
       onFatal: (err) => void fatal.push(err),
       logger: recordingLogger(lines),
     });
-    const gids = Array.from({ length: 5 }, (_, i) => `${hostId}-e${i}`);
-    queues.push(...gids.map(inboxName));
-    const received: string[] = [];
-    for (const gid of gids)
-      await broker.consume(
-        inboxConsumer(gid, (message) => {
-          received.push(message.routingKey);
-          message.ack();
-        }),
-      );
-    await broker.start();
-    await waitFor('all consuming', () =>
-      gids.every((g) => broker.consuming(inboxName(g))) ? true : undefined,
-    );
+    const { gids, received } = await consumeInboxes(broker, hostId, 5);
     expect(broker.usage()).toEqual({ connections: 1, channels: 1, consumers: 5 });
 
     // As a consumer_timeout on one inbox's delivery would: the whole channel goes.
