@@ -155,6 +155,11 @@ export class Federation implements DeadLetterSink {
     return this.deps.config.hostId;
   }
 
+  /** broker.queueMode: the type of the inboxes, control queues and bridge.dlq. */
+  get queueMode(): QueueMode {
+    return this.deps.config.broker.queueMode;
+  }
+
   /** Declares our consumers and connects. Rejects if the broker refuses one of our inboxes. */
   async start(): Promise<void> {
     const { hostId } = this;
@@ -265,7 +270,7 @@ export class Federation implements DeadLetterSink {
   ): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
     const content = encodeEnvelope(envelope);
-    const outcome = await this.broker.publish({
+    return this.broker.publish({
       exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
       routingKey: exchange === 'control' ? controlKey(to) : to,
       content,
@@ -279,18 +284,6 @@ export class Federation implements DeadLetterSink {
         ...this.deps.signer.headersFor(content),
       },
     });
-    // A full quorum inbox refuses with plain reject-publish (quorum queues have no -dlx variant)
-    // and keeps no copy: this gateway puts one in bridge.dlq, as a classic inbox's broker does.
-    // (A broadcast nacked by one full inbox reached the others: nothing to copy.)
-    const fullQuorumInbox =
-      !outcome.ok &&
-      outcome.reason === 'rejected' &&
-      exchange === 'msg' &&
-      envelope.kind !== WireKind.broadcast &&
-      this.deps.config.broker.queueMode === QueueMode.quorum;
-    if (fullQuorumInbox)
-      this.deadLetter({ ...envelope, to }, 'maxlen', `the inbox was full: ${outcome.detail}`);
-    return outcome;
   }
 
   /** The roster's local entries, as announced. */

@@ -1,4 +1,5 @@
 import type { PublishOutcome } from '../broker/brokerMessages.js';
+import { QueueMode } from '../broker/topology.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Store } from '../store/openStore.js';
@@ -74,7 +75,22 @@ export class SendPublisher {
           : new BridgeError(ErrorCode.internal, (err as Error).message, { cause: err });
       return cells.fail(cell, failure);
     }
-    if (!outcome.ok && outcome.reason === 'rejected') metrics.deadLetters.inc({ reason: 'maxlen' });
+    if (!outcome.ok && outcome.reason === 'rejected') {
+      metrics.deadLetters.inc({ reason: 'maxlen' });
+      // A quorum inbox refuses with plain reject-publish (there is no -dlx variant): the broker
+      // keeps no copy, so the sender's gateway puts one in bridge.dlq, as a classic inbox would.
+      if (
+        federation.queueMode === QueueMode.quorum &&
+        exchange === 'msg' &&
+        envelope.kind !== WireKind.broadcast
+      ) {
+        federation.deadLetter(
+          { ...envelope, to: routingKey },
+          'maxlen',
+          `the inbox was full: ${outcome.detail}`,
+        );
+      }
+    }
     // A broadcast nacked by one full inbox still reached the others (SPEC §12).
     const partial = !outcome.ok && outcome.reason === 'rejected' && envelope.kind === WireKind.broadcast;
     if (!outcome.ok && !partial) return cells.fail(cell, refusalOf(outcome, envelope, routingKey, exchange));
