@@ -1,6 +1,6 @@
 import type { Channel, ChannelModel, Message } from 'amqplib';
 import type { QueuedMessage, TakeDecision } from '../broker/brokerMessages.js';
-import { onOwnChannel } from '../broker/onOwnChannel.js';
+import { closeQuietly } from '../broker/closeQuietly.js';
 import type { BridgeError } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 
@@ -22,19 +22,31 @@ export class BrokerQueues {
 
   /** Messages waiting in a queue, or undefined when it cannot be asked (not connected, no queue). */
   async depth(queueName: string): Promise<number | undefined> {
-    if (!this.connection()) return undefined;
-    const ask = this.onOwnChannel((channel) => channel.checkQueue(queueName)).then(
-      (info) => info.messageCount,
-      // The queue is not there (or the broker went): its depth is unknown, not zero.
-      () => undefined,
-    );
+    const model = this.connection();
+    if (!model) return undefined;
+    let channel: Channel | undefined;
+    const ask = async (): Promise<number | undefined> => {
+      try {
+        channel = await model.createChannel();
+        channel.on('error', () => {
+          // A missing queue closes the channel; checkQueue rejects with it and reads as unknown.
+        });
+        const info = await channel.checkQueue(queueName);
+        return info.messageCount;
+      } catch {
+        // The queue is not there (or the broker went): its depth is unknown, not zero.
+        return undefined;
+      } finally {
+        void closeQuietly(channel, this.logger, 'a queue depth channel');
+      }
+    };
     // A connection that has gone silent but is not yet declared dead must not hang `status`.
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<undefined>((resolve) => {
       timer = setTimeout(() => resolve(undefined), queueDepthTimeoutMs);
     });
     try {
-      return await Promise.race([ask, timeout]);
+      return await Promise.race([ask(), timeout]);
     } finally {
       clearTimeout(timer);
     }
@@ -121,11 +133,27 @@ export class BrokerQueues {
     await this.onOwnChannel((channel) => channel.deleteQueue(queueName, options));
   }
 
-  /** `fn` on a channel of its own (`onOwnChannel`), or BROKER_UNAVAILABLE while not connected. */
-  private onOwnChannel<T>(fn: (channel: Channel) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` with a fresh channel of its own, closed afterwards, which requeues whatever `fn`
+   * got and did not ack. A broker refusal (403, 404) rejects with the broker's reason.
+   */
+  private async onOwnChannel<T>(fn: (channel: Channel) => Promise<T>): Promise<T> {
     const model = this.connection();
-    if (!model) return Promise.reject(this.unavailable());
-    return onOwnChannel(model, fn, this.logger, 'a queue operation channel');
+    if (!model) throw this.unavailable();
+    const channel = await model.createChannel();
+    // The broker's reason (403 ACCESS_REFUSED, 404) comes as the channel's error; a failed
+    // basic.get rejects with less, so the caller gets the channel's error instead.
+    let closedWith: Error | undefined;
+    channel.on('error', (err: Error) => {
+      closedWith = err;
+    });
+    try {
+      return await fn(channel);
+    } catch (err) {
+      throw closedWith ?? err;
+    } finally {
+      await closeQuietly(channel, this.logger, 'a queue operation channel');
+    }
   }
 }
 

@@ -2,7 +2,6 @@ import type { Channel, ChannelModel, Replies } from 'amqplib';
 import type { ConsumerSpec } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
 import { declareQueue } from '../broker/declareQueue.js';
-import { onOwnChannel } from '../broker/onOwnChannel.js';
 import type { Logger } from '../log/logger.js';
 
 export interface ConnectionPoolOptions {
@@ -145,12 +144,18 @@ export class ConnectionPool {
    * goes back to the queue when the channel closes.
    */
   async tryExclusive(connection: PooledConnection, queue: string): Promise<void> {
-    await onOwnChannel(
-      connection.model,
-      (channel) => channel.consume(queue, () => undefined, { noAck: false, exclusive: true }),
-      this.options.logger,
-      'an exclusive probe channel',
-    );
+    const channel = await connection.model.createChannel();
+    let failure: Error | undefined;
+    channel.on('error', (err: Error) => {
+      failure = err;
+    });
+    try {
+      await channel.consume(queue, () => undefined, { noAck: false, exclusive: true });
+    } catch (err) {
+      throw failure ?? err;
+    } finally {
+      await closeQuietly(channel, this.options.logger, 'an exclusive probe channel');
+    }
   }
 
   private async openProbe(connection: PooledConnection, lane: ProbeLane): Promise<Probe> {

@@ -2,10 +2,8 @@ import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { readBrokerTls } from '../config/readBrokerTls.js';
 import type { BrokerTlsConfig } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { silentLogger } from '../log/logger.js';
 import { declareQueue } from './declareQueue.js';
 import { describeQueueMismatch } from './describeQueueMismatch.js';
-import { onOwnChannel } from './onOwnChannel.js';
 import { dlqSpec, dlqSpecOf, legacyControlExchange, QueueMode, sharedExchanges } from './topology.js';
 
 /** Where to connect, for the operator's one-off commands (`bridge broker setup`). */
@@ -109,15 +107,20 @@ export async function checkSharedTopology(model: ChannelModel): Promise<void> {
   }
 }
 
-/**
- * `fn` on a channel of its own: a refused declare or check closes that channel alone. A close
- * that fails is of a channel the broker closed already: nothing to log for the operator.
- */
-function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promise<T>): Promise<T> {
-  return onOwnChannel(model, fn, quiet, 'a topology channel');
+/** Runs `fn` on a fresh channel, closed afterwards (a failed operation has closed it already). */
+async function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promise<T>): Promise<T> {
+  const channel = await model.createChannel();
+  channel.on('error', () => {
+    // The operation's promise rejects with this error; the caller handles it there.
+  });
+  try {
+    return await fn(channel);
+  } finally {
+    await channel.close().catch(() => {
+      // Already closed by the broker's error.
+    });
+  }
 }
-
-const quiet = silentLogger();
 
 function setupError(err: unknown, what: string, declaredAs?: QueueMode): BridgeError {
   const code = (err as { code?: number }).code;
