@@ -44,6 +44,12 @@ export interface BrokerActorOptions extends RuntimeDeps {
    * never wait.
    */
   lockGraceMs?: number;
+  /**
+   * How long a publish waits for the broker's confirm before it fails as BROKER_UNAVAILABLE
+   * (default 5 s): a cluster that lost its majority keeps the connection and holds quorum-queue
+   * publishes unconfirmed until it is back (see BrokerPublisher).
+   */
+  confirmTimeoutMs?: number;
   /** Called when the broker refuses something that retrying cannot fix (a second consumer). */
   onFatal: (err: BridgeError) => void;
   /** Called on every connection state change (connected, blocked, backoff, ...). */
@@ -149,6 +155,7 @@ export class BrokerActor {
     this.publishing = new BrokerPublisher(
       () => this.connected,
       (cause) => this.unavailable(cause),
+      options.confirmTimeoutMs,
     );
     this.queues = new BrokerQueues(
       () => (this.connected ? this.model : undefined),
@@ -183,6 +190,11 @@ export class BrokerActor {
   /** Connections, consumer channels and consumers this gateway holds on the broker now. */
   usage(): BrokerUsage {
     return this.consumers.usage();
+  }
+
+  /** Routing keys whose last publish the broker has not confirmed within the confirm timeout. */
+  unconfirmedKeys(): string[] {
+    return this.publishing.stalled();
   }
 
   /**

@@ -1,24 +1,36 @@
 import type { ConfirmChannel, ConsumeMessage, Options } from 'amqplib';
 import type { PublishOutcome, PublishRequest } from '../broker/brokerMessages.js';
-import type { BridgeError } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 
 /** How long a nack waits to see whether the connection is going down with it. */
 const nackSettleMs = 100;
+
+/** See BrokerActorOptions.confirmTimeoutMs. */
+const defaultConfirmTimeoutMs = 5_000;
 
 /**
  * The broker actor's publishing, on the confirm channel of its live connection: each publish
  * resolves once the broker confirmed it (a value for what the broker refused: unroutable,
  * nacked), waits for the channel to drain when its buffer is full, and fails fast with
  * BROKER_UNAVAILABLE while there is no channel. Nothing is buffered for the broker.
+ *
+ * A connection can stay up while the broker cannot take a message: a cluster that lost its
+ * majority holds a quorum queue's publishes, unconfirmed, until it is back. A publish not
+ * confirmed within `confirmTimeoutMs` fails as BROKER_UNAVAILABLE, and so does, at once, every
+ * later publish to the same routing key until the broker answers that one (it may still take
+ * it: a retry under the same msgId is dropped by the receiver as a duplicate).
  */
 export class BrokerPublisher {
   private channel: ConfirmChannel | undefined;
   private readonly returned = new Map<string, string>();
   private drained: Promise<void> | undefined;
+  /** The live channel's publishes past the confirm timeout and still unanswered, per routing key. */
+  private overdue = new Map<string, { count: number; since: number }>();
 
   constructor(
     private readonly connected: () => boolean,
     private readonly unavailable: (cause?: unknown) => BridgeError,
+    private readonly confirmTimeoutMs = defaultConfirmTimeoutMs,
   ) {}
 
   /** Notes what a new confirm channel returns as unroutable (mandatory, no queue bound). */
@@ -32,6 +44,12 @@ export class BrokerPublisher {
   /** Publishes on `channel` from now on (the shared topology was checked on its connection). */
   attach(channel: ConfirmChannel): void {
     this.channel = channel;
+    this.overdue = new Map();
+  }
+
+  /** Routing keys with a publish the broker has left unconfirmed past the timeout (for status). */
+  stalled(): string[] {
+    return [...this.overdue.keys()];
   }
 
   detach(): void {
@@ -45,6 +63,9 @@ export class BrokerPublisher {
   async publish(request: PublishRequest): Promise<PublishOutcome> {
     const publisher = this.channel;
     if (!publisher || !this.connected()) throw this.unavailable();
+    const overdue = this.overdue;
+    const stalled = overdue.get(request.routingKey);
+    if (stalled) throw this.unconfirmed(request.routingKey, Date.now() - stalled.since, 'an earlier message');
     if (this.drained) await this.drained;
     const options: Options.Publish = {
       persistent: request.persistent,
@@ -57,11 +78,28 @@ export class BrokerPublisher {
         : { expiration: String(Math.max(1, Math.round(request.expirationMs))) }),
     };
     return new Promise<PublishOutcome>((resolve, reject) => {
+      const key = request.routingKey;
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        const entry = overdue.get(key);
+        if (entry) entry.count++;
+        else overdue.set(key, { count: 1, since: Date.now() - this.confirmTimeoutMs });
+        reject(this.unconfirmed(key, this.confirmTimeoutMs, 'the message'));
+      }, this.confirmTimeoutMs);
+      timer.unref();
       let ready: boolean;
       try {
         ready = publisher.publish(request.exchange, request.routingKey, request.content, options, (err) => {
+          clearTimeout(timer);
           const returned = this.returned.get(request.messageId);
           this.returned.delete(request.messageId);
+          if (late) {
+            // The sender was told already; the broker answering frees the key for new publishes.
+            const entry = overdue.get(key);
+            if (entry && --entry.count === 0) overdue.delete(key);
+            return;
+          }
           if (returned !== undefined) resolve({ ok: false, reason: 'unroutable', detail: returned });
           else if (err) {
             // A nack (a full inbox's reject-publish), or the channel closing under it: the broker
@@ -75,6 +113,7 @@ export class BrokerPublisher {
           } else resolve({ ok: true });
         });
       } catch (err) {
+        clearTimeout(timer);
         reject(this.unavailable(err));
         return;
       }
@@ -87,5 +126,16 @@ export class BrokerPublisher {
         );
       }
     });
+  }
+
+  private unconfirmed(routingKey: string, forMs: number, what: string): BridgeError {
+    return new BridgeError(
+      ErrorCode.brokerUnavailable,
+      `the broker has not confirmed ${what} to ${routingKey} for ${(forMs / 1000).toFixed(1)} s ` +
+        '(a cluster that lost its majority holds quorum-queue messages until it is back): remote sends ' +
+        'to it fail until the broker answers (same-host messages still flow). It may still be delivered: ' +
+        'retry later with the same idempotency_key, and the receiver drops the copy',
+      { retryable: true },
+    );
   }
 }

@@ -102,6 +102,7 @@ export class Federation implements DeadLetterSink {
       heartbeatSeconds: config.broker.heartbeatSeconds,
       connectTimeoutMs: config.broker.connectTimeoutMs,
       lockGraceMs: config.broker.lockGraceMs,
+      confirmTimeoutMs: config.broker.confirmTimeoutMs,
       tls: config.broker.tls,
       onFatal: deps.onFatal,
       onState: (state) => {

@@ -65,6 +65,8 @@ export class GatewayStatus {
           nodes: federation.broker.nodeStates(),
           // Inbox consumers share channels and channels a few connections: what this gateway holds.
           usage: federation.broker.usage(),
+          // Recipients whose last publish the broker holds unconfirmed (a cluster without its majority).
+          unconfirmed: federation.broker.unconfirmedKeys(),
           queueMode: config.broker.queueMode,
           peers: federation.roster.hostIds(),
           deadLetterQueue: await federation.broker.queueDepth(dlqName),

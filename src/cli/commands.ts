@@ -312,6 +312,7 @@ interface StatusView {
     node: string | null;
     nodes: BrokerNodeView[];
     usage: BrokerUsage;
+    unconfirmed: string[];
     queueMode: string;
     peers: string[];
     deadLetterQueue: number | undefined;
@@ -385,6 +386,12 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
         ? [
             ...brokerNodeLines(broker.node, broker.nodes),
             `consumers:    ${usageLine(broker.usage)}`,
+            ...(broker.unconfirmed.length > 0
+              ? [
+                  `unconfirmed:  ${broker.unconfirmed.join(', ')}: the broker has not confirmed a message to ` +
+                    'them in time (a cluster without its majority?); sends to them fail until it does',
+                ]
+              : []),
             `inboxes:      ${counts(broker.inboxes) || 'none'}`,
             `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`,
           ]

@@ -105,6 +105,12 @@ export const configSchema = z.strictObject({
        * cluster declares that node down: net_ticktime, 60 s by default).
        */
       lockGraceMs: z.number().int().min(0).default(90_000),
+      /**
+       * How long a remote send waits for the broker's confirm before it fails as
+       * BROKER_UNAVAILABLE; later sends to that recipient then fail at once until the broker
+       * answers (a cluster without its majority holds quorum-queue messages unconfirmed).
+       */
+      confirmTimeoutMs: z.number().int().min(100).default(5_000),
       /** Reconnect backoff: first delay and cap. */
       retryBaseMs: z.number().int().min(1).default(500),
       retryMaxMs: z.number().int().min(1).default(15_000),

@@ -31,6 +31,8 @@ export class TcpForwarder {
   readonly sockets = new Set<Socket>();
   /** Connections accepted so far. */
   accepted = 0;
+  /** Each forwarded connection's two ends: what `hold` and `release` act on. */
+  private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
 
   private constructor(private readonly server: Server) {}
 
@@ -54,6 +56,9 @@ export class TcpForwarder {
           upstream.destroy();
         });
       }
+      const pair = { client, upstream };
+      forwarder.pairs.add(pair);
+      upstream.on('close', () => forwarder.pairs.delete(pair));
       client.pipe(upstream);
       upstream.pipe(client);
     });
@@ -70,6 +75,22 @@ export class TcpForwarder {
   /** The port it listens on (the one it was given, or the one the system chose for 0). */
   get port(): number {
     return (this.server.address() as AddressInfo).port;
+  }
+
+  /**
+   * Withholds what the target sends back on every open connection (its answers, confirms and
+   * heartbeats), while what the client sends still reaches it: a broker that takes frames and
+   * answers none. `release` delivers what was withheld and forwards again.
+   */
+  hold(): void {
+    for (const { client, upstream } of this.pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
+  }
+
+  release(): void {
+    for (const { client, upstream } of this.pairs) upstream.pipe(client);
   }
 
   /** Stops listening and drops every forwarded connection. */
