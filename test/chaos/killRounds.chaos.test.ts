@@ -1,27 +1,14 @@
 import { randomInt } from 'node:crypto';
-import {
-  closeSync,
-  copyFileSync,
-  existsSync,
-  fstatSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { type Entity, registerOn, type Stream, StreamRun, tmuxWorkerArgs } from '../support/chaosStreams.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
-import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /** Kill rounds; a nightly run sets e.g. CHAOS_ROUNDS=50. */
@@ -48,61 +35,6 @@ function seededRandom(state: number): () => number {
 type GatewayName = 'A' | 'B' | 'C';
 const gatewayNames: readonly GatewayName[] = ['A', 'B', 'C'];
 
-interface Registered {
-  gid: string;
-  token: string;
-  name: string;
-  host: string;
-  kind: string;
-}
-
-interface Entity extends Registered {
-  on: GatewayName;
-}
-
-interface DrainedMessage {
-  msgId: string;
-  text: string;
-  from: { name: string; host: string };
-}
-
-/** One bridge_drain call that returned messages: when it went out and came back. */
-interface DrainCall {
-  drainer: string;
-  startedAt: number;
-  endedAt: number;
-}
-
-interface Arrival {
-  seq: number;
-  msgId: string;
-  at: number;
-  /** The drain that handed it over; none for a line typed into the pane. */
-  drain?: DrainCall;
-}
-
-/** Messages from one sender to one recipient, sent one after the other (R-DL4's unit). */
-interface Stream {
-  id: string;
-  sender: Entity;
-  recipient: Entity;
-  /** The recipient as the sender names it. */
-  address: string;
-  /** msgId and confirmation time of seq i at index i - 1. */
-  confirmed: string[];
-  confirmedAt: number[];
-  /** A seq that never got a msgId before the stream's deadline (may or may not arrive). */
-  unconfirmed?: number;
-  calls: number;
-  failures: number;
-  /** Retries answered `duplicate: true`: the first call had been accepted. */
-  idempotentRepeats: number;
-  errors: Record<string, number>;
-  arrivals: Arrival[];
-  /** seq → first arrival. */
-  firstSeen: Map<number, Arrival>;
-}
-
 interface Kill {
   round: number;
   victim: GatewayName;
@@ -112,38 +44,6 @@ interface Kill {
   rosterMs: number;
   firstDeliveryMs: number;
 }
-
-/** Returns the complete lines appended to `file` since the previous call (none while it is missing). */
-function tailLines(file: string): () => string[] {
-  let offset = 0;
-  let partial = '';
-  const decoder = new StringDecoder('utf8');
-  return () => {
-    let fd: number;
-    try {
-      fd = openSync(file, 'r');
-    } catch {
-      return [];
-    }
-    try {
-      const size = fstatSync(fd).size;
-      if (size <= offset) return [];
-      const chunk = Buffer.alloc(size - offset);
-      offset += readSync(fd, chunk, 0, chunk.length, offset);
-      const parts = (partial + decoder.write(chunk)).split('\n');
-      partial = parts.pop() ?? '';
-      return parts.filter((line) => line.length > 0);
-    } finally {
-      closeSync(fd);
-    }
-  };
-}
-
-const errorCode = (err: unknown): string => {
-  const message = String((err as Error)?.message ?? err);
-  const code = /^(MCP error -?\d+: [^.:(]*|[A-Z_]{3,}\b)/.exec(message)?.[1];
-  return (code ?? message.replace(/[0-9a-f-]{36}/g, '…')).trim().slice(0, 80);
-};
 
 /**
  * Issue 7: SIGKILL of sending and receiving gateways at random moments during multi-gateway
@@ -176,12 +76,13 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
   let dir: string;
   const gateways = new Map<GatewayName, GatewayProcess>();
   const queues: string[] = [];
-  const clients = new Set<Client>();
+  const gatewayOf = (name: GatewayName): GatewayProcess => gateways.get(name) as GatewayProcess;
   // The streams' loops run in the background: afterAll stops them too when the test fails.
-  let sending = false;
-  let receiving = false;
-  let giveUpAt = Number.POSITIVE_INFINITY;
-  let connectionsLost = 0;
+  const run = new StreamRun<GatewayName>({
+    mcpUrlOf: (name) => gatewayOf(name).mcpUrl,
+    window,
+    paceMs,
+  });
 
   beforeAll(async () => {
     tmux = await startTmuxServer();
@@ -189,55 +90,13 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
   });
 
   afterAll(async () => {
-    sending = false;
-    receiving = false;
-    giveUpAt = 0;
-    for (const client of clients) await client.close().catch(() => {});
+    await run.close();
     for (const gateway of gateways.values()) await gateway.dispose().catch(() => {});
     await tmux?.kill().catch(() => {});
     await deleteQueues(queues).catch(() => {});
     await removeDeadLettersOf([...gateways.values()].map((g) => g.hostId)).catch(() => {});
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
-
-  const gatewayOf = (name: GatewayName): GatewayProcess => gateways.get(name) as GatewayProcess;
-
-  /**
-   * An MCP client that afterAll closes if the test does not. When its gateway dies mid-answer,
-   * the SDK reports the broken response stream (`SSE stream disconnected`) through onerror but
-   * leaves the call pending until its timeout; an agent that notices the connection is gone
-   * gives up on the call at once, so `lost` aborts the calls made with it.
-   */
-  const connect = async (on: GatewayName, token: string): Promise<Client & { lost: AbortSignal }> => {
-    const client = await connectMcp(gatewayOf(on).mcpUrl, token);
-    const lost = new AbortController();
-    client.onerror = (err) => {
-      const message = String(err?.message);
-      // Closing the client aborts its own streams (an AbortError): not a lost connection.
-      if (lost.signal.aborted || !clients.has(client) || /AbortError/.test(message)) return;
-      if (/SSE stream disconnected|Failed to reconnect/.test(message)) {
-        connectionsLost++;
-        lost.abort(err);
-      }
-    };
-    clients.add(client);
-    return Object.assign(client, { lost: lost.signal });
-  };
-  /**
-   * A tool call that gives up after `timeoutMs`, or when the client's connection is lost (the
-   * signal is linked per call: the SDK would keep a listener per call on `lost` otherwise).
-   */
-  const call = (
-    client: Client & { lost: AbortSignal },
-    name: string,
-    args: Record<string, unknown>,
-    timeoutMs: number,
-  ) => callTool(client, name, args, timeoutMs, client.lost);
-  const disconnect = async (client: Client | undefined) => {
-    if (!client) return;
-    clients.delete(client);
-    await client.close().catch(() => {});
-  };
 
   it(`${rounds} rounds of SIGKILL on A, B or C during six streams: nothing confirmed lost, no duplicate outside the documented windows, FIFO per stream`, {
     timeout: Math.max(300_000, rounds * 25_000 + 120_000),
@@ -276,12 +135,10 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
 
     const out = join(dir, 'pane.txt');
     const pane = await (tmux as TmuxTestServer).newPane(`cat >> ${out}`);
-    const register = async (on: GatewayName, args: string[]): Promise<Entity> => {
-      const result = await gatewayOf(on).cli(['register', ...args, '--json']);
-      expect(result.code, result.stderr).toBe(0);
-      const registered = JSON.parse(result.stdout) as Registered;
+    const register = async (on: GatewayName, args: string[]): Promise<Entity<GatewayName>> => {
+      const registered = await registerOn(gatewayOf(on), on, args);
       queues.push(`agent.${registered.gid}.inbox`);
-      return { ...registered, on };
+      return registered;
     };
     const main = (on: GatewayName, name: string) => register(on, ['--kind', 'main', '--name', name]);
     const [sa, ma, sb, mb, wc, mc] = await Promise.all([
@@ -289,60 +146,26 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
       main('A', 'ma'),
       main('B', 'sb'),
       main('B', 'mb'),
-      register('C', [
-        '--kind',
-        'worker',
-        '--name',
-        'wc',
-        '--tmux',
-        pane,
-        '--tmux-socket',
-        (tmux as TmuxTestServer).socket,
-      ]),
+      register('C', tmuxWorkerArgs('wc', pane, (tmux as TmuxTestServer).socket)),
       main('C', 'mc'),
     ]);
     const entities = [sa, ma, sb, mb, wc, mc];
     const drainers = [ma, mb, mc];
-    const rosterProbes: Record<GatewayName, Entity> = { A: ma, B: mb, C: mc };
+    const rosterProbes: Record<GatewayName, Entity<GatewayName>> = { A: ma, B: mb, C: mc };
 
     /** Every gateway's roster lists all six entities, none `unknown`. */
-    const rosterConverged = async (): Promise<boolean> => {
-      for (const name of gatewayNames) {
-        let client: (Client & { lost: AbortSignal }) | undefined;
-        try {
-          client = await connect(name, rosterProbes[name].token);
-          const result = await call(client, 'bridge_roster', {}, 5_000);
-          const listed = (result.structuredContent as { entities?: Array<{ gid: string; status: string }> })
-            .entities;
-          if (!entities.every((e) => listed?.some((l) => l.gid === e.gid && l.status !== 'unknown')))
-            return false;
-        } catch {
-          return false;
-        } finally {
-          await disconnect(client);
-        }
-      }
-      return true;
-    };
+    const rosterConverged = () =>
+      run.rostersConverged(
+        rosterProbes,
+        entities.map((e) => e.gid),
+      );
     await waitFor('every roster listing all six entities', async () =>
       (await rosterConverged()) ? true : undefined,
     );
 
-    const stream = (id: string, sender: Entity, recipient: Entity): Stream => ({
-      id,
-      sender,
-      recipient,
-      address: `${recipient.name}@${recipient.host}`,
-      confirmed: [],
-      confirmedAt: [],
-      calls: 0,
-      failures: 0,
-      idempotentRepeats: 0,
-      errors: {},
-      arrivals: [],
-      firstSeen: new Map(),
-    });
-    const streams: Stream[] = [
+    const stream = (id: string, sender: Entity<GatewayName>, recipient: Entity<GatewayName>) =>
+      run.stream(id, sender, recipient);
+    const streams = [
       stream('A>wc', sa, wc),
       stream('B>wc', sb, wc),
       stream('A>mb', sa, mb),
@@ -350,131 +173,11 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
       stream('B>ma', sb, ma),
       stream('A>ma', sa, ma),
     ];
-    const streamById = new Map(streams.map((s) => [s.id, s]));
-    /** Every arrival of every stream, in the order the test saw them. */
-    const arrivals: Array<{ stream: Stream; arrival: Arrival }> = [];
-    let foreign = 0;
-    const arrive = (
-      from: { name: string; host: string },
-      msgId: string,
-      text: string,
-      recipient: Entity,
-      drain?: DrainCall,
-    ) => {
-      const m = /^(\S+) (\d+)$/.exec(text);
-      const s = m ? streamById.get(m[1] as string) : undefined;
-      if (!s || s.recipient !== recipient || s.sender.name !== from.name || s.sender.host !== from.host) {
-        foreign++; // e.g. another test's broadcast on the shared broker
-        return;
-      }
-      const arrival: Arrival = { seq: Number(m?.[2]), msgId, at: Date.now(), ...(drain ? { drain } : {}) };
-      s.arrivals.push(arrival);
-      if (!s.firstSeen.has(arrival.seq)) s.firstSeen.set(arrival.seq, arrival);
-      arrivals.push({ stream: s, arrival });
-    };
+    const { arrivals } = run;
 
-    // --- receivers: the pane on C, three mains draining ---------------------------------
-    receiving = true;
-    const paneLine = /^\[bridge SEND from (\S+)@(\S+) msg ([0-9a-f-]{36})\] (.*)$/;
-    const tail = tailLines(out);
-    const readPane = () => {
-      for (const line of tail()) {
-        const m = paneLine.exec(line);
-        if (m) arrive({ name: m[1] as string, host: m[2] as string }, m[3] as string, m[4] as string, wc);
-        else foreign++;
-      }
-    };
-    const paneReader = (async () => {
-      while (receiving) {
-        readPane();
-        await sleep(25);
-      }
-      readPane();
-    })();
-
-    let drainErrors = 0;
-    const drainer = async (entity: Entity) => {
-      let client: (Client & { lost: AbortSignal }) | undefined;
-      while (receiving) {
-        const startedAt = Date.now();
-        try {
-          client ??= await connect(entity.on, entity.token);
-          const result = await call(client, 'bridge_drain', { max: 500 }, 10_000);
-          if (result.isError) throw new Error(JSON.stringify(result.content));
-          const messages = (result.structuredContent as { messages: DrainedMessage[] }).messages;
-          if (messages.length === 0) {
-            await sleep(30);
-            continue;
-          }
-          const handover: DrainCall = { drainer: entity.name, startedAt, endedAt: Date.now() };
-          for (const m of messages) arrive(m.from, m.msgId, m.text, entity, handover);
-        } catch {
-          drainErrors++; // its gateway is down or restarting
-          await disconnect(client);
-          client = undefined;
-          await sleep(100);
-        }
-      }
-      await disconnect(client);
-    };
-    const draining = drainers.map((entity) => drainer(entity));
-
-    // --- senders ----------------------------------------------------------------------
-    sending = true;
-    const sender = async (s: Stream) => {
-      let client: (Client & { lost: AbortSignal }) | undefined;
-      try {
-        for (let seq = 1; sending; seq++) {
-          // Keep at most `window` messages of this stream in flight, so the end drains quickly.
-          while (sending && seq - 1 - s.firstSeen.size >= window) await sleep(20);
-          if (!sending) break;
-          for (;;) {
-            s.calls++;
-            try {
-              client ??= await connect(s.sender.on, s.sender.token);
-              const result = await call(
-                client,
-                'bridge_send',
-                { to: s.address, text: `${s.id} ${seq}`, idempotency_key: `${s.id}#${seq}` },
-                10_000,
-              );
-              if (result.isError) {
-                const text = (result.content as Array<{ text?: string }>)[0]?.text ?? 'tool error';
-                s.failures++;
-                s.errors[errorCode(text)] = (s.errors[errorCode(text)] ?? 0) + 1;
-                if (Date.now() > giveUpAt) {
-                  s.unconfirmed = seq;
-                  return;
-                }
-                await sleep(50);
-                continue;
-              }
-              const sent = result.structuredContent as { msgId: string; duplicate: boolean };
-              s.confirmed.push(sent.msgId);
-              s.confirmedAt.push(Date.now());
-              if (sent.duplicate) s.idempotentRepeats++;
-              break;
-            } catch (err) {
-              // Timed out, connection refused or reset, session gone: reconnect and retry.
-              s.failures++;
-              const code = client?.lost.aborted ? 'connection lost' : errorCode(err);
-              s.errors[code] = (s.errors[code] ?? 0) + 1;
-              await disconnect(client);
-              client = undefined;
-              if (Date.now() > giveUpAt) {
-                s.unconfirmed = seq;
-                return;
-              }
-              await sleep(50);
-            }
-          }
-          if (paceMs > 0) await sleep(paceMs);
-        }
-      } finally {
-        await disconnect(client);
-      }
-    };
-    const senders = streams.map((s) => sender(s));
+    // --- receivers: the pane on C, three mains draining; the senders ----------------------
+    run.startReceiving([{ worker: wc, file: out }], drainers);
+    run.startSending();
 
     // --- the kill rounds --------------------------------------------------------------
     /** A delivery through `victim` after `since`: to an entity on it, or sent by one after `since`. */
@@ -534,24 +237,8 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
     }
 
     // --- stop sending, drain everything -------------------------------------------------
-    sending = false;
-    giveUpAt = Date.now() + 30_000;
-    await Promise.all(senders);
-    const allArrived = () => streams.every((s) => s.confirmed.every((_, i) => s.firstSeen.has(i + 1)));
-    // Stop waiting once nothing has arrived for 15 s (a loss), so the test reports it quickly.
-    const drainDeadline = Date.now() + 60_000;
-    let lastCount = -1;
-    let lastChange = Date.now();
-    while (!allArrived() && Date.now() < drainDeadline && Date.now() - lastChange < 15_000) {
-      if (arrivals.length !== lastCount) {
-        lastCount = arrivals.length;
-        lastChange = Date.now();
-      }
-      await sleep(100);
-    }
-    await sleep(1_500); // a repeat would come now
-    receiving = false;
-    await Promise.all([paneReader, ...draining]);
+    await run.stopSending(30_000);
+    await run.drainAll();
 
     // Deliveries end `acked` once the last hand-over's answer is out: give them a moment.
     type StatusView = {
@@ -629,58 +316,25 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
     >;
     const killsOf = (name: GatewayName) => kills.filter((k) => k.victim === name);
 
-    const lost: Array<{ stream: string; seq: number; msgId: string }> = [];
-    const wrongMsgId: Array<{ stream: string; seq: number; confirmed: string | undefined; got: string }> = [];
-    const outOfOrder: Array<{ stream: string; after: number; came: number }> = [];
-    const unexplainedRepeats: Array<Record<string, unknown>> = [];
     let paneRepeats = 0;
     let handoverRepeats = 0;
-    for (const s of streams) {
-      s.confirmed.forEach((msgId, i) => {
-        if (!s.firstSeen.has(i + 1)) lost.push({ stream: s.id, seq: i + 1, msgId });
-      });
-      let last = 0;
-      for (const seq of s.firstSeen.keys()) {
-        if (seq <= last) outOfOrder.push({ stream: s.id, after: last, came: seq });
-        last = Math.max(last, seq);
+    const { lost, wrongMsgId, outOfOrder, unexplainedRepeats } = run.findings((s, first, again) => {
+      if (s.recipient.kind === 'worker') {
+        // R-DL5: typed again only when recovery did not find it in the pane after a kill.
+        const explained = Math.min(again.length, recoveries[s.recipient.on].absent.get(first.msgId) ?? 0);
+        paneRepeats += explained;
+        return explained;
       }
-      const copies = new Map<number, Arrival[]>();
-      for (const arrival of s.arrivals) {
-        const confirmed = s.confirmed[arrival.seq - 1];
-        if (confirmed !== arrival.msgId && !(arrival.seq === s.unconfirmed && confirmed === undefined))
-          wrongMsgId.push({ stream: s.id, seq: arrival.seq, confirmed, got: arrival.msgId });
-        copies.set(arrival.seq, [...(copies.get(arrival.seq) ?? []), arrival]);
-      }
-      for (const [seq, seen] of copies) {
-        if (seen.length < 2) continue;
-        const [first, ...again] = seen as [Arrival, ...Arrival[]];
-        if (s.recipient.kind === 'worker') {
-          // R-DL5: typed again only when recovery did not find it in the pane after a kill.
-          const absent = recoveries[s.recipient.on].absent.get(first.msgId) ?? 0;
-          const explained = Math.min(again.length, absent);
-          paneRepeats += explained;
-          if (explained < again.length)
-            unexplainedRepeats.push({ stream: s.id, seq, msgId: first.msgId, copies: seen.length, absent });
-        } else {
-          // The hand-over window: the main's gateway died between handing it over and
-          // recording the ack, so the next drain offers it again under the same msgId.
-          for (const repeat of again) {
-            const from = first.drain?.startedAt ?? first.at;
-            const to = repeat.drain?.startedAt ?? repeat.at;
-            const killed = killsOf(s.recipient.on).some((k) => k.killedAt >= from && k.killedAt <= to);
-            if (killed) handoverRepeats++;
-            else
-              unexplainedRepeats.push({
-                stream: s.id,
-                seq,
-                msgId: first.msgId,
-                firstDrain: first.drain,
-                repeatDrain: repeat.drain,
-              });
-          }
-        }
-      }
-    }
+      // The hand-over window: the main's gateway died between handing it over and recording the
+      // ack, so the next drain offers it again under the same msgId.
+      const from = first.drain?.startedAt ?? first.at;
+      const explained = again.filter((repeat) => {
+        const to = repeat.drain?.startedAt ?? repeat.at;
+        return killsOf(s.recipient.on).some((k) => k.killedAt >= from && k.killedAt <= to);
+      }).length;
+      handoverRepeats += explained;
+      return explained;
+    });
 
     const confirmedCount = streams.reduce((n, s) => n + s.confirmed.length, 0);
     const deliveredCount = streams.reduce((n, s) => n + s.firstSeen.size, 0);
@@ -716,21 +370,10 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
           ]),
         ),
       },
-      streams: Object.fromEntries(
-        streams.map((s) => [
-          s.id,
-          {
-            confirmed: s.confirmed.length,
-            delivered: s.firstSeen.size,
-            arrivals: s.arrivals.length,
-            failures: s.failures,
-            errors: s.errors,
-          },
-        ]),
-      ),
-      drainErrors,
-      connectionsLost,
-      foreign,
+      streams: run.summary(),
+      drainErrors: run.drainErrors,
+      connectionsLost: run.connectionsLost,
+      foreign: run.foreign,
       deadLetters: { inQueue: letters.length, withoutReason: withoutReason.length, ours: ourLetters.length },
       deliveries: Object.fromEntries(gatewayNames.map((name) => [name, statuses[name].deliveries])),
     };
@@ -774,7 +417,7 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
         }
       };
       const evidence = [...lost, ...unexplainedRepeats].slice(0, 10).map((v) => {
-        const s = streamById.get(v.stream as string) as Stream;
+        const s = run.byStream(v.stream) as Stream<GatewayName>;
         const msgId = v.msgId as string;
         return {
           ...v,
@@ -828,7 +471,7 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
         .filter((s) => s.recipient.on === name)
         .reduce((n, s) => n + s.firstSeen.size, 0);
       const deliveries = statuses[name].deliveries;
-      if (foreign === 0)
+      if (run.foreign === 0)
         expect(deliveries, `${name}'s deliveries at the end; ${context}`).toEqual({ acked: expected });
       else expect(Object.keys(deliveries), `${name}'s deliveries at the end; ${context}`).toEqual(['acked']);
       expect(statuses[name].deadLetters, `${name}'s dead letters; ${context}`).toEqual({});

@@ -1,8 +1,7 @@
-import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -11,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dlqName } from '../../src/broker/topology.js';
 import { deliveryActorId, parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { tailLines } from '../support/chaosStreams.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { hasStalled } from '../support/hasStalled.js';
@@ -51,32 +51,6 @@ interface Pair {
 const stallMs = 10_000;
 
 const random = (min: number, max: number) => min + Math.random() * (max - min);
-
-/** Returns the complete lines appended to `file` since the previous call (none while it is missing). */
-function tailLines(file: string): () => string[] {
-  let offset = 0;
-  let partial = '';
-  const decoder = new StringDecoder('utf8');
-  return () => {
-    let fd: number;
-    try {
-      fd = openSync(file, 'r');
-    } catch {
-      return [];
-    }
-    try {
-      const size = fstatSync(fd).size;
-      if (size <= offset) return [];
-      const chunk = Buffer.alloc(size - offset);
-      offset += readSync(fd, chunk, 0, chunk.length, offset);
-      const parts = (partial + decoder.write(chunk)).split('\n');
-      partial = parts.pop() ?? '';
-      return parts.filter((line) => line.length > 0);
-    } finally {
-      closeSync(fd);
-    }
-  };
-}
 
 /**
  * Sends one MCP tools/call over a raw socket of its own and hangs up as soon as the request is

@@ -81,7 +81,9 @@ describe('broker actor: publishes the broker does not confirm', () => {
     expect(first.err.code).toBe(ErrorCode.brokerUnavailable);
     expect(first.err.retryable).toBe(true);
     expect(first.err.message).toMatch(
-      new RegExp(`has not confirmed the message to ${controlKey(hostId)} for 0\\.4 s .*retry later with the same idempotency_key`),
+      new RegExp(
+        `has not confirmed the message to ${controlKey(hostId)} for 0\\.4 s .*retry later with the same idempotency_key`,
+      ),
     );
     expect(first.ms).toBeGreaterThanOrEqual(confirmTimeoutMs - 20);
     expect(first.ms).toBeLessThan(confirmTimeoutMs + 2_000);
@@ -94,7 +96,9 @@ describe('broker actor: publishes the broker does not confirm', () => {
     // Another recipient is not refused at once: its own publish waits for its own confirm.
     const other = await failure(`${hostId}-other`, 'held');
     expect(other.ms).toBeGreaterThanOrEqual(confirmTimeoutMs - 20);
-    expect(broker.unconfirmedKeys().sort()).toEqual([controlKey(hostId), controlKey(`${hostId}-other`)].sort());
+    expect(broker.unconfirmedKeys().sort()).toEqual(
+      [controlKey(hostId), controlKey(`${hostId}-other`)].sort(),
+    );
 
     // The broker answers: what it took was delivered, and the recipients are free again.
     forwarder.release();

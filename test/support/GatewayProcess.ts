@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { callAdmin } from '../../src/cli/adminClient.js';
 import { initKeys, loadKeys } from '../../src/security/keys.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 
@@ -172,6 +173,30 @@ export class GatewayProcess {
     } catch {
       return false;
     }
+  }
+
+  /** A call to the daemon's admin socket (as the CLI makes it), without starting a CLI process. */
+  admin(route: string, body?: unknown): Promise<unknown> {
+    return callAdmin(join(this.home, 'admin.sock'), route, body);
+  }
+
+  /** Resolves to the exit code (or signal) once the daemon has exited; rejects after `timeoutMs`. */
+  async exited(timeoutMs: number): Promise<number | string> {
+    const child = this.child;
+    if (!child) throw new Error('never started');
+    if (!exited(child)) {
+      await new Promise<void>((resolveExit, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`gateway still running after ${timeoutMs} ms:\n${this.output}`)),
+          timeoutMs,
+        );
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolveExit();
+        });
+      });
+    }
+    return child.exitCode ?? (child.signalCode as string);
   }
 
   /** SIGKILL: no shutdown code runs, as in a crash or an OOM kill. */
