@@ -194,7 +194,7 @@ export class BrokerActor {
 
   /** Routing keys whose last publish the broker has not confirmed within the confirm timeout. */
   unconfirmedKeys(): string[] {
-    return this.publishing.stalled();
+    return this.publishing.unconfirmedKeys();
   }
 
   /**

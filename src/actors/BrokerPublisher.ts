@@ -48,7 +48,7 @@ export class BrokerPublisher {
   }
 
   /** Routing keys with a publish the broker has left unconfirmed past the timeout (for status). */
-  stalled(): string[] {
+  unconfirmedKeys(): string[] {
     return [...this.overdue.keys()];
   }
 

@@ -7,7 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlLockName } from '../../src/broker/topology.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
 import { uniqueHostId } from '../support/broker.js';
-import { type Entity, registerOn, type Stream, StreamRun, tmuxWorkerArgs } from '../support/chaosStreams.js';
+import {
+  type Entity,
+  errorCounts,
+  registerOn,
+  type Stream,
+  StreamRun,
+  tmuxWorkerArgs,
+} from '../support/chaosStreams.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
@@ -142,9 +149,9 @@ describe('broker nodes killed under a steady cross-host stream, quorum inboxes',
       hostId: c.hostId,
       trustCircle: false,
       env: { BRIDGE_BROKER_URI: uris.join(',') },
-      config: { broker: { queueMode: 'quorum' } },
     });
     extra.push(twin);
+    // C's config (quorum mode) and event log come with the copy of its home.
     cpSync(copyOfC as string, twin.home, { recursive: true });
     const started = Date.now();
     // Refused in its first attempt it exits before it is healthy; else soon after.
@@ -314,7 +321,7 @@ describe('broker nodes killed under a steady cross-host stream, quorum inboxes',
       medianFailMs: sortedMs[Math.floor(sortedMs.length / 2)] ?? null,
       slowestFailMs: slowest,
       sameHostDelivered: sameHostDuringLoss,
-      otherErrors: Object.fromEntries(crossHost.map((s) => [s.id, s.errors])),
+      otherErrors: Object.fromEntries(crossHost.map((s) => [s.id, errorCounts(s)])),
       windowMs: restoreAt - kill2,
       checkedForMs: restoreAt - lossSeen,
     };

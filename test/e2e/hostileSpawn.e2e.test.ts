@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
-import { callAdmin } from '../../src/cli/adminClient.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { BridgeError } from '../../src/errors.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
@@ -57,8 +55,7 @@ const register = async (g: GatewayProcess, args: string[]): Promise<Registered> 
 };
 
 /** The admin socket, called directly (the CLI checks first; the socket must refuse on its own). */
-const admin = (g: GatewayProcess, route: string, body: unknown): Promise<unknown> =>
-  callAdmin(join(g.home, 'admin.sock'), route, body);
+const admin = (g: GatewayProcess, route: string, body: unknown): Promise<unknown> => g.admin(route, body);
 
 const refusedBy = async (call: Promise<unknown>): Promise<BridgeError> => {
   const error = await call.then(

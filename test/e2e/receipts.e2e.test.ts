@@ -4,7 +4,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callAdmin } from '../../src/cli/adminClient.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
 import { namedUuid } from '../../src/wire/ids.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
@@ -129,9 +128,7 @@ describe('receipts to the sender, across two gateway processes', () => {
     if (!pid) throw new Error(`no broker connection of ${g.hostId}:\n${listing}`);
     execFileSync('rabbitmqctl', ['close_connection', pid, 'receipts test: cut'], { stdio: 'ignore' });
   };
-  /** A gateway's admin socket, called from this process: what the CLI calls, without its start-up. */
-  const admin = (g: GatewayProcess, route: string, body?: unknown): Promise<unknown> =>
-    callAdmin(join(g.home, 'admin.sock'), route, body);
+  const admin = (g: GatewayProcess, route: string, body?: unknown): Promise<unknown> => g.admin(route, body);
   const inRoster = (g: GatewayProcess, name: string) =>
     waitFor(`${name} in ${g.hostId}'s roster`, async () => {
       const r = await g.cli(['roster', '--json']);

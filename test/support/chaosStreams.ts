@@ -48,10 +48,8 @@ export interface Stream<G extends string = string> {
   /** A seq that never got a msgId before the stream's deadline (may or may not arrive). */
   unconfirmed?: number;
   calls: number;
-  failures: number;
   /** Retries answered `duplicate: true`: the first call had been accepted. */
   idempotentRepeats: number;
-  errors: Record<string, number>;
   /** Failed calls: when each went out, how long it took, and its error code. */
   failed: Array<{ at: number; ms: number; code: string }>;
   arrivals: Arrival[];
@@ -104,6 +102,13 @@ export function tailLines(file: string): () => string[] {
   };
 }
 
+/** How many of a stream's failed calls failed with each code. */
+export function errorCounts(s: Stream): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const { code } of s.failed) counts[code] = (counts[code] ?? 0) + 1;
+  return counts;
+}
+
 /** A failure's short code: `BROKER_UNAVAILABLE`, `MCP error -32001: Request timed out`, ... */
 export function errorCode(err: unknown): string {
   const message = String((err as Error)?.message ?? err);
@@ -154,9 +159,7 @@ export class StreamRun<G extends string = string> {
       confirmed: [],
       confirmedAt: [],
       calls: 0,
-      failures: 0,
       idempotentRepeats: 0,
-      errors: {},
       failed: [],
       arrivals: [],
       firstSeen: new Map(),
@@ -321,7 +324,6 @@ export class StreamRun<G extends string = string> {
     const wrongMsgId: Array<{ stream: string; seq: number; confirmed: string | undefined; got: string }> = [];
     const outOfOrder: Array<{ stream: string; after: number; came: number }> = [];
     const unexplainedRepeats: Array<{ stream: string; seq: number; msgId: string; copies: number }> = [];
-    let explainedRepeats = 0;
     for (const s of this.streams) {
       s.confirmed.forEach((msgId, i) => {
         if (!s.firstSeen.has(i + 1)) lost.push({ stream: s.id, seq: i + 1, msgId });
@@ -341,13 +343,11 @@ export class StreamRun<G extends string = string> {
       for (const [seq, seen] of copies) {
         if (seen.length < 2) continue;
         const [first, ...again] = seen as [Arrival, ...Arrival[]];
-        const explained = Math.min(again.length, explain(s, first, again));
-        explainedRepeats += explained;
-        if (explained < again.length)
+        if (explain(s, first, again) < again.length)
           unexplainedRepeats.push({ stream: s.id, seq, msgId: first.msgId, copies: seen.length });
       }
     }
-    return { lost, wrongMsgId, outOfOrder, unexplainedRepeats, explainedRepeats };
+    return { lost, wrongMsgId, outOfOrder, unexplainedRepeats };
   }
 
   /** Per stream: confirmed, delivered, arrivals, failures and their codes. */
@@ -359,8 +359,8 @@ export class StreamRun<G extends string = string> {
           confirmed: s.confirmed.length,
           delivered: s.firstSeen.size,
           arrivals: s.arrivals.length,
-          failures: s.failures,
-          errors: s.errors,
+          failures: s.failed.length,
+          errors: errorCounts(s),
         },
       ]),
     );
@@ -420,8 +420,6 @@ export class StreamRun<G extends string = string> {
     const pause = this.options.retryPauseMs ?? (() => 50);
     let client: LosableClient | undefined;
     const failed = async (code: string, at: number): Promise<boolean> => {
-      s.failures++;
-      s.errors[code] = (s.errors[code] ?? 0) + 1;
       s.failed.push({ at, ms: Date.now() - at, code });
       if (Date.now() > this.giveUpAt) return false;
       await sleep(pause(code));

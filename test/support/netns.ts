@@ -28,10 +28,9 @@ export interface VethLink {
  * peer that goes away (as the broker decides after missed heartbeats) is seen by both ends.
  */
 export class TcpForwarder {
-  readonly sockets = new Set<Socket>();
   /** Connections accepted so far. */
   accepted = 0;
-  /** Each forwarded connection's two ends: what `hold` and `release` act on. */
+  /** Each open forwarded connection's two ends. */
   private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
 
   private constructor(private readonly server: Server) {}
@@ -47,18 +46,16 @@ export class TcpForwarder {
     server.on('connection', (client) => {
       forwarder.accepted++;
       const upstream = connect({ host: targetHost, port: targetPort, noDelay: true });
+      const pair = { client, upstream };
+      forwarder.pairs.add(pair);
       for (const socket of [client, upstream]) {
-        forwarder.sockets.add(socket);
         socket.on('error', () => {});
         socket.on('close', () => {
-          forwarder.sockets.delete(socket);
+          forwarder.pairs.delete(pair);
           client.destroy();
           upstream.destroy();
         });
       }
-      const pair = { client, upstream };
-      forwarder.pairs.add(pair);
-      upstream.on('close', () => forwarder.pairs.delete(pair));
       client.pipe(upstream);
       upstream.pipe(client);
     });
@@ -95,7 +92,10 @@ export class TcpForwarder {
 
   /** Stops listening and drops every forwarded connection. */
   async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
+    for (const { client, upstream } of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
