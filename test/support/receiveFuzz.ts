@@ -306,15 +306,16 @@ const bytesRecipeArb: fc.Arbitrary<BytesRecipe> = fc.record({
 });
 
 /**
- * An envelope the peer sent as it should, except for its kind, text, target and replay: the
- * many independent faults above leave few fully valid inputs (too few, in some seeds, to
- * execute delivery at all), so a share of the inputs is made valid on purpose.
+ * An envelope from the announced sender, signed by the peer as it should be, current and
+ * unmutated; its kind, text, sender kind, reply, target and replay stay drawn. The many
+ * independent faults of envelopeRecipeArb leave few fully valid inputs (too few, in some seeds,
+ * to execute delivery at all), so a share of the inputs is made valid on purpose.
  */
 const validEnvelopeRecipeArb: fc.Arbitrary<EnvelopeRecipe> = envelopeRecipeArb.map((recipe) => ({
   ...recipe,
   senderChoice: 'announced' as const,
   name: 'sender',
-  hlc: { rel: 'now' } as HlcChoice,
+  hlc: { rel: 'now' as const },
   expiry: { none: true as const },
   mutation: { type: 'none' as const },
   headers: 'peer' as const,
