@@ -29,6 +29,7 @@ import {
   type HandoverVia,
   SharedDeliveryMachine,
 } from './Delivery.js';
+import { type DrainWait, DrainWaiters } from './DrainWaiters.js';
 import type { AnswerClaims, Handover, InboundHandle } from './handover.js';
 import { createRemindMachine, Reminder, type ReminderDeps, type ReminderOwner } from './Reminder.js';
 import { type ReplyWait, ReplyWaiters } from './ReplyWaiters.js';
@@ -59,6 +60,14 @@ export interface EntityActorDeps extends DeliveryDeps, ReminderDeps {
 export type AcceptOutcome = 'accepted' | 'duplicate';
 
 export const entityKind: ActorKind = 'entity';
+
+/** Messages a drain took: their deliveries (now handed over) and their envelopes, in order. */
+interface Taken {
+  deliveries: Delivery[];
+  envelopes: Envelope[];
+}
+
+const nothingTaken = (): Taken => ({ deliveries: [], envelopes: [] });
 
 /**
  * Made once per gateway: an effect finds its entity by the gid in its context with
@@ -95,8 +104,10 @@ export class EntityActor {
   /** Text bytes of the undelivered messages: with their count, the inbox's load (R-H1). */
   private bytes = 0;
   private loadReportScheduled = false;
-  /** Deliveries in `held`: the reminder's one input. */
+  /** Deliveries in `held`: the reminder's one input, and what wakes a parked drain. */
   private held = 0;
+  private readonly drainWaiters: DrainWaiters;
+  private stopped = false;
 
   private constructor(
     readonly record: EntityRecord,
@@ -104,6 +115,7 @@ export class EntityActor {
     private readonly deps: EntityActorDeps,
   ) {
     this.replies = new ReplyWaiters(deps.clock);
+    this.drainWaiters = new DrainWaiters(deps.clock);
     this.owner = {
       gid: record.gid,
       name: record.name,
@@ -274,26 +286,54 @@ export class EntityActor {
   /**
    * Hands over up to `max` held messages, oldest first. They are marked handed over, and acked
    * only when the caller confirms that the answer went out (invariant 5): a drain whose answer
-   * is lost loses nothing.
+   * is lost loses nothing. With `wait` and nothing held, it first parks until a message is held
+   * (a long poll: it returns as soon as one arrives), the wait is over, or its signal aborts.
    */
-  async drain(max: number): Promise<Handover> {
-    const taken: Delivery[] = [];
-    const envelopes: Envelope[] = [];
-    for (const delivery of this.deliveries.values()) {
-      if (taken.length >= max) break;
-      if (delivery.state !== 'held') continue;
-      const envelope = delivery.loadEnvelope();
-      if (!envelope) continue;
-      delivery.handOver('drain');
-      taken.push(delivery);
-      envelopes.push(envelope);
-    }
+  async drain(max: number, wait?: DrainWait): Promise<Handover> {
+    let taken = this.takeHeld(max);
+    if (taken.deliveries.length === 0 && wait) taken = await this.parkAndTake(max, wait);
+    // Stopped while parked: the gateway is going down and its store with it; nothing was taken.
+    if (this.stopped) return this.handover([], [], 'drain');
     this.reminder?.drained();
     // Commit `handed-over` before answering. Besides the log, the wait lets the event loop see a
     // connection the main has already dropped, so the answer is known undelivered and the
     // messages are held again rather than acked.
     await this.deps.store.batch.flush();
-    return this.handover(taken, envelopes, 'drain');
+    return this.handover(taken.deliveries, taken.envelopes, 'drain');
+  }
+
+  /** Marks up to `max` held messages handed over, oldest first, and returns them. */
+  private takeHeld(max: number): Taken {
+    const deliveries: Delivery[] = [];
+    const envelopes: Envelope[] = [];
+    for (const delivery of this.deliveries.values()) {
+      if (deliveries.length >= max) break;
+      if (delivery.state !== 'held') continue;
+      const envelope = delivery.loadEnvelope();
+      if (!envelope) continue;
+      delivery.handOver('drain');
+      deliveries.push(delivery);
+      envelopes.push(envelope);
+    }
+    return { deliveries, envelopes };
+  }
+
+  /**
+   * Parks until it can take a held message, `wait.ms` passes, its signal aborts or the entity
+   * stops. It takes as soon as it wakes, in the same turn, so of several drains woken by one
+   * message one takes it and the others park again for the rest of their wait.
+   */
+  private async parkAndTake(max: number, { ms, signal }: DrainWait): Promise<Taken> {
+    const { clock } = this.deps;
+    const deadline = clock.now() + ms;
+    for (;;) {
+      const left = deadline - clock.now();
+      if (left <= 0 || this.stopped || this.cell.done || signal?.aborted) return nothingTaken();
+      await this.drainWaiters.wait(left, signal);
+      if (this.stopped) return nothingTaken();
+      const taken = this.takeHeld(max);
+      if (taken.deliveries.length > 0) return taken;
+    }
   }
 
   private handover(taken: Delivery[], envelopes: Envelope[], via: HandoverVia): Handover {
@@ -313,6 +353,7 @@ export class EntityActor {
     for (const delivery of [...this.deliveries.values()]) delivery.deadLetter('recipient-gone');
     this.reminder?.end();
     this.cell.send({ type: 'entity.deregistered' });
+    this.drainWaiters.wakeAll();
     deleteEntity(this.deps.store, this.gid);
     void this.stop();
   }
@@ -320,6 +361,8 @@ export class EntityActor {
   /** Stops timers and the pane connection; the log keeps everything for the next start. */
   async stop(): Promise<void> {
     this.stopWatching?.();
+    this.stopped = true;
+    this.drainWaiters.wakeAll();
     this.replies.cancelAll();
     for (const delivery of this.deliveries.values()) delivery.stop();
     this.reminder?.stop();
@@ -346,6 +389,7 @@ export class EntityActor {
   private countHeld(delta: number): void {
     this.held += delta;
     this.reminder?.heldChanged(this.held);
+    if (this.held > 0) this.drainWaiters.wakeAll();
   }
 
   /** The oldest message held for a drain, for a nudge. */

@@ -382,11 +382,16 @@ export class Gateway {
     return this.live().router.broadcast(sender, request);
   }
 
-  /** Hands over held messages; the caller confirms (or gives back) the returned handover. */
-  async drain(entity: EntityActor, max?: number): Promise<Handover> {
+  /**
+   * Hands over held messages; the caller confirms (or gives back) the returned handover. With
+   * `waitMs` (at most limits.maxWaitMs) and nothing held, it is a long poll: it returns as soon as
+   * a message is held, or empty once the wait is over or `signal` aborts.
+   */
+  async drain(entity: EntityActor, max?: number, waitMs?: number, signal?: AbortSignal): Promise<Handover> {
     this.assertRunning();
-    const { maxDrain } = this.config.limits;
-    return entity.drain(Math.min(max ?? maxDrain, maxDrain));
+    const { maxDrain, maxWaitMs } = this.config.limits;
+    const ms = Math.min(waitMs ?? 0, maxWaitMs);
+    return entity.drain(Math.min(max ?? maxDrain, maxDrain), ms > 0 ? { ms, signal } : undefined);
   }
 
   /** Local entities first, then every remote host's, as their presence announced them (U5). */

@@ -189,9 +189,11 @@ function controlOutcome(values: CliValues, outcome: ControlOutcome, done: string
 
 export async function runDrain(values: CliValues): Promise<number> {
   const max = integerOption('max', values.max);
+  const waitMs = integerOption('wait', values.wait);
   const result = (await callAdmin(socketOf(values), adminRoutes.drain, {
     token: tokenOf(values),
     ...(max === undefined ? {} : { max }),
+    ...(waitMs === undefined ? {} : { waitMs }),
   })) as Envelope[];
   return print(values, result, () =>
     result.length === 0

@@ -30,7 +30,8 @@ Usage:
   bridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
   bridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
-  bridge drain [--max N]                              collect messages held for that entity
+  bridge drain [--max N] [--wait MS]                  collect messages held for that entity; with --wait and
+                                                      none held, wait up to MS for one (a long poll)
   bridge spawn HOST PROFILE [--brief TEXT] [--name NAME] [--group G]... [--wait MS] [--idempotency-key KEY]
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)

@@ -36,6 +36,8 @@ export const messageStatusBody = z.strictObject({ msgId: z.string().uuid() });
 export const drainBody = z.strictObject({
   token: z.string().min(1),
   max: z.number().int().min(1).optional(),
+  /** A long poll: with nothing held, wait up to this long for a message (at most limits.maxWaitMs). */
+  waitMs: z.number().int().min(0).optional(),
 });
 
 export const broadcastBody = z.strictObject({

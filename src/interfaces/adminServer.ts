@@ -18,7 +18,7 @@ import {
   spawnBody,
   stopBody,
 } from './adminProtocol.js';
-import { settleOnResponse, trackResponse } from './responseOutcome.js';
+import { responseGoneSignal, settleOnResponse, trackResponse } from './responseOutcome.js';
 
 export interface AdminServerHandle {
   readonly socketPath: string;
@@ -65,8 +65,8 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
       return gateway.requeueDeadLetters(msgId, force ?? false);
     },
     [adminRoutes.drain]: async (body) => {
-      const { token, max } = parse(drainBody, body);
-      const handover = await gateway.drain(entityOf(token), max);
+      const { token, max, waitMs } = parse(drainBody, body);
+      const handover = await gateway.drain(entityOf(token), max, waitMs, responseGoneSignal());
       settleOnResponse(handover);
       return handover.envelopes;
     },

@@ -7,7 +7,7 @@ import type { SendOutcome } from '../actors/Gateway.js';
 import { withTrace } from '../log/logger.js';
 import { receiptStages, WaitableStage } from '../receipts/receipt.js';
 import { groupNameSchema, WireKind } from '../wire/envelope.js';
-import { settleOnResponse } from './responseOutcome.js';
+import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
 import {
   addressShape,
   idempotencyKey,
@@ -121,8 +121,19 @@ const bridgeReplyTool = {
 };
 
 const bridgeDrainTool = {
-  description: 'Collect messages waiting for you, oldest first. Each is handed over once.',
-  inputSchema: { max: z.number().int().min(1).optional().describe('Most messages to return') },
+  description:
+    'Collect messages waiting for you, oldest first. Each is handed over once. With wait_ms and nothing ' +
+    'waiting, the call stays open until a message arrives (and returns it at once) or wait_ms passes ' +
+    '(then it returns no messages): a long poll, instead of calling bridge_drain in a loop.',
+  inputSchema: {
+    max: z.number().int().min(1).optional().describe('Most messages to return'),
+    wait_ms: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe('When nothing is waiting, how long to wait for a message (at most limits.maxWaitMs)'),
+  },
   outputSchema: { messages: z.array(messageShape) },
 };
 
@@ -225,9 +236,11 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
     }),
   );
 
-  server.registerTool('bridge_drain', bridgeDrainTool, (args) =>
+  server.registerTool('bridge_drain', bridgeDrainTool, (args, extra) =>
     run('bridge_drain', async () => {
-      const handover = await gateway.drain(entity, args.max);
+      const gone = responseGoneSignal();
+      const signal = gone ? AbortSignal.any([extra.signal, gone]) : extra.signal;
+      const handover = await gateway.drain(entity, args.max, args.wait_ms, signal);
       settleOnResponse(handover);
       const messages = handover.envelopes.map(messageView);
       return toolResult({ messages }, `${messages.length} message${messages.length === 1 ? '' : 's'}`);

@@ -104,6 +104,48 @@ describe('single-host flows through MCP (gateway, tmux and clients as separate p
     expect(names).toEqual(expect.arrayContaining(['coder', 'lead', 'reviewer']));
   });
 
+  it('bridge_drain with wait_ms is a long poll: it returns a message the moment it is held; a call its client gave up takes nothing', async () => {
+    const [poller, sender] = [
+      await register(['--kind', 'main', '--name', 'poller']),
+      await register(['--kind', 'main', '--name', 'pinger']),
+    ];
+    const [pollerClient, senderClient] = [await client(poller.token), await client(sender.token)];
+    const messagesOf = (r: { structuredContent?: Record<string, unknown> }) =>
+      (r.structuredContent as { messages: Array<{ text: string }> }).messages.map((m) => m.text);
+
+    // Parked with nothing held; the send 300 ms later ends it, long before its 30 s wait.
+    const started = Date.now();
+    const parked = callTool(pollerClient, 'bridge_drain', { wait_ms: 30_000 });
+    await sleep(300);
+    await callTool(senderClient, 'bridge_send', { to: 'poller', text: 'ping 1' });
+    expect(messagesOf(await parked)).toEqual(['ping 1']);
+    expect(Date.now() - started).toBeLessThan(10_000);
+
+    // With nothing arriving it returns empty once its wait is over.
+    const waited = Date.now();
+    expect(messagesOf(await callTool(pollerClient, 'bridge_drain', { wait_ms: 400 }))).toEqual([]);
+    expect(Date.now() - waited).toBeGreaterThanOrEqual(350);
+
+    // A parked call the client gives up (its request cancelled): the message sent after that
+    // is not handed to the dead call, it waits for the next drain.
+    const giveUp = new AbortController();
+    const abandoned = callTool(pollerClient, 'bridge_drain', { wait_ms: 30_000 }, 60_000, giveUp.signal);
+    await sleep(300);
+    giveUp.abort();
+    await expect(abandoned).rejects.toThrow();
+    await sleep(300);
+    await callTool(senderClient, 'bridge_send', { to: 'poller', text: 'ping 2' });
+    expect(messagesOf(await callTool(pollerClient, 'bridge_drain', { wait_ms: 30_000 }))).toEqual(['ping 2']);
+
+    // The CLI's drain has it too, over the admin socket.
+    const cliDrain = gateway.cli(['drain', '--wait', '30000', '--json'], { BRIDGE_TOKEN: poller.token });
+    await sleep(500);
+    await callTool(senderClient, 'bridge_send', { to: 'poller', text: 'ping 3' });
+    const printed = await cliDrain;
+    expect(printed.code, printed.stderr).toBe(0);
+    expect((JSON.parse(printed.stdout) as Array<{ text: string }>).map((m) => m.text)).toEqual(['ping 3']);
+  });
+
   it('holds a message for a herdr pane while its agent is working and types it when it turns idle', async () => {
     herdr.addPane('w9-1', { status: 'working' });
     await register(['--kind', 'worker', '--name', 'herdr-worker', '--herdr-pane', 'w9-1']);

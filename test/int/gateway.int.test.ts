@@ -392,4 +392,102 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       { key: 'old', old: 1 },
     ]);
   });
+
+  describe('a long-poll drain (wait_ms)', () => {
+    const mains = async () => {
+      const a = await gateway.register({ kind: 'main', name: 'a' });
+      const b = await gateway.register({ kind: 'main', name: 'b' });
+      return { a: gateway.authenticate(a.token)!, b: gateway.authenticate(b.token)! };
+    };
+    /** Whether `promise` has settled, after the event loop had a turn. */
+    const settled = async (promise: Promise<unknown>) => {
+      let done = false;
+      void promise.then(() => (done = true));
+      await settle();
+      return done;
+    };
+
+    it('stays parked while nothing is held and returns as soon as a message is, without the clock moving', async () => {
+      const { a, b } = await mains();
+      const parked = gateway.drain(b, undefined, 60_000);
+      expect(await settled(parked)).toBe(false);
+      const { msgId } = await gateway.send(a, { kind: 'SEND', to: 'b', text: 'wake up' });
+      const handover = await parked;
+      expect(handover.envelopes.map((e) => [e.msgId, e.text])).toEqual([[msgId, 'wake up']]);
+      handover.confirm();
+      await settle();
+      expect(gateway.roster().find((e) => e.name === 'b')?.depth).toBe(0);
+    });
+
+    it('returns no messages once its wait is over, and never waits past limits.maxWaitMs', async () => {
+      const { b } = await mains();
+      const parked = gateway.drain(b, undefined, 5_000);
+      clock.increment(4_999);
+      expect(await settled(parked)).toBe(false);
+      clock.increment(1);
+      expect((await parked).envelopes).toEqual([]);
+      // Asked for more than the cap (600,000 ms by default): it returns at the cap.
+      const capped = gateway.drain(b, undefined, 10_000_000);
+      clock.increment(600_000);
+      expect((await capped).envelopes).toEqual([]);
+    });
+
+    it('a drain whose caller hung up (its signal aborted) takes nothing: the message waits for the next drain', async () => {
+      const { a, b } = await mains();
+      const hangUp = new AbortController();
+      const parked = gateway.drain(b, undefined, 60_000, hangUp.signal);
+      expect(await settled(parked)).toBe(false);
+      hangUp.abort();
+      expect((await parked).envelopes).toEqual([]);
+      const { msgId } = await gateway.send(a, { kind: 'SEND', to: 'b', text: 'for the next drain' });
+      await settle();
+      const next = await gateway.drain(b);
+      expect(next.envelopes.map((e) => e.msgId)).toEqual([msgId]);
+      next.confirm();
+    });
+
+    it('two drains parked on one entity: each message goes to one of them, once, and the other parks on', async () => {
+      const { a, b } = await mains();
+      const drains = [gateway.drain(b, undefined, 60_000), gateway.drain(b, undefined, 60_000)];
+      await gateway.send(a, { kind: 'SEND', to: 'b', text: 'one' });
+      const [index, winner] = await Promise.race(drains.map((d, i) => d.then((h) => [i, h] as const)));
+      expect(winner.envelopes.map((e) => e.text)).toEqual(['one']);
+      winner.confirm();
+      const other = drains[1 - index]!;
+      expect(await settled(other)).toBe(false);
+      await gateway.send(a, { kind: 'SEND', to: 'b', text: 'two' });
+      const late = await other;
+      expect(late.envelopes.map((e) => e.text)).toEqual(['two']);
+      late.confirm();
+    });
+
+    it('a message already held returns at once; an open send still takes its reply before a parked drain sees it', async () => {
+      const { a, b } = await mains();
+      await gateway.send(a, { kind: 'SEND', to: 'b', text: 'already here' });
+      await settle();
+      const now = await gateway.drain(b, undefined, 60_000);
+      expect(now.envelopes.map((e) => e.text)).toEqual(['already here']);
+      now.confirm();
+      // a waits for b's answer with an open send while a's own drain is parked too.
+      const parked = gateway.drain(a, undefined, 60_000);
+      const open = gateway.send(a, { kind: 'SEND', to: 'b', text: 'question', waitMs: 60_000 });
+      await settle();
+      await gateway.send(b, { kind: 'SEND', to: 'a', text: 'answer' });
+      expect((await open).reply?.text).toBe('answer');
+      expect(await settled(parked)).toBe(false);
+      await gateway.send(b, { kind: 'SEND', to: 'a', text: 'for the drain' });
+      const drained = await parked;
+      expect(drained.envelopes.map((e) => e.text)).toEqual(['for the drain']);
+      drained.confirm();
+    });
+
+    it('a gateway stopping ends a parked drain, with nothing taken', async () => {
+      const { b } = await mains();
+      const parked = gateway.drain(b, undefined, 60_000);
+      expect(await settled(parked)).toBe(false);
+      await gateway.stop();
+      expect((await parked).envelopes).toEqual([]);
+      gateway = await boot();
+    });
+  });
 });
