@@ -92,7 +92,9 @@ export class Gateway {
     this.clock = options.clock ?? systemClock;
     this.startedAt = this.clock.now();
     this.directory = new Directory(this.config.hostId);
-    this.metrics = createMetrics(() => [...this.directory.all()].map((e) => [e.record.name, e.depth]));
+    this.metrics = createMetrics(() => [...this.directory.all()].map((e) => [e.record.name, e.depth]), {
+      runtime: this.config.metrics.runtime,
+    });
     let resolve: (url: string) => void = () => {};
     const promise = new Promise<string>((settle) => {
       resolve = settle;
@@ -139,6 +141,7 @@ export class Gateway {
     return openStore({
       file,
       synchronous: config.store.synchronous,
+      onCommitted: (stats) => this.metrics.storeCommitted(stats),
       onWriteFailure: (err) => {
         // A write that finds the file damaged says so, naming it, as a start would.
         const failure = asStoreDamage(file, err);

@@ -321,6 +321,15 @@ export const configSchema = z.strictObject({
       level: z.enum(logLevels).default('info'),
     })
     .prefault({}),
+  metrics: z
+    .strictObject({
+      /**
+       * /metrics also shows Node's own (event-loop delay, GC pauses, heap, CPU): for profiling.
+       * Off by default, since its event-loop monitor wakes an idle gateway every 10 ms.
+       */
+      runtime: z.boolean().default(false),
+    })
+    .prefault({}),
 });
 
 export type ConfigInput = z.input<typeof configSchema>;

@@ -1,4 +1,15 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { CommitStats } from '../store/WriteBatch.js';
+
+export interface MetricsOptions {
+  /**
+   * Node's own metrics too (prom-client's defaults: event-loop delay, GC pauses by kind, heap,
+   * CPU, handles). Off by default: the event-loop delay monitor wakes the process every 10 ms.
+   */
+  runtime?: boolean;
+}
+
+const commitBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
 
 /** The gateway's Prometheus metrics (SPEC §9: observability). */
 export interface Metrics {
@@ -16,10 +27,39 @@ export interface Metrics {
   readonly asks: Counter<'outcome'>;
   readonly spawns: Counter<'outcome'>;
   readonly receipts: Counter<'outcome'>;
+  /** One committed batch of the event log: its statements, its wait and its commit. */
+  storeCommitted(stats: CommitStats): void;
 }
 
-export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Metrics {
+export function createMetrics(
+  inboxDepths: () => Iterable<[string, number]>,
+  options: MetricsOptions = {},
+): Metrics {
   const registry = new Registry();
+  if (options.runtime) collectDefaultMetrics({ register: registry });
+  const storeRows = new Counter({
+    name: 'bridge_store_rows_written_total',
+    help: 'Statements committed to the event log (rows inserted, updated or deleted)',
+    registers: [registry],
+  });
+  const storeCommitOps = new Histogram({
+    name: 'bridge_store_commit_ops',
+    help: 'Statements per event-log transaction (a group commit: the writes of a tick or more)',
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000],
+    registers: [registry],
+  });
+  const storeCommitSeconds = new Histogram({
+    name: 'bridge_store_commit_seconds',
+    help: 'One event-log transaction on the writer thread, its fsync included',
+    buckets: commitBuckets,
+    registers: [registry],
+  });
+  const storeWaitSeconds = new Histogram({
+    name: 'bridge_store_commit_wait_seconds',
+    help: 'From the first write of a batch until it was durable (behind the commit in flight, then its own)',
+    buckets: commitBuckets,
+    registers: [registry],
+  });
   const inboxDepth = new Gauge({
     name: 'bridge_inbox_depth',
     help: 'Undelivered messages per local entity',
@@ -33,6 +73,12 @@ export function createMetrics(inboxDepths: () => Iterable<[string, number]>): Me
   return {
     registry,
     inboxDepth,
+    storeCommitted({ ops, waitedMs, commitMs }) {
+      storeRows.inc(ops);
+      storeCommitOps.observe(ops);
+      storeCommitSeconds.observe(commitMs / 1000);
+      storeWaitSeconds.observe(waitedMs / 1000);
+    },
     mcpSessions: new Gauge({
       name: 'bridge_mcp_sessions',
       help: 'Open MCP sessions per local entity (at most mcp.maxSessionsPerEntity)',

@@ -1,4 +1,15 @@
+import { performance } from 'node:perf_hooks';
 import type { WriteOp, Writer } from './writers.js';
+
+/** One committed batch, for the store's metrics. */
+export interface CommitStats {
+  /** Statements in the transaction (the rows it wrote or deleted). */
+  ops: number;
+  /** From the batch's first write until it was durable: the longest any of its writes waited. */
+  waitedMs: number;
+  /** The commit itself, on the writer: the transaction and its fsync. */
+  commitMs: number;
+}
 
 /**
  * Collects the writes made while the previous batch commits and commits them as the next one,
@@ -13,14 +24,18 @@ export class WriteBatch {
   private scheduled = false;
   private inFlight = false;
   private failure: unknown;
+  /** When the first write of the next batch came (performance.now()). */
+  private firstWriteAt = 0;
 
   constructor(
     private readonly writer: Writer,
     private readonly onFailure: (err: unknown) => void,
+    private readonly onCommitted: (stats: CommitStats) => void = () => {},
   ) {}
 
   /** Adds a write to the next transaction. */
   write(sql: string, params: unknown[]): void {
+    if (this.ops.length === 0) this.firstWriteAt = performance.now();
     this.ops.push({ sql, params });
     this.schedule();
   }
@@ -54,12 +69,19 @@ export class WriteBatch {
     const ops = this.ops;
     const committed = this.committed;
     const waiters = this.waiters;
+    const firstWriteAt = this.firstWriteAt;
     this.ops = [];
     this.committed = [];
     this.waiters = [];
     this.inFlight = true;
+    let stats: CommitStats | undefined;
     try {
-      if (ops.length > 0) await this.writer.commit(ops);
+      if (ops.length > 0) {
+        const started = performance.now();
+        await this.writer.commit(ops);
+        const done = performance.now();
+        stats = { ops: ops.length, waitedMs: done - firstWriteAt, commitMs: done - started };
+      }
     } catch (err) {
       // Memory and log now disagree; nothing after this may act as if the batch were durable.
       this.failure = err;
@@ -69,6 +91,7 @@ export class WriteBatch {
       return;
     }
     this.inFlight = false;
+    if (stats) this.onCommitted(stats);
     for (const waiter of waiters) waiter.resolve();
     for (const effect of committed) effect();
     if (this.ops.length > 0 || this.committed.length > 0 || this.waiters.length > 0) this.schedule();

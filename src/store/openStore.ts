@@ -4,7 +4,7 @@ import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { migrations } from './schema.js';
 import { asStoreDamage } from './storeDamage.js';
-import { WriteBatch } from './WriteBatch.js';
+import { type CommitStats, WriteBatch } from './WriteBatch.js';
 import { createInlineWriter, createThreadWriter, type Writer } from './writers.js';
 
 export interface StoreOptions {
@@ -15,6 +15,8 @@ export interface StoreOptions {
   onWriteFailure?: (err: unknown) => void;
   /** Commit on a writer thread (files only; the default for files) or on this thread. */
   writerThread?: boolean;
+  /** Told of every committed batch (the gateway's store metrics). */
+  onCommitted?: (stats: CommitStats) => void;
 }
 
 /**
@@ -64,7 +66,7 @@ export function openStore(options: StoreOptions): Store {
   const writer: Writer = threaded
     ? createThreadWriter({ file: options.file, synchronous: options.synchronous ?? 'FULL' })
     : createInlineWriter(db);
-  const batch = new WriteBatch(writer, onFailure);
+  const batch = new WriteBatch(writer, onFailure, options.onCommitted);
   return {
     db,
     file: options.file,
