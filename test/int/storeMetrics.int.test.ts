@@ -47,7 +47,9 @@ describe('the event log’s metrics on /metrics, and Node’s own with metrics.r
     // Each send writes its rows (events, heads, body) in a commit of its own here: one at a time.
     expect(commits).toBeGreaterThanOrEqual(1);
     expect(rows).toBeGreaterThanOrEqual(5 * 2);
-    expect(sample(after, 'bridge_store_commit_seconds_count')).toBe(sample(after, 'bridge_store_commit_ops_count'));
+    expect(sample(after, 'bridge_store_commit_seconds_count')).toBe(
+      sample(after, 'bridge_store_commit_ops_count'),
+    );
     expect(sample(after, 'bridge_store_commit_wait_seconds_sum')).toBeGreaterThan(0);
     // Off by default: no event-loop monitor waking an idle gateway.
     expect(after).not.toContain('nodejs_eventloop_lag');
