@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Gateway } from '../../src/actors/Gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/log/logger.js';
+import { RecordingPane } from '../support/RecordingPane.js';
 
 /** A metric's value in Prometheus text (the first sample whose name and labels match). */
 function sample(text: string, name: string): number | undefined {
@@ -26,7 +27,11 @@ describe('the event log’s metrics on /metrics, and Node’s own with metrics.r
     const configFile = join(home, 'config.json');
     writeFileSync(configFile, JSON.stringify(file));
     const { config } = loadConfig({ env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'm1' }, file: configFile });
-    const gateway = new Gateway({ config, logger: createLogger({ level: 'silent' }) });
+    const gateway = new Gateway({
+      config,
+      logger: createLogger({ level: 'silent' }),
+      createInjector: () => new RecordingPane(),
+    });
     await gateway.start();
     gateways.push(gateway);
     return gateway;
