@@ -31,14 +31,15 @@
 // Run: `npm run bench`.
 // Settings (env): BENCH_ROUTER_MESSAGES, BENCH_ROUTER_CONCURRENCY, BENCH_MCP_CALLS,
 // BENCH_MCP_CLIENTS, BENCH_CROSSHOST_MESSAGES, BENCH_CROSSHOST_CONCURRENCY (the signing rows
-// use these too), BENCH_CROSSHOST_DRAIN_IDLE_MS, BENCH_BROKER_URI, BENCH_DELIVERY_TIMEOUT_MS,
+// use these too), BENCH_CROSSHOST_DRAIN_WAIT_MS (each drain's long-poll wait), BENCH_BROKER_URI, BENCH_DELIVERY_TIMEOUT_MS,
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
 // BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
 // BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
 // BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|submission,
 // comma-separated),
 // BENCH_DIR (parent of the temp dir),
-// BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_GATEWAY_CONFIG
+// BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_PROFILE=1 (profile
+// the latency scenario's daemons: below), BENCH_GATEWAY_CONFIG
 // (config JSON for every gateway, e.g. '{"store":{"synchronous":"NORMAL"}}'; the floors copy it
 // too), BENCH_TIMEOUT_MS (whole run; default 180 s, plus 420 s with the replay scenario, plus each
 // fleet scenario's share, plus 300 s with the submission scenario).
@@ -89,7 +90,7 @@ const settings = {
   mcpClients: intSetting('BENCH_MCP_CLIENTS', 4),
   crosshostMessages: intSetting('BENCH_CROSSHOST_MESSAGES', 3000),
   crosshostConcurrency: intSetting('BENCH_CROSSHOST_CONCURRENCY', 8),
-  crosshostDrainIdleMs: intSetting('BENCH_CROSSHOST_DRAIN_IDLE_MS', 1),
+  crosshostDrainWaitMs: intSetting('BENCH_CROSSHOST_DRAIN_WAIT_MS', 1000, 1),
   warmup: intSetting('BENCH_WARMUP', 200),
   textBytes: intSetting('BENCH_TEXT_BYTES', 256),
   signingOps: intSetting('BENCH_SIGNING_OPS', 5000),
@@ -123,7 +124,15 @@ const timeoutMs = intSetting(
     (submissionWanted ? submissionScenario.timeoutMs : 0),
 );
 const keep = process.env.BENCH_KEEP === '1';
-const cpuProfDir = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : undefined;
+// BENCH_PROFILE=1: the latency scenario's daemons run with metrics.runtime and under --cpu-prof
+// (into BENCH_CPU_PROF, or bench/.profiles/<time>), and each pass reports their event-loop delay,
+// GC pauses, event-log commits and CPU per message by layer over its measured span.
+const profiling = process.env.BENCH_PROFILE === '1';
+const cpuProfDir = process.env.BENCH_CPU_PROF
+  ? resolve(process.env.BENCH_CPU_PROF)
+  : profiling
+    ? resolve(benchDir, '.profiles', new Date().toISOString().replace(/[:.]/g, '-'))
+    : undefined;
 
 const dir = mkdtempSync(join(process.env.BENCH_DIR || tmpdir(), 'bridge-bench-'));
 const progress = createProgress();
@@ -201,7 +210,10 @@ async function main() {
   const loadAtStart = loadAverage();
   // The gateways' config (the defaults unless BENCH_GATEWAY_CONFIG), which the baselines copy
   // (durability, prefetch, inbox cap, TTL).
-  const { gatewayConfigFile, gatewayConfig } = gatewayConfigFor('gateway-config');
+  const { gatewayConfigFile, gatewayConfig } = gatewayConfigFor(
+    'gateway-config',
+    profiling ? { metrics: { runtime: true } } : undefined,
+  );
   const { synchronous } = gatewayConfig.store;
   if (cpuProfDir) mkdirSync(cpuProfDir, { recursive: true });
   const wanted = settings.only.split(',').map((part) => part.trim());
@@ -219,14 +231,14 @@ async function main() {
       ? crosshostScenarios({
           count: settings.crosshostMessages,
           concurrency: settings.crosshostConcurrency,
-          drainIdleMs: settings.crosshostDrainIdleMs,
+          drainWaitMs: settings.crosshostDrainWaitMs,
         })
       : []),
     ...(wanted.includes('signing')
       ? signingScenarios({
           count: settings.crosshostMessages,
           concurrency: settings.crosshostConcurrency,
-          drainIdleMs: settings.crosshostDrainIdleMs,
+          drainWaitMs: settings.crosshostDrainWaitMs,
         })
       : []),
   ];
@@ -313,6 +325,7 @@ async function main() {
     deliveryTimeoutMs,
     textBytes: settings.textBytes,
     cpuProfDir,
+    profiling,
     progress,
   });
   const fleetRan = Object.keys(fleet).length > 0;

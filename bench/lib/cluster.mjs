@@ -67,21 +67,26 @@ export async function startDaemons({
   queues,
   trust = hosts,
   start = hosts,
+  cpuProfDir,
 }) {
   const members = trust.map((host) => ({ host, home: join(dir, name, host) }));
   trustAll(members);
   const handles = [];
   for (const host of start)
-    handles.push(await startMember({ dir, name, host, brokerUri, configFile, teardown, queues }));
+    handles.push(await startMember({ dir, name, host, brokerUri, configFile, teardown, queues, cpuProfDir }));
   return handles;
 }
 
+/** The CPU profile file of daemon `host` of cluster `name`, under cpuProfDir. */
+export const profileName = (name, host) => `${name}-${host}.cpuprofile`;
+
 /** One daemon of a cluster whose keys `startDaemons` (or `trustAll`) already set up. */
-export async function startMember({ dir, name, host, brokerUri, configFile, teardown, queues }) {
+export async function startMember({ dir, name, host, brokerUri, configFile, teardown, queues, cpuProfDir }) {
   queues.add(controlSpec(host).name);
   const daemon = await startDaemon({
     home: join(dir, name, host),
     configFile,
+    ...(cpuProfDir ? { cpuProf: { dir: cpuProfDir, name: profileName(name, host) } } : {}),
     env: { BRIDGE_HOST_ID: host, BRIDGE_BROKER_URI: brokerUri },
   });
   let killed = false;

@@ -46,6 +46,7 @@ export async function startDaemon({ home, env = {}, configFile, cpuProf }) {
   return {
     process: daemon,
     mcpUrl: `http://127.0.0.1:${port}/mcp`,
+    metricsUrl: `http://127.0.0.1:${port}/metrics`,
     adminSocket: join(home, 'admin.sock'),
     cpuMs: daemon.cpuMs,
     output: daemon.output,
@@ -63,11 +64,12 @@ export async function startDaemon({ home, env = {}, configFile, cpuProf }) {
 
 /**
  * A client of a daemon's admin socket (JSON over HTTP on a unix socket, as `bridge send` and
- * `bridge drain` use it), but with keep-alive connections, one per concurrent call. `call(route,
- * body)` resolves with the reply's result and throws the gateway's error.
+ * `bridge drain` use it), but with keep-alive connections, by default one per concurrent call
+ * (`agentOptions`, e.g. maxSockets, bound them). `call(route, body)` resolves with the reply's
+ * result and throws the gateway's error.
  */
-export function adminClient(socketPath) {
-  const agent = new Agent({ keepAlive: true });
+export function adminClient(socketPath, agentOptions = {}) {
+  const agent = new Agent({ keepAlive: true, ...agentOptions });
   return {
     call: (route, body) =>
       new Promise((resolve, reject) => {

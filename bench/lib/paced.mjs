@@ -20,6 +20,8 @@ import { percentile, processCpuMs, round } from './measure.mjs';
  * rate, as a backlog that grew would push the last completion out, and the in-flight cap never
  * reached, as reaching it means the pacer had to hold messages back), p50/p95/p99/max/mean ms,
  * peakInFlight, cpuUsPerMsg (and cpuUsPerMsgOf by `sideCpuMs`, as `measure` does).
+ * `window.start()` and `window.end()` (both awaited) run just before and just after the measured
+ * operations, after the warm-up: where a profiler marks the span it reports on.
  */
 export async function measurePaced({
   rate,
@@ -30,14 +32,17 @@ export async function measurePaced({
   sideCpuMs = {},
   maxInFlight = 20_000,
   onProgress = () => {},
+  window,
 }) {
   if (warmup > 0) await runPaced({ rate, count: warmup, firstIndex: -warmup, op, maxInFlight });
   const count = Math.max(1, Math.round(rate * seconds));
   const sides = Object.entries(sideCpuMs);
   const sidesBefore = sides.map(([, read]) => read());
+  await window?.start();
   const cpuBefore = cpuMs();
   const run = await runPaced({ rate, count, firstIndex: 0, op, maxInFlight, onProgress });
   const cpu = cpuMs() - cpuBefore;
+  await window?.end();
   const perMsg = (ms) => round((ms * 1000) / count, 0);
   const sorted = run.latencies.slice().sort();
   const late = run.late.slice().sort();

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { controlSpec, inboxName } from '../../dist/broker/topology.js';
 import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
 import { initKeys } from '../../dist/security/keys.js';
@@ -36,9 +35,9 @@ import { startGateway } from './router.mjs';
  * Broker queues the gateways declare (the inboxes, control.<host>) are deleted afterwards, also
  * when the run fails.
  */
-export function crosshostScenarios({ count, concurrency, drainIdleMs }) {
+export function crosshostScenarios({ count, concurrency, drainWaitMs }) {
   const common = { count, concurrency, baselines: [amqpFloor] };
-  const drain = `a drain loop on dst drains again at once after getting messages and ${drainIdleMs} ms after an empty drain`;
+  const drain = `a drain loop on dst: each drain a long poll (wait ${drainWaitMs} ms), which returns as soon as a message is held, and the next one at once`;
   const daemons = (via) => ({
     ...common,
     name: `crosshost-${via}`,
@@ -47,7 +46,7 @@ export function crosshostScenarios({ count, concurrency, drainIdleMs }) {
       'two bridge start daemons (separate processes, one broker), driven by ' +
       `${interfaces[via].how}; from the send to dst@B on daemon A until the drain on daemon B has returned ` +
       `the message; ${drain}`,
-    open: (ctx) => withTeardown((teardown) => openDaemons({ ...ctx, drainIdleMs }, teardown, via)),
+    open: (ctx) => withTeardown((teardown) => openDaemons({ ...ctx, drainWaitMs }, teardown, via)),
   });
   return [
     daemons('mcp'),
@@ -59,7 +58,7 @@ export function crosshostScenarios({ count, concurrency, drainIdleMs }) {
       measures:
         'two Gateway instances in this process (one broker); from gateway.send() on A (to dst@B) until ' +
         `gateway.drain() on B has returned the message; ${drain}`,
-      open: (ctx) => withTeardown((teardown) => openInProcess({ ...ctx, drainIdleMs }, teardown)),
+      open: (ctx) => withTeardown((teardown) => openInProcess({ ...ctx, drainWaitMs }, teardown)),
     },
   ];
 }
@@ -104,7 +103,7 @@ const interfaces = {
       for (let lane = 0; lane < lanes; lane++) clients.push(await connectMcp(daemon.mcpUrl, token));
       return {
         send: (lane, to, text) => callTool(clients[lane], 'bridge_send', { to, text }),
-        drain: async () => (await callTool(clients[0], 'bridge_drain', {})).messages,
+        drain: async (waitMs) => (await callTool(clients[0], 'bridge_drain', { wait_ms: waitMs })).messages,
       };
     },
   },
@@ -116,7 +115,7 @@ const interfaces = {
       teardown.add(() => admin.close());
       return {
         send: (_lane, to, text) => admin.call(adminRoutes.send, { token, to, text }),
-        drain: () => admin.call(adminRoutes.drain, { token }),
+        drain: (waitMs) => admin.call(adminRoutes.drain, { token, waitMs }),
       };
     },
   },
@@ -211,8 +210,8 @@ async function openInProcess(ctx, teardown) {
     gateway.roster().some((e) => e.name === entityName && e.host === host);
   await waitFor(inRoster(a.gateway, 'dst', hosts.b), { what: `dst@${hosts.b} in the roster of ${hosts.a}` });
   await waitFor(inRoster(b.gateway, 'src', hosts.a), { what: `src@${hosts.a} in the roster of ${hosts.b}` });
-  const drain = startDrainLoop(ctx, teardown, async () => {
-    const handover = await b.gateway.drain(dst);
+  const drain = startDrainLoop(ctx, teardown, async (waitMs) => {
+    const handover = await b.gateway.drain(dst, undefined, waitMs);
     handover.confirm(); // in process, the caller has them once the call returns
     return handover.envelopes;
   });
@@ -233,13 +232,14 @@ async function openInProcess(ctx, teardown) {
 }
 
 /**
- * Drains dst for as long as the target is open: `drainOnce()` returns the messages one drain
- * handed over; each counts as delivered (by the key its text starts with). A failed drain fails
+ * Drains dst for as long as the target is open: `drainOnce(waitMs)` returns the messages one drain
+ * handed over, a long poll that waits up to `drainWaitMs` for one when none is held (so a drain
+ * returns as soon as a message arrives, and an idle loop does not spin); each counts as delivered (by the key its text starts with). A failed drain fails
  * every waiting operation. `deliveredAfter(i, send)` is operation i: send message i, then wait for
  * the drain to return it (and, outside the warm-up, note how long the send itself took). The
  * quorum scenario drains the same way.
  */
-export function startDrainLoop({ deliveryTimeoutMs, drainIdleMs, total }, teardown, drainOnce) {
+export function startDrainLoop({ deliveryTimeoutMs, drainWaitMs, total }, teardown, drainOnce) {
   const tracker = createDeliveryTracker({ timeoutMs: deliveryTimeoutMs });
   const seen = new Set();
   const sendMs = [];
@@ -251,7 +251,7 @@ export function startDrainLoop({ deliveryTimeoutMs, drainIdleMs, total }, teardo
   let failure;
   const loop = (async () => {
     while (draining) {
-      const messages = await drainOnce();
+      const messages = await drainOnce(drainWaitMs);
       drains++;
       for (const message of messages) {
         const key = keyOfText(message.text);
@@ -264,10 +264,7 @@ export function startDrainLoop({ deliveryTimeoutMs, drainIdleMs, total }, teardo
         seen.add(key);
         tracker.delivered(key);
       }
-      if (messages.length === 0) {
-        emptyDrains++;
-        await sleep(drainIdleMs);
-      }
+      if (messages.length === 0) emptyDrains++;
     }
   })().catch((err) => {
     failure = err;

@@ -1,30 +1,26 @@
-import { Agent, request } from 'node:http';
-import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { join } from 'node:path';
 import { inboxName } from '../../dist/broker/topology.js';
 import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
 import { deleteQueues, localBrokerCpuMs, queueDepths } from '../lib/broker.mjs';
-import { clusterHosts, startDaemons } from '../lib/cluster.mjs';
+import { clusterHosts, profileName, startDaemons } from '../lib/cluster.mjs';
+import { cpuPerMessage, describeCpu, monotonicUs } from '../lib/cpuProfile.mjs';
+import { adminClient } from '../lib/daemon.mjs';
+import { describeMetrics, metricsBetween, scrapeMetrics } from '../lib/daemonMetrics.mjs';
 import { finishRow } from '../lib/fleetReport.mjs';
 import { amqpFloor } from '../lib/floors.mjs';
-import {
-  createDeliveryTracker,
-  keyOfText,
-  messageText,
-  percentile,
-  processCpuMs,
-  round,
-} from '../lib/measure.mjs';
+import { messageText, processCpuMs } from '../lib/measure.mjs';
 import { measurePaced } from '../lib/paced.mjs';
 import { createTeardown, waitFor } from '../lib/processes.mjs';
+import { startDrainLoop } from './crosshost.mjs';
 
 /**
  * Latency at a fixed rate (`BENCH_ONLY=latency`): cross-host, two `bridge start` daemons (as the
  * crosshost scenario runs them: separate processes, unique host ids, signing on, one broker),
  * main `src` on A sending to main `dst` on B through A's admin socket (POST /v1/send: the
  * gateway.send() call bridge_send makes, with less transport), a drain loop on dst over B's admin
- * socket (POST /v1/drain). Messages are *paced*, an open loop (bench/lib/paced.mjs): message i is
- * due at t0 + i / rate and sent then, whether or not the earlier ones are through, for `seconds`.
+ * socket (POST /v1/drain, a long poll: it returns as soon as a message is held). Messages are
+ * *paced*, an open loop (bench/lib/paced.mjs): message i is due at t0 + i / rate and sent then,
+ * whether or not the earlier ones are through, for `seconds`.
  * Latency per message: from when it was due until B's drain has returned it; p50/p95/p99.
  * Target: p99 < 20 ms at 1,000 msg/s. The sender's HTTP connections are a bounded keep-alive
  * pool (32 sockets, idle ones closed before the server's keep-alive timeout), as a real client's.
@@ -82,6 +78,7 @@ export const latencyScenario = {
         name: `latency-${target.id}-${rate}`,
         total: warmup + count,
       });
+      let closed = false;
       try {
         const result = await measurePaced({
           rate,
@@ -92,6 +89,7 @@ export const latencyScenario = {
           ...(opened.sideCpuMs ? { sideCpuMs: opened.sideCpuMs } : {}),
           maxInFlight: settings.maxInFlight,
           onProgress: (done) => progress.update(done),
+          ...(opened.window ? { window: opened.window } : {}),
         });
         const check = opened.verify ? await opened.verify() : undefined;
         console.error(
@@ -99,9 +97,15 @@ export const latencyScenario = {
             `${result.sustained ? '' : ' (NOT sustained)'}, p50 ${result.p50Ms} ms, p95 ${result.p95Ms} ms, ` +
             `p99 ${result.p99Ms} ms, max ${result.maxMs} ms; pacer late p99 ${result.lateP99Ms} ms`,
         );
-        return { ...result, ...(check ? { check } : {}) };
-      } finally {
         await opened.close();
+        closed = true;
+        // Read once the daemons have stopped: they write their CPU profiles as they exit.
+        const profile = opened.profile?.(count);
+        if (profile)
+          console.error(`latency: ${label} @ ${rate} msg/s, profile:\n${describeProfile(profile)}`);
+        return { ...result, ...(check ? { check } : {}), ...(profile ? { profile } : {}) };
+      } finally {
+        if (!closed) await opened.close();
       }
     };
 
@@ -158,7 +162,7 @@ export const latencyScenario = {
       settings: { ...settings, senderSockets, textBytes: ctx.textBytes },
       rows,
       measures: [
-        `Gateway: two \`bridge start\` daemons (separate processes, one broker, signing on), main src on A → main dst on B, driven through their admin sockets (POST /v1/send on A over a keep-alive pool of ${senderSockets} connections, POST /v1/drain on B: the gateway calls bridge_send / bridge_drain make); a drain loop on dst drains again at once after getting messages, 1 ms after an empty drain.`,
+        `Gateway: two \`bridge start\` daemons (separate processes, one broker, signing on), main src on A → main dst on B, driven through their admin sockets (POST /v1/send on A over a keep-alive pool of ${senderSockets} connections, POST /v1/drain on B: the gateway calls bridge_send / bridge_drain make); a drain loop on dst whose drains are long polls (wait ${drainWaitMs} ms): each returns as soon as a message is held on B, and the next starts at once.`,
         `Open loop: message i is due at t0 + i/rate and sent then whatever the backlog (at most ${settings.maxInFlight} outstanding, then the pacer waits); latency = from when it was due until the drain on B returned it (the pacer’s own lateness counts: p99 ${firstPass.gateway.lateP99Ms} ms, max ${firstPass.gateway.lateMaxMs} ms at ${firstPass.rate} msg/s). ${settings.warmupSeconds} s at the rate first, not measured (each pass on fresh daemons).`,
         'Baseline: raw amqplib at the same rate on the same broker: confirm channel, persistent + mandatory publish with the gateway’s properties and wire size through bridge.msg to a durable queue with an inbox’s arguments, consumed on a second connection (exclusive, manual ack, the gateway’s prefetch); from when it was due until the consumer acked it.',
         `Sustained = delivered ≥ 95% of the rate (messages ÷ time until the last was delivered: a backlog that grows pushes the last delivery out) without ever reaching the cap of ${settings.maxInFlight} messages in flight (reaching it means the sender had to hold messages back).` +
@@ -181,41 +185,13 @@ export const latencyScenario = {
 const senderSockets = 32;
 
 /**
- * An admin-socket client with a bounded keep-alive pool: at most `maxSockets` connections (more
- * requests wait for one), idle ones closed after 4 s, before the server's 5 s keep-alive timeout
- * could close one under a request.
+ * A bounded keep-alive pool: at most `maxSockets` connections (more requests wait for one), idle
+ * ones closed after 4 s, before the server's 5 s keep-alive timeout could close one under a request.
  */
-function pooledAdminClient(socketPath, maxSockets) {
-  const agent = new Agent({ keepAlive: true, maxSockets, timeout: 4_000 });
-  return {
-    call: (route, body) =>
-      new Promise((resolve, reject) => {
-        const payload = JSON.stringify(body);
-        const req = request(
-          {
-            socketPath,
-            agent,
-            path: route,
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-          },
-          (res) => {
-            const chunks = [];
-            res.on('data', (chunk) => chunks.push(chunk));
-            res.on('end', () => {
-              const reply = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-              if (reply.ok) resolve(reply.result);
-              else reject(new Error(`${route} failed: ${reply.error.code}: ${reply.error.message}`));
-            });
-            res.on('error', reject);
-          },
-        );
-        req.on('error', reject);
-        req.end(payload);
-      }),
-    close: () => agent.destroy(),
-  };
-}
+const pooled = (maxSockets) => ({ maxSockets, timeout: 4_000 });
+
+/** Each drain of the drain loop waits up to this long for a message when none is held. */
+const drainWaitMs = 1_000;
 
 /**
  * The gateway target: two daemons (A with main src, B with main dst), once each sees the other's
@@ -235,7 +211,7 @@ const daemonPair = {
 };
 
 async function openDaemonPair(
-  { dir, name, brokerUri, gatewayConfigFile, textBytes, deliveryTimeoutMs, total },
+  { dir, name, brokerUri, gatewayConfigFile, textBytes, deliveryTimeoutMs, total, profiling, cpuProfDir },
   teardown,
 ) {
   const queues = new Set();
@@ -250,6 +226,7 @@ async function openDaemonPair(
     configFile: gatewayConfigFile,
     teardown,
     queues,
+    ...(profiling ? { cpuProfDir } : {}),
   });
   const src = await a.register('src');
   const dst = await b.register('dst');
@@ -261,49 +238,53 @@ async function openDaemonPair(
     what: `src@${a.host} in the roster of ${b.host}`,
     timeoutMs: 30_000,
   });
-  const sender = pooledAdminClient(a.daemon.adminSocket, senderSockets);
+  const sender = adminClient(a.daemon.adminSocket, pooled(senderSockets));
   teardown.add(() => sender.close());
-  const drainer = pooledAdminClient(b.daemon.adminSocket, 1);
+  const drainer = adminClient(b.daemon.adminSocket, pooled(1));
   teardown.add(() => drainer.close());
 
   // The drain loop on dst: every message from src counts as delivered by its key.
-  const tracker = createDeliveryTracker({ timeoutMs: deliveryTimeoutMs });
-  const seen = new Set();
-  const sendMs = [];
-  let duplicates = 0;
-  let foreign = 0;
-  let drains = 0;
-  let draining = true;
-  let failure;
-  const loop = (async () => {
-    while (draining) {
-      const messages = await drainer.call(adminRoutes.drain, { token: dst.token });
-      drains++;
-      for (const message of messages) {
-        const key = keyOfText(message.text);
-        if (message.from.name !== 'src' || !/^m-?\d+$/.test(key)) {
-          foreign++; // someone else's broadcast on the shared broker (dst is bound to broadcast.all)
-          continue;
-        }
-        if (seen.has(key)) duplicates++;
-        seen.add(key);
-        tracker.delivered(key);
-      }
-      if (messages.length === 0) await sleep(1);
-    }
-  })().catch((err) => {
-    failure = err;
-    tracker.fail(err);
-  });
-  teardown.add(async () => {
-    draining = false;
-    await loop;
-    if (failure) throw failure;
-  });
+  const drain = startDrainLoop({ deliveryTimeoutMs, drainWaitMs, total }, teardown, (waitMs) =>
+    drainer.call(adminRoutes.drain, { token: dst.token, waitMs }),
+  );
 
   const to = `dst@${b.host}`;
   const brokerCpuMs = localBrokerCpuMs(brokerUri);
+  const daemons = { 'daemon A': a, 'daemon B': b };
+  const span = {};
+  const scrapeAll = () =>
+    Promise.all(Object.values(daemons).map((member) => scrapeMetrics(member.daemon.metricsUrl)));
   return {
+    // BENCH_PROFILE=1: the daemons' metrics read around the measured span (the first read resets
+    // the event-loop histogram) and their CPU profiles cut to it.
+    ...(profiling
+      ? {
+          window: {
+            async start() {
+              span.before = await scrapeAll();
+              span.fromUs = monotonicUs();
+            },
+            async end() {
+              span.toUs = monotonicUs();
+              span.after = await scrapeAll();
+            },
+          },
+          profile: (messages) =>
+            Object.fromEntries(
+              Object.entries(daemons).map(([role, member], i) => [
+                role,
+                {
+                  metrics: metricsBetween(span.before[i], span.after[i], messages),
+                  cpu: cpuPerMessage(
+                    join(cpuProfDir, profileName(name, member.host)),
+                    { fromUs: span.fromUs, toUs: span.toUs },
+                    messages,
+                  ),
+                },
+              ]),
+            ),
+        }
+      : {}),
     cpuMs: () => a.daemon.cpuMs() + b.daemon.cpuMs(),
     sideCpuMs: {
       'daemon A': a.daemon.cpuMs,
@@ -311,32 +292,23 @@ async function openDaemonPair(
       ...(brokerCpuMs ? { broker: brokerCpuMs } : {}),
       'clients (this process)': processCpuMs,
     },
-    async op(i) {
-      const delivered = tracker.wait(`m${i}`);
-      delivered.catch(() => {}); // awaited below; only a failed send leaves it unawaited
-      const started = performance.now();
-      await sender.call(adminRoutes.send, { token: src.token, to, text: messageText(i, textBytes) });
-      if (i >= 0) sendMs.push(performance.now() - started);
-      await delivered;
-    },
+    op: (i) =>
+      drain.deliveredAfter(i, () =>
+        sender.call(adminRoutes.send, { token: src.token, to, text: messageText(i, textBytes) }),
+      ),
     async verify() {
       const depth = (await b.roster()).find((e) => e.name === 'dst' && e.host === b.host)?.depth;
-      const [[queue, ready]] = Object.entries(await queueDepths(brokerUri, [inboxName(dst.gid)]));
-      const problems = [
-        seen.size === total ? '' : `drained ${seen.size} distinct messages of ${total}`,
-        duplicates === 0 ? '' : `${duplicates} drained twice`,
-        depth === 0 ? '' : `dst still holds ${depth}`,
-        ready === 0 ? '' : `${queue} has ${ready} ready`,
-      ].filter(Boolean);
-      if (problems.length > 0) throw new Error(`latency check failed: ${problems.join('; ')}`);
-      const sorted = Float64Array.from(sendMs).sort();
-      return (
-        `dst drained all ${total} messages once each (depth 0 on B, its broker inbox empty); the send leg ` +
-        `(until A answered, broker-confirmed) took p50 ${round(percentile(sorted, 0.5), 2)} ms, ` +
-        `p99 ${round(percentile(sorted, 0.99), 2)} ms; ${drains} drains` +
-        (foreign > 0 ? `; ${foreign} foreign broadcasts drained too` : '')
-      );
+      return drain.verify(depth, await queueDepths(brokerUri, [inboxName(dst.gid)]));
     },
     close: () => teardown.run(),
   };
+}
+
+/** The profile of a pass, daemon by daemon, as lines for the log and the notes. */
+function describeProfile(profile) {
+  return Object.entries(profile)
+    .map(
+      ([role, { metrics, cpu }]) => `  ${role}: ${describeMetrics(metrics)}\n  ${role}: ${describeCpu(cpu)}`,
+    )
+    .join('\n');
 }

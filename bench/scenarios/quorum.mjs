@@ -29,7 +29,7 @@ import { startGateway } from './router.mjs';
  * which takes every queue the gateways declared with it.
  *
  * Settings (env): BENCH_QUORUM_MESSAGES (2000), BENCH_QUORUM_CONCURRENCY (8), BENCH_QUORUM_WARMUP
- * (100), BENCH_QUORUM_DRAIN_IDLE_MS (1; as BENCH_CROSSHOST_DRAIN_IDLE_MS).
+ * (100), BENCH_QUORUM_DRAIN_WAIT_MS (1000; as BENCH_CROSSHOST_DRAIN_WAIT_MS).
  */
 
 const modes = ['classic', 'quorum'];
@@ -75,10 +75,10 @@ async function runMode(ctx, settings, uris, mode) {
     });
     const total = settings.warmup + settings.messages;
     const drain = startDrainLoop(
-      { deliveryTimeoutMs, drainIdleMs: settings.drainIdleMs, total },
+      { deliveryTimeoutMs, drainWaitMs: settings.drainWaitMs, total },
       teardown,
-      async () => {
-        const handover = await gatewayB.gateway.drain(dst);
+      async (waitMs) => {
+        const handover = await gatewayB.gateway.drain(dst, undefined, waitMs);
         handover.confirm(); // in process, the caller has them once the call returns
         return handover.envelopes;
       },
@@ -147,7 +147,7 @@ export const quorumScenario = {
       messages: intSetting('BENCH_QUORUM_MESSAGES', 2_000),
       concurrency: Math.max(1, intSetting('BENCH_QUORUM_CONCURRENCY', 8)),
       warmup: intSetting('BENCH_QUORUM_WARMUP', 100),
-      drainIdleMs: intSetting('BENCH_QUORUM_DRAIN_IDLE_MS', 1),
+      drainWaitMs: intSetting('BENCH_QUORUM_DRAIN_WAIT_MS', 1000, 1),
     };
     const { progress } = ctx;
     const suffix = randomBytes(3).toString('hex');
@@ -181,7 +181,7 @@ export const quorumScenario = {
       measures: [
         'A 3-node RabbitMQ cluster started for the run (tools/cluster.mjs startCluster: its own dir, node names and free ports; stopped and removed afterwards), its shared topology set up as `bridge broker setup` does.',
         'Two Gateway instances in this process (signing on) with broker.uris = the three nodes, first with broker.queueMode classic, then with quorum on new host ids (so the inboxes are new quorum queues, replicated on the three nodes); main src on A, dst on B.',
-        `From gateway.send() on A (to dst@B) until gateway.drain() on B has returned the message, as the crosshost in-process row; ${settings.concurrency} in flight, ${settings.warmup} warm-up messages first, a drain loop on dst that drains again at once after getting messages and ${settings.drainIdleMs} ms after an empty drain.`,
+        `From gateway.send() on A (to dst@B) until gateway.drain() on B has returned the message, as the crosshost in-process row; ${settings.concurrency} in flight, ${settings.warmup} warm-up messages first, a drain loop on dst whose drains are long polls (wait ${settings.drainWaitMs} ms: each returns as soon as a message is held).`,
       ],
       check: `classic: ${classic.check}. quorum: ${quorum.check}`,
       notes: [

@@ -20,9 +20,9 @@ export const signingModes = {
 };
 
 /** The cross-host scenarios compared with signing on and off: admin sockets, then in process. */
-export function signingScenarios({ count, concurrency, drainIdleMs }) {
+export function signingScenarios({ count, concurrency, drainWaitMs }) {
   const crosshost = new Map(
-    crosshostScenarios({ count, concurrency, drainIdleMs }).map((scenario) => [scenario.name, scenario]),
+    crosshostScenarios({ count, concurrency, drainWaitMs }).map((scenario) => [scenario.name, scenario]),
   );
   return ['admin', 'inproc'].map((via) => {
     const scenario = crosshost.get(`crosshost-${via}`);
