@@ -19,6 +19,8 @@ export interface CommitStats {
  */
 export class WriteBatch {
   private ops: WriteOp[] = [];
+  /** The pending writes that a later one with the same key replaces (see `write`). */
+  private keyed = new Map<string, WriteOp>();
   private committed: Array<() => void> = [];
   private waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
   private scheduled = false;
@@ -33,10 +35,23 @@ export class WriteBatch {
     private readonly onCommitted: (stats: CommitStats) => void = () => {},
   ) {}
 
-  /** Adds a write to the next transaction. */
-  write(sql: string, params: unknown[]): void {
+  /**
+   * Adds a write to the next transaction. A write with a `key` replaces the pending one with the
+   * same key, in its place, rather than being added: for a row whose last value is all that
+   * needs to be durable (an actor's head, upserted at each transition; the events keep each).
+   */
+  write(sql: string, params: unknown[], key?: string): void {
+    if (key !== undefined) {
+      const pending = this.keyed.get(key);
+      if (pending) {
+        pending.params = params;
+        return;
+      }
+    }
     if (this.ops.length === 0) this.firstWriteAt = performance.now();
-    this.ops.push({ sql, params });
+    const op = { sql, params };
+    this.ops.push(op);
+    if (key !== undefined) this.keyed.set(key, op);
     this.schedule();
   }
 
@@ -71,6 +86,7 @@ export class WriteBatch {
     const waiters = this.waiters;
     const firstWriteAt = this.firstWriteAt;
     this.ops = [];
+    this.keyed = new Map();
     this.committed = [];
     this.waiters = [];
     this.inFlight = true;

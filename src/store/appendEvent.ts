@@ -31,12 +31,10 @@ export function appendEvent(store: Store, row: EventRow, options: AppendOptions)
     row.toState,
     data,
   ]);
-  store.batch.write(upsertHead, [
-    row.actorKind,
-    row.actorId,
-    options.owner ?? null,
-    row.traceId,
-    row.toState,
-    options.done ? 1 : 0,
-  ]);
+  // An actor's transitions in one batch move its head once: the last one is what recovery reads.
+  store.batch.write(
+    upsertHead,
+    [row.actorKind, row.actorId, options.owner ?? null, row.traceId, row.toState, options.done ? 1 : 0],
+    `head\0${row.actorKind}\0${row.actorId}`,
+  );
 }

@@ -6,7 +6,7 @@ import type { Database, Statement } from 'better-sqlite3';
 
 /** One write: a statement and its parameters. Data, so it can cross to the writer thread. */
 export interface WriteOp {
-  sql: string;
+  readonly sql: string;
   params: unknown[];
 }
 
