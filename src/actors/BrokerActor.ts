@@ -8,6 +8,7 @@ import type {
   TakeDecision,
 } from '../broker/brokerMessages.js';
 import { closeQuietly } from '../broker/closeQuietly.js';
+import { coalesceFrames } from '../broker/coalesceFrames.js';
 import { describeBrokerError } from '../broker/describeBrokerError.js';
 import { LockGrace } from '../broker/LockGrace.js';
 import { checkSharedTopology } from '../broker/sharedTopology.js';
@@ -104,6 +105,8 @@ export class BrokerActor {
   private readonly queues: BrokerQueues;
   private readonly publishing: BrokerPublisher;
   private generation = 0;
+  /** Whether the log already said amqplib could not be made to coalesce its frames. */
+  private warnedUncoalesced = false;
   private firstAttempt: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   /** CA, client certificate and key, read once at start (BAD_CONFIG if unreadable). */
   private readonly tls: BrokerTlsSocketOptions | undefined;
@@ -365,14 +368,22 @@ export class BrokerActor {
     }
   }
 
-  private dial(uri: string, name: string): Promise<ChannelModel> {
-    return amqp.connect(withHeartbeat(uri, this.options.heartbeatSeconds ?? 5), {
+  private async dial(uri: string, name: string): Promise<ChannelModel> {
+    const model = await amqp.connect(withHeartbeat(uri, this.options.heartbeatSeconds ?? 5), {
       ...(uri.startsWith('amqps://') ? this.tls : undefined),
       timeout: this.options.connectTimeoutMs ?? 10_000,
-      // Small frames (confirms, acks) must not wait for Nagle's algorithm.
+      // Small frames (confirms, acks) must not wait for Nagle's algorithm...
       noDelay: true,
       clientProperties: { connection_name: name },
     });
+    // ...and the frames ready at once leave in one write, not one each.
+    if (!coalesceFrames(model) && !this.warnedUncoalesced) {
+      this.warnedUncoalesced = true;
+      this.options.logger.warn(
+        'this amqplib is not shaped as bridge expects: each AMQP frame gets a socket write of its own (slower, still correct)',
+      );
+    }
+    return model;
   }
 
   /** An extra connection for consumers, to the node the actor's own connection is on. */
