@@ -35,7 +35,7 @@
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
 // BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
 // BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
-// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|submission,
+// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|idle|submission,
 // comma-separated),
 // BENCH_DIR (parent of the temp dir),
 // BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_PROFILE=1 (profile

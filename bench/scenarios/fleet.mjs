@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { fleetRatioNote, renderFleet } from '../lib/fleetReport.mjs';
 import { commandLine, loadAverage, machineInfo } from '../lib/report.mjs';
 import { broadcastScenario } from './broadcast.mjs';
+import { idleScenario } from './idle.mjs';
 import { latencyScenario } from './latency.mjs';
 import { quorumScenario } from './quorum.mjs';
 import { rosterScenario } from './roster.mjs';
@@ -27,6 +28,7 @@ export const fleetScenarios = [
   broadcastScenario,
   rosterScenario,
   quorumScenario,
+  idleScenario,
 ];
 
 export const fleetNames = fleetScenarios.map((scenario) => scenario.name);
