@@ -78,9 +78,10 @@ export const latencyScenario = {
         name: `latency-${target.id}-${rate}`,
         total: warmup + count,
       });
-      let closed = false;
+      let result;
+      let check;
       try {
-        const result = await measurePaced({
+        result = await measurePaced({
           rate,
           seconds: settings.seconds,
           warmup,
@@ -91,22 +92,19 @@ export const latencyScenario = {
           onProgress: (done) => progress.update(done),
           ...(opened.window ? { window: opened.window } : {}),
         });
-        const check = opened.verify ? await opened.verify() : undefined;
-        console.error(
-          `latency: ${label} @ ${rate} msg/s: delivered ${result.deliveredPerSec} msg/s` +
-            `${result.sustained ? '' : ' (NOT sustained)'}, p50 ${result.p50Ms} ms, p95 ${result.p95Ms} ms, ` +
-            `p99 ${result.p99Ms} ms, max ${result.maxMs} ms; pacer late p99 ${result.lateP99Ms} ms`,
-        );
-        await opened.close();
-        closed = true;
-        // Read once the daemons have stopped: they write their CPU profiles as they exit.
-        const profile = opened.profile?.(count);
-        if (profile)
-          console.error(`latency: ${label} @ ${rate} msg/s, profile:\n${describeProfile(profile)}`);
-        return { ...result, ...(check ? { check } : {}), ...(profile ? { profile } : {}) };
+        check = opened.verify ? await opened.verify() : undefined;
       } finally {
-        if (!closed) await opened.close();
+        await opened.close();
       }
+      console.error(
+        `latency: ${label} @ ${rate} msg/s: delivered ${result.deliveredPerSec} msg/s` +
+          `${result.sustained ? '' : ' (NOT sustained)'}, p50 ${result.p50Ms} ms, p95 ${result.p95Ms} ms, ` +
+          `p99 ${result.p99Ms} ms, max ${result.maxMs} ms; pacer late p99 ${result.lateP99Ms} ms`,
+      );
+      // Read once the daemons have stopped: they write their CPU profiles as they exit.
+      const profile = opened.profile?.(count);
+      if (profile) console.error(`latency: ${label} @ ${rate} msg/s, profile:\n${describeProfile(profile)}`);
+      return { ...result, ...(check ? { check } : {}), ...(profile ? { profile } : {}) };
     };
 
     const passes = [];

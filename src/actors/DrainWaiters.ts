@@ -32,10 +32,6 @@ export class DrainWaiters {
     });
   }
 
-  get size(): number {
-    return this.parked.size;
-  }
-
   wakeAll(): void {
     for (const done of [...this.parked]) done();
   }

@@ -107,7 +107,6 @@ export class EntityActor {
   /** Deliveries in `held`: the reminder's one input, and what wakes a parked drain. */
   private held = 0;
   private readonly drainWaiters: DrainWaiters;
-  private stopped = false;
 
   private constructor(
     readonly record: EntityRecord,
@@ -293,7 +292,7 @@ export class EntityActor {
     let taken = this.takeHeld(max);
     if (taken.deliveries.length === 0 && wait) taken = await this.parkAndTake(max, wait);
     // Stopped while parked: the gateway is going down and its store with it; nothing was taken.
-    if (this.stopped) return this.handover([], [], 'drain');
+    if (this.cell.isStopped) return this.handover([], [], 'drain');
     this.reminder?.drained();
     // Commit `handed-over` before answering. Besides the log, the wait lets the event loop see a
     // connection the main has already dropped, so the answer is known undelivered and the
@@ -328,9 +327,9 @@ export class EntityActor {
     const deadline = clock.now() + ms;
     for (;;) {
       const left = deadline - clock.now();
-      if (left <= 0 || this.stopped || this.cell.done || signal?.aborted) return nothingTaken();
+      if (left <= 0 || this.cell.isStopped || this.cell.done || signal?.aborted) return nothingTaken();
       await this.drainWaiters.wait(left, signal);
-      if (this.stopped) return nothingTaken();
+      if (this.cell.isStopped) return nothingTaken();
       const taken = this.takeHeld(max);
       if (taken.deliveries.length > 0) return taken;
     }
@@ -353,7 +352,6 @@ export class EntityActor {
     for (const delivery of [...this.deliveries.values()]) delivery.deadLetter('recipient-gone');
     this.reminder?.end();
     this.cell.send({ type: 'entity.deregistered' });
-    this.drainWaiters.wakeAll();
     deleteEntity(this.deps.store, this.gid);
     void this.stop();
   }
@@ -361,12 +359,11 @@ export class EntityActor {
   /** Stops timers and the pane connection; the log keeps everything for the next start. */
   async stop(): Promise<void> {
     this.stopWatching?.();
-    this.stopped = true;
-    this.drainWaiters.wakeAll();
     this.replies.cancelAll();
     for (const delivery of this.deliveries.values()) delivery.stop();
     this.reminder?.stop();
     this.cell.stop();
+    this.drainWaiters.wakeAll();
     await this.injector?.close();
   }
 

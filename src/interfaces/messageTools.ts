@@ -7,7 +7,7 @@ import type { SendOutcome } from '../actors/Gateway.js';
 import { withTrace } from '../log/logger.js';
 import { receiptStages, WaitableStage } from '../receipts/receipt.js';
 import { groupNameSchema, WireKind } from '../wire/envelope.js';
-import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
+import { callGoneSignal, settleOnResponse } from './responseOutcome.js';
 import {
   addressShape,
   idempotencyKey,
@@ -238,8 +238,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
 
   server.registerTool('bridge_drain', bridgeDrainTool, (args, extra) =>
     run('bridge_drain', async () => {
-      const gone = responseGoneSignal();
-      const signal = gone ? AbortSignal.any([extra.signal, gone]) : extra.signal;
+      const signal = callGoneSignal(extra.signal);
       const handover = await gateway.drain(entity, args.max, args.wait_ms, signal);
       settleOnResponse(handover);
       const messages = handover.envelopes.map(messageView);

@@ -43,6 +43,15 @@ export function settleOnResponse(handover: Handover | undefined): void {
 }
 
 /**
+ * The signal a parked call gives up on: the MCP request's own (`request`: cancelled by the
+ * client) or the response closing before it was written (the client hung up).
+ */
+export function callGoneSignal(request: AbortSignal): AbortSignal {
+  const gone = responseGoneSignal();
+  return gone ? AbortSignal.any([request, gone]) : request;
+}
+
+/**
  * An AbortSignal that fires when the current response closes before it was written (the
  * client hung up mid-call); undefined outside a tracked request.
  */

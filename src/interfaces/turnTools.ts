@@ -4,7 +4,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { withTrace } from '../log/logger.js';
-import { responseGoneSignal, settleOnResponse } from './responseOutcome.js';
+import { callGoneSignal, settleOnResponse } from './responseOutcome.js';
 import {
   addressShape,
   idempotencyKey,
@@ -59,8 +59,7 @@ export function registerTurnTools(server: McpServer, scope: ToolScope): void {
   const { gateway, entity, run } = scope;
   server.registerTool('bridge_ask', bridgeAskTool, (args, extra) =>
     run('bridge_ask', async () => {
-      const gone = responseGoneSignal();
-      const signal = gone ? AbortSignal.any([extra.signal, gone]) : extra.signal;
+      const signal = callGoneSignal(extra.signal);
       const outcome = await gateway.ask(entity, {
         to: args.to,
         question: args.question,

@@ -115,6 +115,11 @@ export class ActorCell<M extends AnyStateMachine> {
     return this.snapshot.context;
   }
 
+  /** Stopped in memory (gateway shutdown): it takes no more events. */
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
   get done(): boolean {
     return this.snapshot.status === 'done';
   }

@@ -399,6 +399,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       const b = await gateway.register({ kind: 'main', name: 'b' });
       return { a: gateway.authenticate(a.token)!, b: gateway.authenticate(b.token)! };
     };
+    const texts = (handover: { envelopes: Array<{ text: string }> }) => handover.envelopes.map((e) => e.text);
     /** Whether `promise` has settled, after the event loop had a turn. */
     const settled = async (promise: Promise<unknown>) => {
       let done = false;
@@ -451,13 +452,13 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       const drains = [gateway.drain(b, undefined, 60_000), gateway.drain(b, undefined, 60_000)];
       await gateway.send(a, { kind: 'SEND', to: 'b', text: 'one' });
       const [index, winner] = await Promise.race(drains.map((d, i) => d.then((h) => [i, h] as const)));
-      expect(winner.envelopes.map((e) => e.text)).toEqual(['one']);
+      expect(texts(winner)).toEqual(['one']);
       winner.confirm();
       const other = drains[1 - index]!;
       expect(await settled(other)).toBe(false);
       await gateway.send(a, { kind: 'SEND', to: 'b', text: 'two' });
       const late = await other;
-      expect(late.envelopes.map((e) => e.text)).toEqual(['two']);
+      expect(texts(late)).toEqual(['two']);
       late.confirm();
     });
 
@@ -466,7 +467,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       await gateway.send(a, { kind: 'SEND', to: 'b', text: 'already here' });
       await settle();
       const now = await gateway.drain(b, undefined, 60_000);
-      expect(now.envelopes.map((e) => e.text)).toEqual(['already here']);
+      expect(texts(now)).toEqual(['already here']);
       now.confirm();
       // a waits for b's answer with an open send while a's own drain is parked too.
       const parked = gateway.drain(a, undefined, 60_000);
@@ -477,7 +478,7 @@ describe('gateway actors in-process (real SQLite, simulated clock)', () => {
       expect(await settled(parked)).toBe(false);
       await gateway.send(b, { kind: 'SEND', to: 'a', text: 'for the drain' });
       const drained = await parked;
-      expect(drained.envelopes.map((e) => e.text)).toEqual(['for the drain']);
+      expect(texts(drained)).toEqual(['for the drain']);
       drained.confirm();
     });
 
