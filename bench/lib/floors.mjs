@@ -9,6 +9,7 @@ import { encodeEnvelope } from '../../dist/wire/codec.js';
 import { schemaVersionString, WireKind } from '../../dist/wire/envelope.js';
 import { uuidv7 } from '../../dist/wire/ids.js';
 import { deleteQueues, localBrokerCpuMs } from './broker.mjs';
+import { callTool, connectMcp } from './daemon.mjs';
 import { createDeliveryTracker, messageText, processCpuMs } from './measure.mjs';
 import { createTeardown, spawnNode, waitFor } from './processes.mjs';
 
@@ -91,6 +92,47 @@ export const httpEchoFloor = {
     };
   },
 };
+
+/**
+ * The MCP SDK floors: the official SDK's server and client with nothing of bridge between them.
+ * bench/mcpEchoServer.mjs runs in its own process, in one of its transport variants, and serves
+ * a tool shaped like bridge_send that only echoes; one SDK client per lane calls it, as the
+ * MCP scenario's clients call the daemon. The gap between such a floor and the HTTP echo floor is
+ * what the transport costs; the gap between it and the daemon is what bridge's tool costs.
+ */
+export const mcpSdkFloors = [
+  ['session-sse', 'a session per client, a server per session, SSE responses (the gateway today)'],
+  ['session-json', 'a session per client, a server per session, JSON responses'],
+  ['stateless-json', 'no session, a new server and transport per request, JSON responses'],
+].map(([variant, how]) => ({
+  id: `mcp-${variant}`,
+  label: `mcp sdk echo (${variant})`,
+  measures: `MCP SDK client → SDK server echo tool in its own process: ${how}`,
+  async open({ textBytes, concurrency }) {
+    const server = spawnNode([new URL('../mcpEchoServer.mjs', import.meta.url).pathname, variant]);
+    const port = await waitFor(async () => /"port":(\d+)/.exec(server.output())?.[1], {
+      what: `MCP echo server (${variant})`,
+      process: server,
+    });
+    const clients = [];
+    try {
+      for (let lane = 0; lane < concurrency; lane++)
+        clients.push(await connectMcp(`http://127.0.0.1:${port}/mcp`, 'floor'));
+    } catch (err) {
+      await Promise.all(clients.map((client) => client.close()));
+      await server.stop();
+      throw err;
+    }
+    return {
+      cpuMs: server.cpuMs,
+      op: (i, lane) => callTool(clients[lane], 'bridge_send', { to: 'b', text: messageText(i, textBytes) }),
+      close: async () => {
+        await Promise.all(clients.map((client) => client.close()));
+        await server.stop();
+      },
+    };
+  },
+}));
 
 /** The JSON-RPC body an MCP client sends for one bridge_send. */
 function toolCallBody(i, textBytes) {

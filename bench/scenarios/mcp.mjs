@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { callTool, connectMcp, startDaemon } from '../lib/daemon.mjs';
-import { httpEchoFloor, sqliteFloor } from '../lib/floors.mjs';
+import { httpEchoFloor, mcpSdkFloors, sqliteFloor } from '../lib/floors.mjs';
 import { messageText } from '../lib/measure.mjs';
 
 /**
@@ -16,10 +16,19 @@ export function mcpScenario({ count, concurrency }) {
     measures: 'one bridge_send tool call (MCP SDK client → daemon process) until its result arrives',
     count,
     concurrency,
-    baselines: [sqliteFloor, httpEchoFloor],
+    baselines: [sqliteFloor, httpEchoFloor, ...mcpSdkFloors, sseGateway],
     open: openMcp,
   };
 }
+
+/** The same daemon with its tool results as SSE streams (`mcp.responses: sse`, the old default). */
+const sseGateway = {
+  id: 'gateway-sse',
+  label: 'gateway, mcp.responses sse',
+  measures: 'the same bridge_send calls to a daemon with mcp.responses "sse": each result an event stream',
+  config: { mcp: { responses: 'sse' } },
+  open: openMcp,
+};
 
 async function openMcp({ dir, name, textBytes, concurrency, total, cpuProfDir, gatewayConfigFile }) {
   const daemon = await startDaemon({

@@ -171,6 +171,12 @@ export const configSchema = z.strictObject({
        * initialize beyond it closes that entity's least recently used session.
        */
       maxSessionsPerEntity: z.number().int().min(1).max(10_000).default(16),
+      /**
+       * How a tool call's result comes back: `json`, one `application/json` body (the cheaper,
+       * measured in bench/results.md), or `sse`, an event stream per call. Either way nudges come
+       * on the session's GET stream, and a parked call is an open request.
+       */
+      responses: z.enum(['json', 'sse']).default('json'),
       /** A session with no request open and none for this long is closed (its client has gone). */
       sessionIdleMs: z
         .number()

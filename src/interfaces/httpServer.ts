@@ -131,6 +131,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
     const mcp = createMcpSession(gateway, entity);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
+      enableJsonResponse: gateway.config.mcp.responses === 'json',
       onsessioninitialized: (id) => {
         sessions.add({ id, transport, server: mcp, entity });
       },

@@ -13,4 +13,14 @@ describe('uuidv7', () => {
     const ids = [3, 1, 2].map((ms) => uuidv7(1_700_000_000_000 + ms));
     expect([...ids].sort()).toEqual([ids[1], ids[2], ids[0]]);
   });
+
+  it('carries the milliseconds in its first 48 bits and random bits after them', () => {
+    const ms = 1_700_000_000_123;
+    const ids = Array.from({ length: 10_000 }, () => uuidv7(ms));
+    for (const id of ids.slice(0, 10)) {
+      expect(Number.parseInt(id.replace(/-/g, '').slice(0, 12), 16)).toBe(ms);
+    }
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(new Set(ids.map((id) => id.slice(15))).size).toBe(ids.length);
+  });
 });

@@ -60,6 +60,7 @@ describe('loadConfig: defaults', () => {
       port: 7433,
       allowedHosts: [],
       maxSessionsPerEntity: 16,
+      responses: 'json',
       sessionIdleMs: 30 * 60_000,
     });
     expect(config.limits).toEqual({
