@@ -14,6 +14,7 @@ import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { adminRoutes } from '../interfaces/adminProtocol.js';
+import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -75,7 +76,7 @@ export async function runRegister(values: CliValues): Promise<number> {
   if (!values.kind || !values.name) {
     throw new BridgeError(
       ErrorCode.badRequest,
-      'register needs --kind worker|main|orchestrator and --name NAME',
+      'register needs --kind worker|main|orchestrator|operator and --name NAME',
     );
   }
   const result = (await callAdmin(socketOf(values), adminRoutes.register, {
@@ -92,6 +93,22 @@ export async function runRegister(values: CliValues): Promise<number> {
       `gid:   ${result.gid}\n` +
       `token: ${result.token}\n` +
       'Keep the token: it is shown once. Give it to the agent as BRIDGE_TOKEN, or as its MCP bearer token.',
+  );
+}
+
+/** `bridge console`: a one-time login URL for the operator console, as operator NAME. */
+export async function runConsole(values: CliValues): Promise<number> {
+  const name = values.name === undefined ? undefined : checked('name', entityNameSchema, values.name);
+  const result = (await callAdmin(socketOf(values), adminRoutes.consoleLogin, {
+    ...(name === undefined ? {} : { name }),
+  })) as ConsoleLogin;
+  return print(
+    values,
+    result,
+    () =>
+      `Open this URL in a browser on this machine (it works once, until ${new Date(result.expiresAt).toISOString()}):\n` +
+      `${result.url}\n` +
+      `You act as ${result.operator.name}@${result.operator.host} (operator).`,
   );
 }
 

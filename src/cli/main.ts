@@ -3,6 +3,7 @@ import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { parseCli } from './cliOptions.js';
 import {
   runBroadcast,
+  runConsole,
   runDeregister,
   runDlq,
   runDrain,
@@ -23,7 +24,7 @@ const usage = `bridge — cross-host messaging for AI coding agents
 
 Usage:
   bridge start [--config FILE]                       run the gateway (foreground)
-  bridge register --kind worker|main|orchestrator --name NAME
+  bridge register --kind worker|main|orchestrator|operator --name NAME
                   [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID] [--group G]...
                                                       register an entity; prints its gid and token
   bridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
@@ -39,6 +40,8 @@ Usage:
   bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
                                                       the broker's dead letters, with their reasons
   bridge roster                                       who is reachable
+  bridge console [--name NAME]                        a one-time login URL for the operator console (/ui),
+                                                      as operator NAME (default "operator", registered if new)
   bridge status [MSGID]                               the gateway's state; with MSGID, where that message
                                                       (sent from this gateway) is: its receipts' stages
   bridge export --trace ID [--db FILE] [--out FILE]   this host's slice of a flow as a portable file
@@ -97,6 +100,8 @@ async function main(argv: string[]): Promise<number> {
       return runBroadcast(values, rest);
     case 'dlq':
       return runDlq(values, rest);
+    case 'console':
+      return runConsole(values);
     case 'roster':
       return runRoster(values);
     case 'status':

@@ -5,6 +5,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Config } from '../config/schema.js';
 import { checkPane, createInjectorFactory, submissionTiming } from '../inject/createInjector.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
+import { ConsoleSessions } from '../interfaces/ConsoleSessions.js';
 import { startHttpServer } from '../interfaces/httpServer.js';
 import type { Logger } from '../log/logger.js';
 
@@ -42,7 +43,12 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     checkPane,
     ...(options.onFatal ? { onFatal: options.onFatal } : {}),
   });
-  const admin = await startAdminServer(gateway, adminSocketPath(config));
+  // The operator console's logins: minted over the admin socket, spent on the HTTP server.
+  const consoleSessions = new ConsoleSessions(gateway.clock);
+  let consoleUrl: string | undefined;
+  const admin = await startAdminServer(gateway, adminSocketPath(config), {
+    console: { sessions: consoleSessions, baseUrl: () => consoleUrl },
+  });
   try {
     await gateway.start();
   } catch (err) {
@@ -57,13 +63,14 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   }
   let http: Awaited<ReturnType<typeof startHttpServer>>;
   try {
-    http = await startHttpServer(gateway);
+    http = await startHttpServer(gateway, { consoleSessions });
   } catch (err) {
     await admin.close();
     await gateway.stop();
     throw err;
   }
   gateway.setMcpUrl(`${http.url}/mcp`);
+  consoleUrl = http.url;
   return {
     gateway,
     mcpUrl: `${http.url}/mcp`,

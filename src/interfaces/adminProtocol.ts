@@ -71,6 +71,9 @@ export const dlqRequeueBody = z.strictObject({
   force: z.boolean().optional(),
 });
 
+/** `bridge console`: a one-time login URL for the operator of this name (registered if new). */
+export const consoleLoginBody = z.strictObject({ name: entityNameSchema.default('operator') });
+
 export const adminReply = z.union([
   z.object({ ok: z.literal(true), result: z.unknown() }),
   z.object({
@@ -93,4 +96,5 @@ export const adminRoutes = {
   stop: '/v1/stop',
   dlqList: '/v1/dlq/list',
   dlqRequeue: '/v1/dlq/requeue',
+  consoleLogin: '/v1/console/login',
 } as const;

@@ -8,6 +8,7 @@ import { describeIssues } from '../wire/envelope.js';
 import {
   adminRoutes,
   broadcastBody,
+  consoleLoginBody,
   deregisterBody,
   dlqListBody,
   dlqRequeueBody,
@@ -18,6 +19,8 @@ import {
   spawnBody,
   stopBody,
 } from './adminProtocol.js';
+import type { ConsoleSessions } from './ConsoleSessions.js';
+import { consoleLogin } from './consoleLogin.js';
 import { responseGoneSignal, settleOnResponse, trackResponse } from './responseOutcome.js';
 
 export interface AdminServerHandle {
@@ -29,7 +32,16 @@ export interface AdminServerHandle {
  * The admin socket: a unix socket (mode 0600) in the gateway's home, speaking JSON over HTTP.
  * Operator commands (`bridge register`, `status`, `roster`, `send`) talk to the gateway here.
  */
-export async function startAdminServer(gateway: Gateway, socketPath: string): Promise<AdminServerHandle> {
+export interface AdminServerOptions {
+  /** `bridge console`'s logins, and the URL the console is at once the HTTP server listens. */
+  readonly console?: { readonly sessions: ConsoleSessions; readonly baseUrl: () => string | undefined };
+}
+
+export async function startAdminServer(
+  gateway: Gateway,
+  socketPath: string,
+  options: AdminServerOptions = {},
+): Promise<AdminServerHandle> {
   await claimSocketPath(socketPath);
   const routes: Record<string, (body: unknown) => Promise<unknown>> = {
     [adminRoutes.status]: async () => gateway.status(),
@@ -63,6 +75,12 @@ export async function startAdminServer(gateway: Gateway, socketPath: string): Pr
     [adminRoutes.dlqRequeue]: async (body) => {
       const { msgId, force } = parse(dlqRequeueBody, body ?? {});
       return gateway.requeueDeadLetters(msgId, force ?? false);
+    },
+    [adminRoutes.consoleLogin]: async (body) => {
+      const console_ = options.console;
+      if (!console_) throw new BridgeError(ErrorCode.notAvailable, 'this gateway serves no console');
+      const { name } = parse(consoleLoginBody, body ?? {});
+      return consoleLogin(gateway, console_.sessions, console_.baseUrl(), name);
     },
     [adminRoutes.drain]: async (body) => {
       const { token, max, waitMs } = parse(drainBody, body);

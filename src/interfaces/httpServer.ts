@@ -6,7 +6,9 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { EntityActor } from '../actors/EntityActor.js';
 import type { Gateway } from '../actors/Gateway.js';
 import { BridgeError, ErrorCode } from '../errors.js';
+import type { ConsoleSessions } from './ConsoleSessions.js';
 import { checkHostAndOrigin, createHostAllowList, type HostAllowList } from './checkHostAndOrigin.js';
+import { createConsoleHandler } from './consoleServer.js';
 import { McpSessions } from './McpSessions.js';
 import { createMcpSession } from './mcpTools.js';
 import { trackResponse } from './responseOutcome.js';
@@ -22,13 +24,22 @@ const jsonRpcServerError = -32001;
 
 /**
  * The gateway's loopback HTTP server: MCP over Streamable HTTP at `/mcp` (bearer token =
- * entity identity, R-ID2), Prometheus metrics at `/metrics`, liveness at `/healthz`. Every
+ * entity identity, R-ID2), Prometheus metrics at `/metrics`, liveness at `/healthz`, the operator
+ * console at `/ui` (consoleServer.ts). Every
  * route, known or not, first checks `Host` and `Origin` (R-H7, DNS rebinding). The MCP SDK's
  * own checks do not fit: the transport's `allowedHosts` (deprecated) guards only `/mcp` and only
  * once a session's transport exists, and `hostHeaderValidation` is Express middleware that reads
  * `Host` alone, at any port.
  */
-export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandle> {
+export interface HttpServerOptions {
+  /** The operator console's logins; without it, `/ui` is not served. */
+  readonly consoleSessions?: ConsoleSessions;
+}
+
+export async function startHttpServer(
+  gateway: Gateway,
+  options: HttpServerOptions = {},
+): Promise<HttpServerHandle> {
   const { host, port, maxSessionsPerEntity, sessionIdleMs } = gateway.config.mcp;
   const sessions = new McpSessions({
     clock: gateway.clock,
@@ -38,6 +49,9 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
     idleMs: sessionIdleMs,
   });
   const maxBody = gateway.config.limits.maxTextBytes * 4 + 64 * 1024;
+  const consoleHandler = options.consoleSessions
+    ? createConsoleHandler(gateway, options.consoleSessions)
+    : undefined;
   // Set once listening: the names are allowed at the port actually bound (`mcp.port` 0 picks one).
   let allowList: HostAllowList | undefined;
 
@@ -50,7 +64,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
     // Set before `listen` resolves, and no request comes in before the server listens.
     const verdict = checkHostAndOrigin(allowList!, { host: req.headers.host, origin: req.headers.origin });
     if (!verdict.ok) {
@@ -67,6 +81,7 @@ export async function startHttpServer(gateway: Gateway): Promise<HttpServerHandl
       res.end(await gateway.metrics.registry.metrics());
       return;
     }
+    if (consoleHandler?.handle(req, res, path)) return;
     if (path !== '/mcp')
       return refuse(res, 404, ErrorCode.badRequest, `no such endpoint ${path}; MCP is at /mcp`);
 

@@ -7,7 +7,8 @@ import { receiptSchema } from '../receipts/receipt.js';
  * `v` is the schema version (R-H3): within a major, unknown fields are ignored; a newer major
  * is refused, never half-parsed.
  */
-export const schemaVersion = { major: 1, minor: 2 } as const;
+// 1.3: the `operator` entity kind (the operator console's humans), in addresses and presence.
+export const schemaVersion = { major: 1, minor: 3 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
 export const WireKind = {
@@ -26,7 +27,8 @@ export const WireKind = {
 } as const;
 export type WireKind = (typeof WireKind)[keyof typeof WireKind];
 
-export const entityKinds = ['worker', 'main', 'orchestrator'] as const;
+/** `operator`: a person at the operator console; it holds its messages, as a main does. */
+export const entityKinds = ['worker', 'main', 'orchestrator', 'operator'] as const;
 export const entityKindSchema = z.enum(entityKinds);
 export type EntityKind = z.infer<typeof entityKindSchema>;
 

@@ -1,0 +1,141 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callAdmin } from '../../src/cli/adminClient.js';
+import { loadConfig } from '../../src/config/loadConfig.js';
+import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
+import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
+import type { ConsoleLogin } from '../../src/interfaces/consoleLogin.js';
+import { silentLogger } from '../../src/log/logger.js';
+
+/**
+ * The operator console's login and its live roster, on a real daemon in process: a one-time
+ * code from the admin socket (what `bridge console` asks for) becomes an HttpOnly, SameSite=Strict
+ * session cookie; without it, with a forged one, or from another Origin, nothing is served.
+ */
+describe('operator console: login, session, live roster', () => {
+  let home: string;
+  let daemon: Daemon;
+  let base: string;
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'bridge-console-'));
+    const { config } = loadConfig({
+      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'console', BRIDGE_MCP_PORT: '0' },
+    });
+    daemon = await startDaemon({ config, logger: silentLogger() });
+    base = daemon.mcpUrl.replace(/\/mcp$/, '');
+  });
+
+  afterAll(async () => {
+    await daemon?.stop();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  const login = (name?: string) =>
+    callAdmin(daemon.adminSocket, adminRoutes.consoleLogin, name ? { name } : {}) as Promise<ConsoleLogin>;
+
+  /** Spends a login URL; the session cookie's `name=value`, and the Set-Cookie header. */
+  async function sessionFrom(url: string): Promise<{ cookie: string; header: string }> {
+    const res = await fetch(url, { redirect: 'manual' });
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/ui/');
+    const header = res.headers.get('set-cookie') ?? '';
+    return { cookie: header.split(';')[0] as string, header };
+  }
+
+  it('a login URL opens a session once: an HttpOnly, SameSite=Strict cookie for /ui', async () => {
+    const { url, operator } = await login();
+    expect(url.startsWith(`${base}/ui/login?code=`)).toBe(true);
+    expect(operator).toMatchObject({ name: 'operator', host: 'console', kind: 'operator' });
+    const { cookie, header } = await sessionFrom(url);
+    expect(header).toMatch(/HttpOnly/);
+    expect(header).toMatch(/SameSite=Strict/);
+    expect(header).toMatch(/Path=\/ui/);
+
+    const page = await fetch(`${base}/ui/`, { headers: { cookie } });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toMatch(/default-src 'none'; script-src 'self'/);
+    expect(await page.text()).toMatch(/<script type="module" src="\/ui\/app.js">/);
+    const me = await (await fetch(`${base}/ui/api/me`, { headers: { cookie } })).json();
+    expect(me).toMatchObject({ name: 'operator', kind: 'operator', host: 'console' });
+
+    const again = await fetch(url, { redirect: 'manual' });
+    expect(again.status).toBe(401);
+    expect(await again.text()).toMatch(/unknown, used or expired.*bridge console/);
+  });
+
+  it('refuses a page without the cookie, with a forged one, and from another Origin', async () => {
+    const none = await fetch(`${base}/ui/`);
+    expect(none.status).toBe(401);
+    expect(await none.text()).toMatch(/Run `bridge console`/);
+    const forged = await fetch(`${base}/ui/api/roster`, { headers: { cookie: 'bridge_console=forged' } });
+    expect(forged.status).toBe(401);
+
+    const { cookie } = await sessionFrom((await login()).url);
+    const elsewhere = await fetch(`${base}/ui/api/roster`, {
+      headers: { cookie, origin: 'http://evil.example' },
+    });
+    expect(elsewhere.status).toBe(403);
+    const noOrigin = await fetch(`${base}/ui/api/logout`, { method: 'POST', headers: { cookie } });
+    expect(noOrigin.status).toBe(403);
+    expect((await fetch(`${base}/ui/api/roster`, { headers: { cookie } })).status).toBe(200);
+  });
+
+  it('the live roster shows an entity registered after the page opened, without a reload', async () => {
+    const { cookie } = await sessionFrom((await login()).url);
+    const controller = new AbortController();
+    const res = await fetch(`${base}/ui/api/events`, { headers: { cookie }, signal: controller.signal });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffered = '';
+    const nextRoster = async (): Promise<Array<{ name: string; kind: string; status: string }>> => {
+      for (;;) {
+        const end = buffered.indexOf('\n\n');
+        if (end >= 0) {
+          const event = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          const data = /^event: roster\ndata: (.*)$/m.exec(event);
+          if (data) return JSON.parse(data[1] as string);
+          continue;
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the event stream ended');
+        buffered += decoder.decode(value, { stream: true });
+      }
+    };
+    try {
+      const first = await nextRoster();
+      expect(first.map((entry) => entry.name)).toContain('operator');
+      await daemon.gateway.register({ kind: 'worker', name: 'late-worker' });
+      const second = await nextRoster();
+      expect(second.find((entry) => entry.name === 'late-worker')).toMatchObject({ kind: 'worker' });
+    } finally {
+      controller.abort();
+    }
+  });
+
+  it('logging out ends the session; a name that is not an operator is refused', async () => {
+    const { cookie } = await sessionFrom((await login()).url);
+    const out = await fetch(`${base}/ui/api/logout`, {
+      method: 'POST',
+      headers: { cookie, origin: base },
+    });
+    expect(out.status).toBe(200);
+    expect(out.headers.get('set-cookie')).toMatch(/Max-Age=0/);
+    expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(401);
+
+    await daemon.gateway.register({ kind: 'main', name: 'boss' });
+    await expect(login('boss')).rejects.toThrow(/NAME_TAKEN|not an operator/);
+  });
+
+  it("a deregistered operator's session is over", async () => {
+    const { url } = await login('night-shift');
+    const { cookie } = await sessionFrom(url);
+    expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(200);
+    await daemon.gateway.deregister('night-shift');
+    expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(401);
+  });
+});
