@@ -22,7 +22,7 @@ function renderRoster(entries) {
       cell(entry.name),
       cell(entry.kind),
       cell(entry.host),
-      cell(entry.status, `status-${entry.status}`),
+      cell(entry.status, `status-${entry.status.split('.').pop()}`),
       cell((entry.groups ?? []).join(', ')),
       cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
     );

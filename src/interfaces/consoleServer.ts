@@ -178,7 +178,7 @@ function sendPage(res: ServerResponse, status: number, message: string): boolean
     res,
     status,
     'text/html; charset=utf-8',
-    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>bridge console</title>` +
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>bridge console</title><link rel="icon" href="data:,">` +
       `<link rel="stylesheet" href="/ui/app.css"></head><body><main><h1>bridge console</h1><p>${escaped}</p></main></body></html>`,
   );
 }
