@@ -125,7 +125,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
       const again = await b.goto(url);
       expect(again?.status()).toBe(401);
       await waitFor('the refusal text', async () =>
-        /unknown, used or expired/.test(await b.locator('body').textContent()) ? true : undefined,
+        /unknown, used or expired/.test((await b.locator('body').textContent()) ?? '') ? true : undefined,
       );
     } finally {
       await first.close();
