@@ -14,7 +14,12 @@ function cell(text, className) {
   return td;
 }
 
+/** name@host by gid, from the last roster: a dead letter's routing key is a gid. */
+const addressByGid = new Map();
+
 function renderRoster(entries) {
+  addressByGid.clear();
+  for (const entry of entries) addressByGid.set(entry.gid, `${entry.name}@${entry.host}`);
   const rows = entries.map((entry) => {
     const tr = document.createElement('tr');
     tr.dataset.gid = entry.gid;
@@ -29,6 +34,14 @@ function renderRoster(entries) {
     return tr;
   });
   rosterBody.replaceChildren(...rows);
+  const names = document.getElementById('names');
+  names.replaceChildren(
+    ...entries.map((entry) => {
+      const option = document.createElement('option');
+      option.value = `${entry.name}@${entry.host}`;
+      return option;
+    }),
+  );
   const hosts = new Set(entries.map((entry) => entry.host));
   rosterCount.textContent = `(${entries.length} on ${hosts.size} host${hosts.size === 1 ? '' : 's'})`;
 }
@@ -60,6 +73,112 @@ function listen() {
   events.addEventListener('error', () => setLink('lost', 'reconnecting'));
 }
 
+/** A console action: POSTs JSON (the browser adds Origin), returns the result or throws its error text. */
+async function post(path, body) {
+  const res = await fetch(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const reply = await res.json();
+  if (!res.ok)
+    throw new Error(reply.error?.message ? `${reply.error.code}: ${reply.error.message}` : res.statusText);
+  return reply;
+}
+
+// Stages after which nothing more happens to a delivery (src/receipts/receipt.ts finalStages).
+const finalStages = new Set(['submitted', 'handed-over', 'dead-lettered', 'too-late']);
+const sentBody = document.querySelector('#sent tbody');
+
+/** Follows one sent message's stage (R-RC1) until it is final, or for two minutes. */
+async function follow(msgId, stageCell) {
+  const until = Date.now() + 120_000;
+  while (Date.now() < until) {
+    const res = await fetch(`/ui/api/message?msgId=${encodeURIComponent(msgId)}`);
+    if (res.ok) {
+      const status = await res.json();
+      const stage = status.failure ? `failed: ${status.failure}` : (status.stage ?? status.sendState);
+      stageCell.textContent = stage;
+      stageCell.className = `stage stage-${status.stage ?? 'none'}`;
+      if (status.failure || finalStages.has(status.stage)) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+  }
+}
+
+document.getElementById('send').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const to = form.elements.to.value;
+  const text = form.elements.text.value;
+  const error = document.getElementById('send-error');
+  error.textContent = '';
+  try {
+    const sent = await post('/ui/api/send', { to, text });
+    const stage = cell(sent.stage ?? 'sent', 'stage');
+    const tr = document.createElement('tr');
+    tr.dataset.msgId = sent.msgId;
+    tr.append(cell(`${sent.to.name}@${sent.to.host}`), cell(text), stage, cell(sent.msgId, 'id'));
+    sentBody.prepend(tr);
+    form.elements.text.value = '';
+    void follow(sent.msgId, stage);
+  } catch (err) {
+    error.textContent = err.message;
+  }
+});
+
+async function loadDeadLetters() {
+  const error = document.getElementById('dlq-error');
+  const res = await fetch('/ui/api/dlq');
+  const reply = await res.json();
+  if (!res.ok) {
+    error.textContent = reply.error ? `${reply.error.code}: ${reply.error.message}` : res.statusText;
+    return;
+  }
+  error.textContent = '';
+  document.getElementById('dlq-count').textContent = `(${reply.length})`;
+  const rows = reply.map((letter) => {
+    const tr = document.createElement('tr');
+    tr.dataset.msgId = letter.msgId ?? '';
+    tr.dataset.to = letter.routingKey;
+    let from = '';
+    try {
+      const envelope = JSON.parse(letter.body);
+      from = envelope.from ? `${envelope.from.name}@${envelope.from.host}` : '';
+    } catch {
+      from = '(not an envelope)';
+    }
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.textContent = 'Requeue';
+    button.disabled = !letter.msgId;
+    button.addEventListener('click', async () => {
+      try {
+        const result = await post('/ui/api/dlq/requeue', { msgId: letter.msgId });
+        const skipped = Object.entries(result.skipped)
+          .map(([reason, count]) => `${count} ${reason}`)
+          .join(', ');
+        error.textContent = result.requeued > 0 ? '' : `not requeued${skipped ? ` (left: ${skipped})` : ''}`;
+      } catch (err) {
+        error.textContent = err.message;
+      }
+      await loadDeadLetters();
+    });
+    const action = document.createElement('td');
+    action.append(button);
+    tr.append(
+      cell(addressByGid.get(letter.routingKey) ?? letter.routingKey),
+      cell(from),
+      cell(letter.reason),
+      cell(letter.detail),
+      cell(letter.msgId ?? '—', 'id'),
+      action,
+    );
+    return tr;
+  });
+  document.querySelector('#dlq tbody').replaceChildren(...rows);
+}
+
 document.getElementById('logout').addEventListener('click', async () => {
   await fetch('/ui/api/logout', { method: 'POST' });
   window.location.reload();
@@ -67,3 +186,5 @@ document.getElementById('logout').addEventListener('click', async () => {
 
 await whoAmI();
 listen();
+await loadDeadLetters();
+setInterval(loadDeadLetters, 5_000);

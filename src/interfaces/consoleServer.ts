@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { z } from 'zod';
 import type { EntityActor } from '../actors/EntityActor.js';
 import type { Gateway } from '../actors/Gateway.js';
 import { addressOf } from '../actors/Router.js';
+import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { describeIssues, groupNameSchema, WireKind } from '../wire/envelope.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
 
@@ -40,8 +43,14 @@ const assets: Record<string, { type: string; body: Buffer }> = Object.fromEntrie
 
 export interface ConsoleHandler {
   /** Serves a `/ui` request (the caller checked Host and Origin); false: not a console path. */
-  handle(req: IncomingMessage, res: ServerResponse, path: string): boolean;
+  handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean>;
 }
+
+/** What the page may ask the gateway to do, as its operator; zod at the edge, as everywhere. */
+const sendRequest = z.strictObject({ to: z.string().min(1), text: z.string().min(1) });
+const broadcastRequest = z.strictObject({ text: z.string().min(1), group: groupNameSchema.optional() });
+const requeueRequest = z.strictObject({ msgId: z.string().min(1).optional() });
+const maxActionBytes = 1024 * 1024;
 
 /**
  * The operator console at `/ui`, on the MCP server's loopback port: the page and its files,
@@ -58,8 +67,32 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     return undefined;
   };
 
+  /** A console action: the operator's, through the gateway's own API (as the CLI and MCP call it). */
+  const actions: Record<string, (operator: EntityActor, body: unknown) => Promise<unknown>> = {
+    '/ui/api/send': async (operator, body) => {
+      const { to, text } = parse(sendRequest, body);
+      const { handover, ...outcome } = await gateway.send(operator, { kind: WireKind.send, to, text });
+      handover?.confirm();
+      gateway.logger.info({ operator: operator.record.name, to, msgId: outcome.msgId }, 'console: sent');
+      return outcome;
+    },
+    '/ui/api/broadcast': async (operator, body) => {
+      const request = parse(broadcastRequest, body);
+      return gateway.broadcast(operator, request);
+    },
+    '/ui/api/dlq/requeue': async (operator, body) => {
+      const { msgId } = parse(requeueRequest, body);
+      const result = await gateway.requeueDeadLetters(msgId, false);
+      gateway.logger.info(
+        { operator: operator.record.name, msgId, ...result },
+        'console: requeued dead letters',
+      );
+      return result;
+    },
+  };
+
   return {
-    handle(req, res, path) {
+    async handle(req, res, path) {
       if (path === '/ui') return redirect(res, '/ui/');
       if (!path.startsWith('/ui/')) return false;
       if (path === consoleLoginPath) return login(req, res);
@@ -75,6 +108,19 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       }
       if (path === '/ui/api/me') return sendJson(res, 200, addressOf(operator, gateway.host));
       if (path === '/ui/api/roster') return sendJson(res, 200, gateway.roster());
+      if (path === '/ui/api/dlq') return answer(res, () => gateway.listDeadLetters(200));
+      if (path === '/ui/api/message') {
+        const msgId = new URL(req.url ?? '/', 'http://console').searchParams.get('msgId') ?? '';
+        return answer(res, () => gateway.messageStatus(undefined, msgId));
+      }
+      const action = actions[path];
+      if (action) {
+        if (req.method !== 'POST')
+          return sendJson(res, 405, {
+            error: { code: ErrorCode.badRequest, message: `${path} takes a POST` },
+          });
+        return answer(res, async () => action(operator, await readJson(req)));
+      }
       if (path === '/ui/api/events') return events(req, res);
       if (path === '/ui/api/logout' && req.method === 'POST') {
         sessions.end(cookieOf(req, consoleCookie) ?? '');
@@ -132,6 +178,50 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     });
     return true;
   }
+}
+
+/** A request's JSON body, at most maxActionBytes. */
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxActionBytes) {
+      throw new BridgeError(
+        ErrorCode.textTooLarge,
+        `request body over ${maxActionBytes} bytes; send a shorter text`,
+      );
+    }
+    chunks.push(chunk as Buffer);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+  } catch (err) {
+    throw new BridgeError(ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
+  const result = schema.safeParse(body);
+  if (!result.success) throw new BridgeError(ErrorCode.badRequest, describeIssues(result.error));
+  return result.data;
+}
+
+/** Runs an API call: its result as JSON, or its refusal with the stable code and what to do. */
+async function answer(res: ServerResponse, call: () => Promise<unknown>): Promise<boolean> {
+  try {
+    return sendJson(res, 200, await call());
+  } catch (err) {
+    const error = toBridgeError(err);
+    return sendJson(res, statusOf(error.code), { error: error.toJSON() });
+  }
+}
+
+function statusOf(code: string): number {
+  if (code === ErrorCode.internal) return 500;
+  if (code === ErrorCode.textTooLarge) return 413;
+  if (code === ErrorCode.brokerUnavailable || code === ErrorCode.notAvailable) return 503;
+  return 400;
 }
 
 function cookieOf(req: IncomingMessage, name: string): string | undefined {

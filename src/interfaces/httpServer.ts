@@ -81,7 +81,7 @@ export async function startHttpServer(
       res.end(await gateway.metrics.registry.metrics());
       return;
     }
-    if (consoleHandler?.handle(req, res, path)) return;
+    if (await consoleHandler?.handle(req, res, path)) return;
     if (path !== '/mcp')
       return refuse(res, 404, ErrorCode.badRequest, `no such endpoint ${path}; MCP is at /mcp`);
 

@@ -4,14 +4,17 @@ import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumCandidates } from '../../tools/testPrerequisites.js';
 import { uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
+import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /**
  * The operator console as a person uses it, in a real headless Chromium: two gateway daemons
  * federated through the real broker; `bridge console` on A prints the login URL; the page opened
  * with it shows A's and B's entities, and a worker registered on B afterwards appears without a
- * reload. A page without the session, or with a forged cookie, gets nothing. Screenshots go to
+ * reload. A message sent from the page reaches a worker's real tmux pane on B, and the page shows
+ * its stages; a dead letter (an inbox on B that was full) is requeued from the page and reaches
+ * its main. A page without the session, or with a forged cookie, gets nothing. Screenshots go to
  * test-artifacts/.
  */
 const artifacts = join(repoRoot, 'test-artifacts');
@@ -31,14 +34,24 @@ describe('operator console in Chromium, over two federated gateways', () => {
   let browser: Browser;
   let alpha: GatewayProcess;
   let beta: GatewayProcess;
+  let tmux: TmuxTestServer;
+  let pane: string;
 
   beforeAll(async () => {
     mkdirSync(artifacts, { recursive: true });
     const gateway = (prefix: string) =>
       new GatewayProcess({ hostId: uniqueHostId(prefix), env: { BRIDGE_BROKER_URI: brokerUri } });
     alpha = gateway('console-a');
-    beta = gateway('console-b');
+    // B's inboxes hold 2 messages on the broker, so that a third, sent while B is down, is a
+    // dead letter (maxlen) to requeue.
+    beta = new GatewayProcess({
+      hostId: uniqueHostId('console-b'),
+      env: { BRIDGE_BROKER_URI: brokerUri },
+      config: { broker: { inboxMaxLength: 2 } },
+    });
     await Promise.all([alpha.start(), beta.start()]);
+    tmux = await startTmuxServer();
+    pane = await tmux.newPane('cat');
     browser = await chromium.launch({ executablePath: findChromium() });
   });
 
@@ -46,22 +59,25 @@ describe('operator console in Chromium, over two federated gateways', () => {
     await browser?.close();
     await alpha?.dispose();
     await beta?.dispose();
+    await tmux?.kill();
+    if (alpha && beta) await removeDeadLettersOf([alpha.hostId, beta.hostId]);
   });
 
-  const register = async (g: GatewayProcess, kind: string, name: string) => {
-    const result = await g.cli(['register', '--kind', kind, '--name', name]);
+  const register = async (g: GatewayProcess, kind: string, name: string, ...extra: string[]) => {
+    const result = await g.cli(['register', '--kind', kind, '--name', name, '--json', ...extra]);
     expect(result.code, result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as { gid: string; token: string };
   };
-
-  it('logs in with the printed URL and shows a worker registered on the other gateway, live', async () => {
-    await register(alpha, 'main', 'lead');
-    await register(beta, 'worker', 'builder');
-    const printed = await alpha.cli(['console', '--name', 'ops']);
+  /**
+   * `bridge console --name NAME` on A, its URL opened in a new page; what the page requested and
+   * any error it logged are kept for the test's end.
+   */
+  const loginPage = async (name: string) => {
+    const printed = await alpha.cli(['console', '--name', name]);
     expect(printed.code, printed.stderr).toBe(0);
     const url = /http:\/\/\S+\/ui\/login\?code=\S+/.exec(printed.stdout)?.[0];
     expect(url, printed.stdout).toBeDefined();
-
-    const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     const problems: string[] = [];
     const requests: string[] = [];
     page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
@@ -70,6 +86,13 @@ describe('operator console in Chromium, over two federated gateways', () => {
     });
     page.on('request', (request) => requests.push(request.url()));
     await page.goto(url as string, { waitUntil: 'load' });
+    return { page, problems, requests, url: url as string };
+  };
+
+  it('logs in with the printed URL and shows a worker registered on the other gateway, live', async () => {
+    await register(alpha, 'main', 'lead');
+    await register(beta, 'worker', 'builder', '--tmux', pane, '--tmux-socket', tmux.socket);
+    const { page, problems, requests, url } = await loginPage('ops');
     expect(new URL(page.url()).pathname).toBe('/ui/');
     await page
       .locator('#who')
@@ -87,9 +110,68 @@ describe('operator console in Chromium, over two federated gateways', () => {
     expect(await page.locator('#link').getAttribute('data-state')).toBe('live');
     await page.screenshot({ path: join(artifacts, 'console-roster-live.png') });
 
+    // Sent from the page as the operator: it reaches the worker's pane on B, the stages follow.
+    await page.locator('#send input[name=to]').fill(`builder@${beta.hostId}`);
+    await page.locator('#send input[name=text]').fill('hello from the console');
+    await page.locator('#send button[type=submit]').click();
+    const sent = page.locator('#sent tbody tr', { hasText: 'hello from the console' });
+    await sent.waitFor();
+    await waitFor(
+      'the text in the pane',
+      async () => ((await tmux.capture(pane)).includes('hello from the console') ? true : undefined),
+      30_000,
+    );
+    await sent.locator('td.stage', { hasText: 'submitted' }).waitFor({ timeout: 30_000 });
+    await page.screenshot({ path: join(artifacts, 'console-sent.png') });
+
     expect(problems).toEqual([]);
-    const origin = new URL(url as string).origin;
+    const origin = new URL(url).origin;
     expect(requests.filter((request) => !request.startsWith(origin))).toEqual([]);
+    await page.close();
+  });
+
+  it('requeues a dead letter from the page: the main it was for gets it', async () => {
+    const reader = await register(beta, 'main', 'reader');
+    const lead = await register(alpha, 'main', 'lead-2');
+    await waitFor("reader in A's roster", async () => {
+      const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      return roster.some((entry) => entry.name === 'reader') ? true : undefined;
+    });
+    // B down (no goodbye: its roster entries stay until their TTL), three sends to its main: the
+    // inbox takes two, the third is refused (INBOX_FULL) and dead-lettered as maxlen.
+    await beta.kill9();
+    const outcomes: string[] = [];
+    for (const text of ['one', 'two', 'three']) {
+      const sent = await alpha.cli(['send', `reader@${beta.hostId}`, text], { BRIDGE_TOKEN: lead.token });
+      outcomes.push(sent.code === 0 ? 'sent' : /INBOX_FULL/.test(sent.stderr) ? 'INBOX_FULL' : sent.stderr);
+    }
+    expect(outcomes).toEqual(['sent', 'sent', 'INBOX_FULL']);
+    await beta.start();
+
+    const { page, problems } = await loginPage('ops-dlq');
+    const letter = page.locator(`#dlq tbody tr[data-to="${reader.gid}"]`);
+    await letter.filter({ hasText: 'maxlen' }).waitFor({ timeout: 30_000 });
+    expect(await letter.locator('td').first().textContent()).toBe(`reader@${beta.hostId}`);
+    await page.screenshot({ path: join(artifacts, 'console-dlq.png') });
+    // B drains the two it kept, then the requeued third has room.
+    const drained: string[] = [];
+    const drainAll = async () => {
+      const out = await beta.cli(['drain', '--json'], { BRIDGE_TOKEN: reader.token });
+      drained.push(...(JSON.parse(out.stdout) as Array<{ text: string }>).map((m) => m.text));
+    };
+    await waitFor('the two kept', async () => {
+      await drainAll();
+      return drained.length >= 2 ? true : undefined;
+    });
+    await letter.locator('button', { hasText: 'Requeue' }).click();
+    await letter.waitFor({ state: 'detached', timeout: 15_000 });
+    await waitFor('the requeued one', async () => {
+      await drainAll();
+      return drained.includes('three') ? true : undefined;
+    });
+    expect(drained.sort()).toEqual(['one', 'three', 'two']);
+    expect(await page.locator('#dlq-error').textContent()).toBe('');
+    expect(problems).toEqual([]);
     await page.close();
   });
 

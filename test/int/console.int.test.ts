@@ -138,4 +138,68 @@ describe('operator console: login, session, live roster', () => {
     await daemon.gateway.deregister('night-shift');
     expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(401);
   });
+
+  describe('actions, as the operator, through the gateway API', () => {
+    const post = (cookie: string, path: string, body: unknown) =>
+      fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { cookie, origin: base, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+
+    it('sends to a main as the operator: held for it, from the operator, its stage readable', async () => {
+      const inbox = await daemon.gateway.register({ kind: 'main', name: 'reader' });
+      const { cookie } = await sessionFrom((await login('sender-ops')).url);
+      const res = await post(cookie, '/ui/api/send', { to: 'reader', text: 'from the console' });
+      expect(res.status).toBe(200);
+      const sent = (await res.json()) as { msgId: string; traceId: string; to: { name: string } };
+      expect(sent.to.name).toBe('reader');
+      expect(sent.traceId).toMatch(/^[0-9a-f-]{36}$/);
+
+      const reader = daemon.gateway.authenticate(inbox.token)!;
+      const handover = await daemon.gateway.drain(reader);
+      handover.confirm();
+      expect(handover.envelopes.map((e) => [e.text, e.from.name, e.from.kind])).toEqual([
+        ['from the console', 'sender-ops', 'operator'],
+      ]);
+      const status = await (
+        await fetch(`${base}/ui/api/message?msgId=${sent.msgId}`, { headers: { cookie } })
+      ).json();
+      expect(status).toMatchObject({ msgId: sent.msgId, traceId: sent.traceId });
+    });
+
+    it('refuses bad input with the code and what to do, and reports what is not available here', async () => {
+      const { cookie } = await sessionFrom((await login()).url);
+      const empty = await post(cookie, '/ui/api/send', { to: 'reader' });
+      expect(empty.status).toBe(400);
+      expect(((await empty.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+        code: 'BAD_REQUEST',
+        message: expect.stringMatching(/text/),
+      });
+      const nobody = await post(cookie, '/ui/api/send', { to: 'nobody-here', text: 'hello' });
+      expect(((await nobody.json()) as { error: { code: string } }).error.code).toBe('UNKNOWN_RECIPIENT');
+      const notJson = await fetch(`${base}/ui/api/send`, {
+        method: 'POST',
+        headers: { cookie, origin: base, 'content-type': 'application/json' },
+        body: '{not json',
+      });
+      expect(notJson.status).toBe(400);
+      const getSend = await fetch(`${base}/ui/api/send`, { headers: { cookie } });
+      expect(getSend.status).toBe(405);
+      // Single-host: no broker, so no dead-letter queue to show or requeue.
+      const dlq = await fetch(`${base}/ui/api/dlq`, { headers: { cookie } });
+      expect(dlq.status).toBe(503);
+      expect(((await dlq.json()) as { error: { message: string } }).error.message).toMatch(/broker/);
+    });
+
+    it('broadcasts as the operator to a group', async () => {
+      const member = await daemon.gateway.register({ kind: 'main', name: 'member', groups: ['night'] });
+      const { cookie } = await sessionFrom((await login()).url);
+      const res = await post(cookie, '/ui/api/broadcast', { group: 'night', text: 'to the night group' });
+      expect(res.status).toBe(200);
+      const handover = await daemon.gateway.drain(daemon.gateway.authenticate(member.token)!);
+      handover.confirm();
+      expect(handover.envelopes.map((e) => [e.kind, e.text])).toEqual([['BROADCAST', 'to the night group']]);
+    });
+  });
 });
