@@ -127,6 +127,49 @@ document.getElementById('send').addEventListener('submit', async (event) => {
   }
 });
 
+async function loadAsks() {
+  const error = document.getElementById('asks-error');
+  const res = await fetch('/ui/api/asks');
+  if (!res.ok) return;
+  const asks = await res.json();
+  document.getElementById('asks-count').textContent = `(${asks.length})`;
+  const body = document.querySelector('#asks tbody');
+  // Keep rows being typed into: only asks that came or went change the table.
+  const shown = new Map([...body.children].map((tr) => [tr.dataset.askId, tr]));
+  const rows = asks.map((ask) => {
+    const kept = shown.get(ask.askId);
+    if (kept) return kept;
+    const tr = document.createElement('tr');
+    tr.dataset.askId = ask.askId;
+    const form = document.createElement('form');
+    form.className = 'answer';
+    const input = document.createElement('input');
+    input.name = 'text';
+    input.required = true;
+    input.placeholder = `answer as ${ask.main}`;
+    const button = document.createElement('button');
+    button.type = 'submit';
+    button.textContent = 'Answer';
+    form.append(input, button);
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      try {
+        const outcome = await post('/ui/api/answer', { main: ask.main, askId: ask.askId, text: input.value });
+        error.textContent =
+          outcome.status === 'too_late' ? `too late: ${outcome.why ?? 'the turn is over'}` : '';
+      } catch (err) {
+        error.textContent = err.message;
+      }
+      await loadAsks();
+    });
+    const answerCell = document.createElement('td');
+    answerCell.append(form);
+    tr.append(cell(ask.main), cell(`${ask.from.name}@${ask.from.host}`), cell(ask.text), answerCell);
+    return tr;
+  });
+  body.replaceChildren(...rows);
+}
+
 async function loadDeadLetters() {
   const error = document.getElementById('dlq-error');
   const res = await fetch('/ui/api/dlq');
@@ -186,5 +229,6 @@ document.getElementById('logout').addEventListener('click', async () => {
 
 await whoAmI();
 listen();
-await loadDeadLetters();
+await Promise.all([loadAsks(), loadDeadLetters()]);
+setInterval(loadAsks, 2_000);
 setInterval(loadDeadLetters, 5_000);

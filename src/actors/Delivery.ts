@@ -192,8 +192,9 @@ export class Delivery {
     this.cell.send({ type: 'delivery.hold' });
   }
 
-  handOver(via: HandoverVia): void {
-    this.cell.send({ type: 'delivery.handedOver', via });
+  /** Hands it over; `by` names the operator who took it at the console (`via: 'console'`). */
+  handOver(via: HandoverVia, by?: string): void {
+    this.cell.send({ type: 'delivery.handedOver', via, ...(by === undefined ? {} : { by }) });
   }
 
   /** An answer no turn takes any more: injected nowhere, its sender told (U2). */

@@ -301,6 +301,31 @@ export class EntityActor {
     return this.handover(taken.deliveries, taken.envelopes, 'drain');
   }
 
+  /** The held messages of a kind (the ASKs a main has not drained yet), oldest first, left held. */
+  heldOf(kind: Envelope['kind']): Envelope[] {
+    const envelopes: Envelope[] = [];
+    for (const delivery of this.deliveries.values()) {
+      if (delivery.state !== 'held') continue;
+      const envelope = delivery.loadEnvelope();
+      if (envelope?.kind === kind) envelopes.push(envelope);
+    }
+    return envelopes;
+  }
+
+  /**
+   * Hands one held message over to the operator `by` at the console (to answer an ASK for this
+   * main), recorded on its delivery; undefined when it is not held here (drained already).
+   */
+  async takeForConsole(msgId: string, by: string): Promise<Handover | undefined> {
+    const delivery = this.deliveries.get(msgId);
+    if (delivery?.state !== 'held') return undefined;
+    const envelope = delivery.loadEnvelope();
+    if (!envelope) return undefined;
+    delivery.handOver('console', by);
+    await this.deps.store.batch.flush();
+    return this.handover([delivery], [envelope], 'console');
+  }
+
   /** Marks up to `max` held messages handed over, oldest first, and returns them. */
   private takeHeld(max: number): Taken {
     const deliveries: Delivery[] = [];

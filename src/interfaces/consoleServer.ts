@@ -50,6 +50,11 @@ export interface ConsoleHandler {
 const sendRequest = z.strictObject({ to: z.string().min(1), text: z.string().min(1) });
 const broadcastRequest = z.strictObject({ text: z.string().min(1), group: groupNameSchema.optional() });
 const requeueRequest = z.strictObject({ msgId: z.string().min(1).optional() });
+const answerRequest = z.strictObject({
+  main: z.string().min(1),
+  askId: z.string().min(1),
+  text: z.string().min(1),
+});
 const maxActionBytes = 1024 * 1024;
 
 /**
@@ -80,6 +85,40 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       const request = parse(broadcastRequest, body);
       return gateway.broadcast(operator, request);
     },
+    /**
+     * Answers an ASK held for a main here, the person at the console standing in for the main:
+     * the ASK's delivery is handed over `via: console`, `by` the operator (in the log, on the
+     * ask's trace), and the ANSWER goes out as the main's, as bridge_answer would send it.
+     */
+    '/ui/api/answer': async (operator, body) => {
+      const { main, askId, text } = parse(answerRequest, body);
+      const entity = gateway.directory.find(main);
+      if (entity?.record.kind !== 'main') {
+        throw new BridgeError(
+          ErrorCode.unknownRecipient,
+          `no main "${main}" on ${gateway.host}: pick one from the asks list`,
+        );
+      }
+      const handover = await entity.takeForConsole(askId, operator.gid);
+      try {
+        const outcome = await gateway.answer(entity, askId, text);
+        handover?.confirm();
+        gateway.logger.info(
+          {
+            operator: operator.record.name,
+            main: entity.record.name,
+            askId,
+            status: outcome.status,
+            traceId: outcome.traceId,
+          },
+          'console: answered an ask for a main',
+        );
+        return outcome;
+      } catch (err) {
+        handover?.giveBack();
+        throw err;
+      }
+    },
     '/ui/api/dlq/requeue': async (operator, body) => {
       const { msgId } = parse(requeueRequest, body);
       const result = await gateway.requeueDeadLetters(msgId, false);
@@ -109,6 +148,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       if (path === '/ui/api/me') return sendJson(res, 200, addressOf(operator, gateway.host));
       if (path === '/ui/api/roster') return sendJson(res, 200, gateway.roster());
       if (path === '/ui/api/dlq') return answer(res, () => gateway.listDeadLetters(200));
+      if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
       if (path === '/ui/api/message') {
         const msgId = new URL(req.url ?? '/', 'http://console').searchParams.get('msgId') ?? '';
         return answer(res, () => gateway.messageStatus(undefined, msgId));
@@ -178,6 +218,26 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     });
     return true;
   }
+}
+
+/** The ASKs held for this host's mains, not drained yet: what the console may answer. */
+function pendingAsks(gateway: Gateway): Array<Record<string, unknown>> {
+  const asks: Array<Record<string, unknown>> = [];
+  for (const entity of gateway.directory.all()) {
+    if (entity.record.kind !== 'main') continue;
+    for (const ask of entity.heldOf(WireKind.ask)) {
+      asks.push({
+        main: entity.record.name,
+        askId: ask.msgId,
+        traceId: ask.traceId,
+        turnId: ask.turnId,
+        from: ask.from,
+        text: ask.text,
+        expiresAt: ask.expiresAt,
+      });
+    }
+  }
+  return asks;
 }
 
 /** A request's JSON body, at most maxActionBytes. */

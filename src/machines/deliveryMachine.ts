@@ -62,11 +62,16 @@ export const deliveryEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('delivery.injected'), recovered: z.boolean().optional() }),
   z.object({ type: z.literal('delivery.found') }),
   z.object({ type: z.literal('delivery.absent') }),
-  z.object({ type: z.literal('delivery.handedOver'), via: z.enum(['drain', 'open-send', 'ask']) }),
+  z.object({
+    type: z.literal('delivery.handedOver'),
+    via: z.enum(['drain', 'open-send', 'ask', 'console']),
+    /** `console`: the operator (gid) who took it at the operator console, to answer it. */
+    by: z.string().optional(),
+  }),
   z.object({ type: z.literal('delivery.returned') }),
   z.object({
     type: z.literal('delivery.acked'),
-    via: z.enum(['pane', 'drain', 'open-send', 'ask', 'broker']),
+    via: z.enum(['pane', 'drain', 'open-send', 'ask', 'broker', 'console']),
   }),
   /** An answer whose turn is over (expired, answered, its caller gone): injected nowhere. */
   z.object({ type: z.literal('delivery.tooLate'), turnId: z.string(), why: z.string() }),

@@ -15,7 +15,8 @@ const creation = 'xstate.init';
  *   typed                            typed: in the agent's input area, not submitted yet
  *   submitted                        submitted: the agent took it, read back from its pane (R-DL6)
  *   acked via pane, from `injected`  submitted (logs of gateways before verified submission)
- *   acked via drain, open-send, ask  handed-over (a main or a parked ask has it)
+ *   acked via drain, open-send,      handed-over (a main, a parked ask, or the operator at the
+ *     ask or console                 console for the main, has it)
  *   dead-lettered                    dead-lettered, with the reason and the last error
  *   too-late                         too-late, with why
  *

@@ -4,8 +4,10 @@ import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumCandidates } from '../../tools/testPrerequisites.js';
 import { uniqueHostId } from '../support/broker.js';
+import { withEventsDb } from '../support/eventsDb.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
+import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /**
@@ -173,6 +175,63 @@ describe('operator console in Chromium, over two federated gateways', () => {
     expect(await page.locator('#dlq-error').textContent()).toBe('');
     expect(problems).toEqual([]);
     await page.close();
+  });
+
+  it("answers from the page an ASK a worker on the other gateway put to a main here: the worker's parked call returns", async () => {
+    await register(alpha, 'main', 'decider');
+    const asker = await register(beta, 'worker', 'asker');
+    await waitFor("decider in B's roster", async () => {
+      const roster = JSON.parse((await beta.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      return roster.some((entry) => entry.name === 'decider') ? true : undefined;
+    });
+    const worker = await connectMcp(beta.mcpUrl, asker.token);
+    try {
+      const asked = callTool(
+        worker,
+        'bridge_ask',
+        { to: `decider@${alpha.hostId}`, question: 'ship it on Friday?', timeout_ms: 60_000 },
+        90_000,
+      );
+      const { page, problems } = await loginPage('ops-asks');
+      const ask = page.locator('#asks tbody tr', { hasText: 'ship it on Friday?' });
+      await ask.waitFor({ timeout: 30_000 });
+      expect(await ask.locator('td').nth(1).textContent()).toBe(`asker@${beta.hostId}`);
+      await page.screenshot({ path: join(artifacts, 'console-ask.png') });
+      await ask.locator('input[name=text]').fill('yes, after the tests pass');
+      await ask.locator('button', { hasText: 'Answer' }).click();
+      const result = await asked;
+      expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+      const { answer } = result.structuredContent as { answer: { text: string; from: { name: string } } };
+      expect(answer).toMatchObject({ text: 'yes, after the tests pass', from: { name: 'decider' } });
+      await ask.waitFor({ state: 'detached', timeout: 10_000 });
+      expect(await page.locator('#asks-error').textContent()).toBe('');
+      // On the record: the ASK's delivery on A was handed over at the console, by the operator.
+      const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{
+        name: string;
+        gid: string;
+      }>;
+      const operatorGid = roster.find((entry) => entry.name === 'ops-asks')?.gid;
+      const recorded = withEventsDb(
+        alpha.home,
+        (db) =>
+          db
+            .prepare(
+              "SELECT event, data FROM events WHERE actor_kind = 'delivery' AND msg_id = ? AND event IN ('delivery.handedOver', 'delivery.acked') ORDER BY seq",
+            )
+            .all((result.structuredContent as { askId: string }).askId) as Array<{
+            event: string;
+            data: string;
+          }>,
+      );
+      expect(recorded.map((row) => [row.event, JSON.parse(row.data)])).toEqual([
+        ['delivery.handedOver', { via: 'console', by: operatorGid }],
+        ['delivery.acked', { via: 'console' }],
+      ]);
+      expect(problems).toEqual([]);
+      await page.close();
+    } finally {
+      await worker.close();
+    }
   });
 
   it('a page without the session, or with a forged cookie, shows nothing of the gateway', async () => {
