@@ -17,6 +17,30 @@ function cell(text, className) {
 /** name@host by gid, from the last roster: a dead letter's routing key is a gid. */
 const addressByGid = new Map();
 
+/** A worker's Stop button: for agents started with spawn (bridge_stop's rules; others are refused). */
+function stopCell(entry) {
+  const td = document.createElement('td');
+  if (entry.kind !== 'worker') return td;
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.textContent = 'Stop';
+  button.title = 'Stop this agent (only agents started with spawn)';
+  button.addEventListener('click', async () => {
+    const error = document.getElementById('roster-error');
+    button.disabled = true;
+    try {
+      const outcome = await post('/ui/api/stop', { gid: entry.gid });
+      error.textContent =
+        outcome.status === 'pending' ? `stop of ${entry.name} asked; its result comes later` : '';
+    } catch (err) {
+      error.textContent = `${entry.name} not stopped: ${err.message}`;
+      button.disabled = false;
+    }
+  });
+  td.append(button);
+  return td;
+}
+
 function renderRoster(entries) {
   addressByGid.clear();
   for (const entry of entries) addressByGid.set(entry.gid, `${entry.name}@${entry.host}`);
@@ -30,6 +54,7 @@ function renderRoster(entries) {
       cell(entry.status, `status-${entry.status.split('.').pop()}`),
       cell((entry.groups ?? []).join(', ')),
       cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
+      stopCell(entry),
     );
     return tr;
   });

@@ -8,6 +8,7 @@ import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { describeIssues, groupNameSchema, WireKind } from '../wire/envelope.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
+import { controlError } from './spawnTools.js';
 
 /** The cookie a console session travels in: HttpOnly, SameSite=Strict, only under /ui. */
 export const consoleCookie = 'bridge_console';
@@ -50,6 +51,7 @@ export interface ConsoleHandler {
 const sendRequest = z.strictObject({ to: z.string().min(1), text: z.string().min(1) });
 const broadcastRequest = z.strictObject({ text: z.string().min(1), group: groupNameSchema.optional() });
 const requeueRequest = z.strictObject({ msgId: z.string().min(1).optional() });
+const stopRequest = z.strictObject({ gid: z.string().uuid(), waitMs: z.number().int().min(0).optional() });
 const answerRequest = z.strictObject({
   main: z.string().min(1),
   askId: z.string().min(1),
@@ -118,6 +120,15 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
         handover?.giveBack();
         throw err;
       }
+    },
+    /** Stops an agent started with spawn, on any host, by the rules bridge_stop follows. */
+    '/ui/api/stop': async (operator, body) => {
+      const { gid, waitMs } = parse(stopRequest, body);
+      const outcome = await gateway.stopSpawned(operator, gid, waitMs ?? 20_000);
+      if (outcome.result && !outcome.result.ok)
+        throw controlError(outcome.result.code, outcome.result.message);
+      gateway.logger.info({ operator: operator.record.name, gid }, 'console: stopped a spawned agent');
+      return outcome;
     },
     '/ui/api/dlq/requeue': async (operator, body) => {
       const { msgId } = parse(requeueRequest, body);

@@ -107,7 +107,7 @@ export function registerSpawnTools(server: McpServer, scope: ToolScope): void {
 }
 
 /** A refused spawn or stop, as the target host reported it. */
-function controlError(code: string | undefined, message: string | undefined): BridgeError {
+export function controlError(code: string | undefined, message: string | undefined): BridgeError {
   const known = (Object.values(ErrorCode) as string[]).includes(code ?? '');
   return new BridgeError(
     known ? (code as ErrorCode) : ErrorCode.spawnRefused,

@@ -14,6 +14,7 @@ import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { consolePost, openConsoleSession } from '../support/consoleSession.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
@@ -377,6 +378,27 @@ describe('spawn / stop (U4)', () => {
     expect(errorText(result)).toContain('idle');
     expect((result.structuredContent as { error: { code: string } }).error.code).toBe('UNKNOWN_PROFILE');
     expect((await windows(sessionB)).some((w) => w.name === 'nosuch')).toBe(false);
+  });
+
+  it('the operator console stops an agent spawned on the other host, by bridge_stop’s rules', async () => {
+    const spawned = (
+      await spawnTool(mcp, { host: b.hostId, profile: 'idle', brief: 'x', name: 'by-console' })
+    ).structuredContent as unknown as Spawned;
+    expect(spawned.status).toBe('running');
+    queues.push(inboxName(spawned.gid as string));
+    await inRoster(a, spawned.gid as string, true);
+    const printed = await a.cli(['console', '--json']);
+    expect(printed.code, printed.stderr).toBe(0);
+    const session = await openConsoleSession((JSON.parse(printed.stdout) as { url: string }).url);
+
+    const refused = await consolePost(session, '/ui/api/stop', { gid: main.gid });
+    const refusal = await refused.json();
+    expect(refusal, JSON.stringify(refusal)).toMatchObject({ error: { code: 'NOT_SPAWNED' } });
+    const stopped = await consolePost(session, '/ui/api/stop', { gid: spawned.gid });
+    expect(stopped.status).toBe(200);
+    expect(await stopped.json()).toMatchObject({ status: 'done', result: { op: 'stop', ok: true } });
+    await inRoster(a, spawned.gid as string, false);
+    expect((await windows(sessionB)).some((w) => w.name === 'by-console')).toBe(false);
   });
 
   it('refuses to stop an entity it did not spawn', async () => {

@@ -8,6 +8,7 @@ import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../../src/interfaces/consoleLogin.js';
 import { silentLogger } from '../../src/log/logger.js';
+import { type ConsoleSession, consolePost, openConsoleSession } from '../support/consoleSession.js';
 
 /**
  * The operator console's login and its live roster, on a real daemon in process: a one-time
@@ -37,12 +38,11 @@ describe('operator console: login, session, live roster', () => {
     callAdmin(daemon.adminSocket, adminRoutes.consoleLogin, name ? { name } : {}) as Promise<ConsoleLogin>;
 
   /** Spends a login URL; the session cookie's `name=value`, and the Set-Cookie header. */
-  async function sessionFrom(url: string): Promise<{ cookie: string; header: string }> {
-    const res = await fetch(url, { redirect: 'manual' });
-    expect(res.status).toBe(303);
-    expect(res.headers.get('location')).toBe('/ui/');
-    const header = res.headers.get('set-cookie') ?? '';
-    return { cookie: header.split(';')[0] as string, header };
+  async function sessionFrom(
+    url: string,
+  ): Promise<{ cookie: string; header: string; session: ConsoleSession }> {
+    const session = await openConsoleSession(url);
+    return { cookie: session.cookie, header: session.setCookie, session };
   }
 
   it('a login URL opens a session once: an HttpOnly, SameSite=Strict cookie for /ui', async () => {
@@ -140,17 +140,10 @@ describe('operator console: login, session, live roster', () => {
   });
 
   describe('actions, as the operator, through the gateway API', () => {
-    const post = (cookie: string, path: string, body: unknown) =>
-      fetch(`${base}${path}`, {
-        method: 'POST',
-        headers: { cookie, origin: base, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-
     it('sends to a main as the operator: held for it, from the operator, its stage readable', async () => {
       const inbox = await daemon.gateway.register({ kind: 'main', name: 'reader' });
-      const { cookie } = await sessionFrom((await login('sender-ops')).url);
-      const res = await post(cookie, '/ui/api/send', { to: 'reader', text: 'from the console' });
+      const { cookie, session } = await sessionFrom((await login('sender-ops')).url);
+      const res = await consolePost(session, '/ui/api/send', { to: 'reader', text: 'from the console' });
       expect(res.status).toBe(200);
       const sent = (await res.json()) as { msgId: string; traceId: string; to: { name: string } };
       expect(sent.to.name).toBe('reader');
@@ -169,14 +162,14 @@ describe('operator console: login, session, live roster', () => {
     });
 
     it('refuses bad input with the code and what to do, and reports what is not available here', async () => {
-      const { cookie } = await sessionFrom((await login()).url);
-      const empty = await post(cookie, '/ui/api/send', { to: 'reader' });
+      const { cookie, session } = await sessionFrom((await login()).url);
+      const empty = await consolePost(session, '/ui/api/send', { to: 'reader' });
       expect(empty.status).toBe(400);
       expect(((await empty.json()) as { error: { code: string; message: string } }).error).toMatchObject({
         code: 'BAD_REQUEST',
         message: expect.stringMatching(/text/),
       });
-      const nobody = await post(cookie, '/ui/api/send', { to: 'nobody-here', text: 'hello' });
+      const nobody = await consolePost(session, '/ui/api/send', { to: 'nobody-here', text: 'hello' });
       expect(((await nobody.json()) as { error: { code: string } }).error.code).toBe('UNKNOWN_RECIPIENT');
       const notJson = await fetch(`${base}/ui/api/send`, {
         method: 'POST',
@@ -194,8 +187,11 @@ describe('operator console: login, session, live roster', () => {
 
     it('broadcasts as the operator to a group', async () => {
       const member = await daemon.gateway.register({ kind: 'main', name: 'member', groups: ['night'] });
-      const { cookie } = await sessionFrom((await login()).url);
-      const res = await post(cookie, '/ui/api/broadcast', { group: 'night', text: 'to the night group' });
+      const { session } = await sessionFrom((await login()).url);
+      const res = await consolePost(session, '/ui/api/broadcast', {
+        group: 'night',
+        text: 'to the night group',
+      });
       expect(res.status).toBe(200);
       const handover = await daemon.gateway.drain(daemon.gateway.authenticate(member.token)!);
       handover.confirm();
