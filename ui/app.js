@@ -152,6 +152,97 @@ document.getElementById('send').addEventListener('submit', async (event) => {
   }
 });
 
+const svgNs = 'http://www.w3.org/2000/svg';
+
+function svgElement(name, attributes, text) {
+  const element = document.createElementNS(svgNs, name);
+  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+/** A horizontal bar chart of `{ label, value }` rows into `svg`, drawn with the DOM (no library). */
+function barChart(svg, rows, { barClass = 'bar', empty = 'nothing yet' } = {}) {
+  const rowHeight = 18;
+  const labelWidth = 110;
+  const width = 420;
+  const height = Math.max(1, rows.length) * rowHeight + 4;
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('width', String(width));
+  svg.setAttribute('height', String(height));
+  const max = Math.max(0, ...rows.map((row) => row.value));
+  if (rows.length === 0 || max === 0) {
+    svg.replaceChildren(svgElement('text', { x: 0, y: 13, class: 'empty' }, empty));
+    return;
+  }
+  const room = width - labelWidth - 50;
+  svg.replaceChildren(
+    ...rows.flatMap((row, i) => {
+      const y = i * rowHeight + 2;
+      const length = Math.max(row.value > 0 ? 1 : 0, Math.round((row.value / max) * room));
+      return [
+        svgElement('text', { x: 0, y: y + 12 }, row.label),
+        svgElement('rect', { x: labelWidth, y, width: length, height: rowHeight - 4, class: barClass }),
+        svgElement('text', { x: labelWidth + length + 4, y: y + 12 }, String(row.value)),
+      ];
+    }),
+  );
+}
+
+function latencyLabel(le) {
+  if (le === null) return '> 60 s';
+  return le < 1 ? `≤ ${Math.round(le * 1000 * 10) / 10} ms` : `≤ ${le} s`;
+}
+
+async function loadOverview() {
+  const res = await fetch('/ui/api/overview');
+  if (!res.ok) return;
+  const overview = await res.json();
+  const facts = [
+    ['host', overview.host],
+    ['mode', overview.mode],
+    ['up', `${overview.uptimeSeconds} s`],
+    ...(overview.broker
+      ? [
+          ['broker', `${overview.broker.state}${overview.broker.node ? ` (${overview.broker.node})` : ''}`],
+          ['queue mode', overview.broker.queueMode],
+          ['peers', overview.broker.peers.join(', ') || 'none'],
+          ['bridge.dlq', String(overview.broker.deadLetterQueue ?? '—')],
+        ]
+      : []),
+    [
+      'deliveries',
+      Object.entries(overview.deliveries)
+        .map(([state, n]) => `${n} ${state}`)
+        .join(', ') || 'none',
+    ],
+  ];
+  document.getElementById('gateway').replaceChildren(
+    ...facts.flatMap(([term, value]) => {
+      const dt = document.createElement('dt');
+      dt.textContent = term;
+      const dd = document.createElement('dd');
+      dd.textContent = value;
+      dd.dataset.fact = term;
+      return [dt, dd];
+    }),
+  );
+  // Trailing empty buckets say nothing: the histogram ends at the slowest delivery seen.
+  const buckets = overview.deliveryLatency;
+  let last = buckets.length - 1;
+  while (last >= 0 && buckets[last].count === 0) last--;
+  barChart(
+    document.getElementById('latency-chart'),
+    buckets.slice(0, last + 1).map((bucket) => ({ label: latencyLabel(bucket.le), value: bucket.count })),
+    { empty: 'no delivery yet' },
+  );
+  barChart(
+    document.getElementById('dead-letter-chart'),
+    Object.entries(overview.deadLetters).map(([reason, value]) => ({ label: reason, value })),
+    { barClass: 'bar bad', empty: 'no dead letter' },
+  );
+}
+
 async function loadAsks() {
   const error = document.getElementById('asks-error');
   const res = await fetch('/ui/api/asks');
@@ -254,6 +345,7 @@ document.getElementById('logout').addEventListener('click', async () => {
 
 await whoAmI();
 listen();
-await Promise.all([loadAsks(), loadDeadLetters()]);
+await Promise.all([loadOverview(), loadAsks(), loadDeadLetters()]);
+setInterval(loadOverview, 5_000);
 setInterval(loadAsks, 2_000);
 setInterval(loadDeadLetters, 5_000);

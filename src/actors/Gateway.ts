@@ -406,6 +406,11 @@ export class Gateway {
     return this.started().status.status();
   }
 
+  /** The operator console's summary of this gateway (GatewayStatus.overview). */
+  async overview(): Promise<Record<string, unknown>> {
+    return this.started().status.overview();
+  }
+
   /** The broker's dead-letter queue, read without consuming it. */
   async listDeadLetters(max = 100): Promise<DeadLetterView[]> {
     return this.requireFederation('bridge dlq').listDeadLetters(max);

@@ -160,6 +160,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       if (path === '/ui/api/roster') return sendJson(res, 200, gateway.roster());
       if (path === '/ui/api/dlq') return answer(res, () => gateway.listDeadLetters(200));
       if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
+      if (path === '/ui/api/overview') return answer(res, () => gateway.overview());
       if (path === '/ui/api/message') {
         const msgId = new URL(req.url ?? '/', 'http://console').searchParams.get('msgId') ?? '';
         return answer(res, () => gateway.messageStatus(undefined, msgId));

@@ -124,6 +124,9 @@ describe('operator console in Chromium, over two federated gateways', () => {
       30_000,
     );
     await sent.locator('td.stage', { hasText: 'submitted' }).waitFor({ timeout: 30_000 });
+    // The gateway's own figures: connected, and the latency histogram drawn (B delivered it, but
+    // A's own deliveries count here: none yet, so the chart says so until one is made).
+    await page.locator('#gateway dd[data-fact=broker]', { hasText: 'connected' }).waitFor();
     await page.screenshot({ path: join(artifacts, 'console-sent.png') });
 
     expect(problems).toEqual([]);
@@ -153,6 +156,9 @@ describe('operator console in Chromium, over two federated gateways', () => {
     const { page, problems } = await loginPage('ops-dlq');
     const letter = page.locator(`#dlq tbody tr[data-to="${reader.gid}"]`);
     await letter.filter({ hasText: 'maxlen' }).waitFor({ timeout: 30_000 });
+    // A counted the refusal: its dead-letter chart has a maxlen bar.
+    await page.locator('#dead-letter-chart text', { hasText: 'maxlen' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#dead-letter-chart rect').count()).toBeGreaterThan(0);
     expect(await letter.locator('td').first().textContent()).toBe(`reader@${beta.hostId}`);
     await page.screenshot({ path: join(artifacts, 'console-dlq.png') });
     // B drains the two it kept, then the requeued third has room.
@@ -200,6 +206,8 @@ describe('operator console in Chromium, over two federated gateways', () => {
       await ask.locator('input[name=text]').fill('yes, after the tests pass');
       await ask.locator('button', { hasText: 'Answer' }).click();
       const result = await asked;
+      // A handed the ASK over at the console: one delivery in A's latency histogram.
+      await page.locator('#latency-chart rect:not([width="0"])').first().waitFor({ timeout: 10_000 });
       expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
       const { answer } = result.structuredContent as { answer: { text: string; from: { name: string } } };
       expect(answer).toMatchObject({ text: 'yes, after the tests pass', from: { name: 'decider' } });

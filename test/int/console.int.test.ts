@@ -185,6 +185,30 @@ describe('operator console: login, session, live roster', () => {
       expect(((await dlq.json()) as { error: { message: string } }).error.message).toMatch(/broker/);
     });
 
+    it('the overview: mode, deliveries by state, the latency histogram per bucket, dead letters by reason', async () => {
+      const { cookie, session } = await sessionFrom((await login()).url);
+      const taker = await daemon.gateway.register({ kind: 'main', name: 'taker' });
+      await consolePost(session, '/ui/api/send', { to: 'taker', text: 'one to count' });
+      (await daemon.gateway.drain(daemon.gateway.authenticate(taker.token)!)).confirm();
+      await daemon.gateway.flush();
+      const overview = (await (await fetch(`${base}/ui/api/overview`, { headers: { cookie } })).json()) as {
+        host: string;
+        mode: string;
+        broker: unknown;
+        deliveries: Record<string, number>;
+        deliveryLatency: Array<{ le: number | null; count: number }>;
+        deadLetters: Record<string, number>;
+      };
+      expect(overview).toMatchObject({ host: 'console', mode: 'single-host', broker: null });
+      // Each acked delivery is counted once, in its bucket.
+      const acked = overview.deliveries.acked ?? 0;
+      expect(acked).toBeGreaterThan(0);
+      expect(overview.deliveryLatency.reduce((sum, bucket) => sum + bucket.count, 0)).toBe(acked);
+      expect(overview.deliveryLatency.at(-1)?.le).toBeNull();
+      expect(overview.deliveryLatency.every((bucket) => bucket.count >= 0)).toBe(true);
+      expect(overview.deadLetters).toEqual({});
+    });
+
     it('broadcasts as the operator to a group', async () => {
       const member = await daemon.gateway.register({ kind: 'main', name: 'member', groups: ['night'] });
       const { session } = await sessionFrom((await login()).url);

@@ -41,7 +41,13 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = repoRo
       { cwd, env: { ...process.env, ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        resolveRun({ code, stdout, stderr });
+        // Not an exit of its own (killed at the timeout, or not started): say which, or a
+        // failed assertion on the code shows an empty stderr and nothing else.
+        const why =
+          err && typeof err.code !== 'number'
+            ? `\n[runCli: ${err.killed ? `killed by ${err.signal} at the 60 s timeout` : err.message}]`
+            : '';
+        resolveRun({ code, stdout, stderr: `${stderr}${why}` });
       },
     );
   });
