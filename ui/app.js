@@ -41,14 +41,67 @@ function stopCell(entry) {
   return td;
 }
 
+/** The entity whose deliveries the detail section shows (refreshed with the roster). */
+let shownEntity;
+
+async function showEntity(gid) {
+  shownEntity = gid;
+  const section = document.getElementById('entity');
+  const res = await fetch(`/ui/api/entity?gid=${encodeURIComponent(gid)}`);
+  const detail = await res.json();
+  section.hidden = false;
+  const title = document.getElementById('entity-title');
+  const note = document.getElementById('entity-note');
+  const body = document.querySelector('#deliveries tbody');
+  if (!res.ok) {
+    title.textContent = 'Entity';
+    note.textContent = detail.error ? `${detail.error.code}: ${detail.error.message}` : res.statusText;
+    body.replaceChildren();
+    return;
+  }
+  const { entry, local, deliveries } = detail;
+  title.textContent = `${entry.name}@${entry.host} (${entry.kind})`;
+  section.dataset.gid = entry.gid;
+  if (!local) {
+    note.textContent = `It lives on ${entry.host}: its deliveries are in that host's log; open that gateway's console for them.`;
+    body.replaceChildren();
+    return;
+  }
+  const count = deliveries.length === 1 ? 'delivery' : `${deliveries.length} deliveries`;
+  note.textContent = `Its latest ${count} on this host, newest first (the log keeps no text).`;
+  body.replaceChildren(
+    ...deliveries.map((delivery) => {
+      const tr = document.createElement('tr');
+      tr.dataset.msgId = delivery.msgId;
+      tr.append(
+        cell(delivery.kind ?? '—'),
+        cell(delivery.sender ? (addressByGid.get(delivery.sender) ?? delivery.sender) : '—'),
+        cell(delivery.problem ? `damaged: ${delivery.problem}` : delivery.state, 'state'),
+        cell(delivery.acceptedAt ? new Date(delivery.acceptedAt).toLocaleTimeString() : '—'),
+        cell(delivery.size === null ? '—' : String(delivery.size), 'number'),
+        cell(delivery.msgId, 'id'),
+      );
+      return tr;
+    }),
+  );
+}
+
 function renderRoster(entries) {
   addressByGid.clear();
   for (const entry of entries) addressByGid.set(entry.gid, `${entry.name}@${entry.host}`);
   const rows = entries.map((entry) => {
     const tr = document.createElement('tr');
     tr.dataset.gid = entry.gid;
+    const nameCell = document.createElement('td');
+    const open = document.createElement('button');
+    open.type = 'button';
+    open.className = 'link-button';
+    open.textContent = entry.name;
+    open.title = 'Show its latest deliveries';
+    open.addEventListener('click', () => showEntity(entry.gid));
+    nameCell.append(open);
     tr.append(
-      cell(entry.name),
+      nameCell,
       cell(entry.kind),
       cell(entry.host),
       cell(entry.status, `status-${entry.status.split('.').pop()}`),
@@ -59,6 +112,7 @@ function renderRoster(entries) {
     return tr;
   });
   rosterBody.replaceChildren(...rows);
+  if (shownEntity) void showEntity(shownEntity);
   const names = document.getElementById('names');
   names.replaceChildren(
     ...entries.map((entry) => {
@@ -347,5 +401,6 @@ await whoAmI();
 listen();
 await Promise.all([loadOverview(), loadAsks(), loadDeadLetters()]);
 setInterval(loadOverview, 5_000);
+setInterval(() => shownEntity && showEntity(shownEntity), 3_000);
 setInterval(loadAsks, 2_000);
 setInterval(loadDeadLetters, 5_000);

@@ -13,6 +13,7 @@ import type { Launcher } from '../spawn/launcher.js';
 import { createTmuxLauncher } from '../spawn/tmuxLauncher.js';
 import { openStore, type Store } from '../store/openStore.js';
 import { readLastHlc } from '../store/readEvents.js';
+import { type RecentDelivery, readRecentDeliveries } from '../store/recentDeliveries.js';
 import { asStoreDamage } from '../store/storeDamage.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
@@ -404,6 +405,11 @@ export class Gateway {
 
   async status(): Promise<Record<string, unknown>> {
     return this.started().status.status();
+  }
+
+  /** The latest deliveries to a local entity, newest first, for the operator console. */
+  recentDeliveries(gid: string, limit = 50): RecentDelivery[] {
+    return readRecentDeliveries(this.started().store, gid, limit);
   }
 
   /** The operator console's summary of this gateway (GatewayStatus.overview). */

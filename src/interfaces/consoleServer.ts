@@ -161,6 +161,10 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       if (path === '/ui/api/dlq') return answer(res, () => gateway.listDeadLetters(200));
       if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
       if (path === '/ui/api/overview') return answer(res, () => gateway.overview());
+      if (path === '/ui/api/entity') {
+        const gid = new URL(req.url ?? '/', 'http://console').searchParams.get('gid') ?? '';
+        return answer(res, async () => entityDetail(gateway, gid));
+      }
       if (path === '/ui/api/message') {
         const msgId = new URL(req.url ?? '/', 'http://console').searchParams.get('msgId') ?? '';
         return answer(res, () => gateway.messageStatus(undefined, msgId));
@@ -230,6 +234,19 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     });
     return true;
   }
+}
+
+/**
+ * One entity of the roster: its entry and, for one of this host's, its latest deliveries with
+ * their states (an entity of another host: that host's console has them).
+ */
+function entityDetail(gateway: Gateway, gid: string): Record<string, unknown> {
+  const entry = gateway.roster().find((candidate) => candidate.gid === gid);
+  if (!entry) {
+    throw new BridgeError(ErrorCode.unknownRecipient, `no entity ${gid} in the roster; it may have left`);
+  }
+  const local = gateway.directory.byGidOrUndefined(gid) !== undefined;
+  return { entry, local, deliveries: local ? gateway.recentDeliveries(gid) : null };
 }
 
 /** The ASKs held for this host's mains, not drained yet: what the console may answer. */

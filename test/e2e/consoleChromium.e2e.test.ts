@@ -212,6 +212,14 @@ describe('operator console in Chromium, over two federated gateways', () => {
       const { answer } = result.structuredContent as { answer: { text: string; from: { name: string } } };
       expect(answer).toMatchObject({ text: 'yes, after the tests pass', from: { name: 'decider' } });
       await ask.waitFor({ state: 'detached', timeout: 10_000 });
+      // The main's latest deliveries: the ASK, acked (taken at the console).
+      await page.locator('#roster tbody button.link-button', { hasText: 'decider' }).click();
+      const delivery = page.locator(
+        `#deliveries tbody tr[data-msg-id="${(result.structuredContent as { askId: string }).askId}"]`,
+      );
+      await delivery.filter({ hasText: 'acked' }).waitFor({ timeout: 10_000 });
+      expect(await delivery.locator('td').first().textContent()).toBe('ASK');
+      await page.screenshot({ path: join(artifacts, 'console-entity.png'), fullPage: true });
       expect(await page.locator('#asks-error').textContent()).toBe('');
       // On the record: the ASK's delivery on A was handed over at the console, by the operator.
       const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{

@@ -159,6 +159,24 @@ describe('operator console: login, session, live roster', () => {
         await fetch(`${base}/ui/api/message?msgId=${sent.msgId}`, { headers: { cookie } })
       ).json();
       expect(status).toMatchObject({ msgId: sent.msgId, traceId: sent.traceId });
+
+      // The reader's latest deliveries: this one, acked, from the operator, and no text.
+      await daemon.gateway.flush();
+      const detail = (await (
+        await fetch(`${base}/ui/api/entity?gid=${inbox.gid}`, { headers: { cookie } })
+      ).json()) as { local: boolean; deliveries: Array<Record<string, unknown>> };
+      const me = (await (await fetch(`${base}/ui/api/me`, { headers: { cookie } })).json()) as {
+        gid: string;
+      };
+      expect(detail.local).toBe(true);
+      expect(detail.deliveries).toEqual([
+        expect.objectContaining({ msgId: sent.msgId, kind: 'SEND', sender: me.gid, state: 'acked' }),
+      ]);
+      expect(JSON.stringify(detail)).not.toContain('from the console');
+      const nobody = await fetch(`${base}/ui/api/entity?gid=00000000-0000-4000-8000-000000000000`, {
+        headers: { cookie },
+      });
+      expect(((await nobody.json()) as { error: { code: string } }).error.code).toBe('UNKNOWN_RECIPIENT');
     });
 
     it('refuses bad input with the code and what to do, and reports what is not available here', async () => {
