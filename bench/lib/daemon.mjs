@@ -114,6 +114,21 @@ export async function connectMcp(url, token) {
   return client;
 }
 
+/**
+ * One MCP SDK client per lane on `url` with `token`. If one cannot connect, those already made
+ * are closed before the error is thrown.
+ */
+export async function connectLanes(url, token, lanes) {
+  const clients = [];
+  try {
+    for (let lane = 0; lane < lanes; lane++) clients.push(await connectMcp(url, token));
+  } catch (err) {
+    await Promise.all(clients.map((client) => client.close()));
+    throw err;
+  }
+  return clients;
+}
+
 /** Calls a bridge tool and returns its structured result; a tool error throws with its text. */
 export async function callTool(client, name, args) {
   const result = await client.callTool({ name, arguments: args });

@@ -9,7 +9,7 @@ import { encodeEnvelope } from '../../dist/wire/codec.js';
 import { schemaVersionString, WireKind } from '../../dist/wire/envelope.js';
 import { uuidv7 } from '../../dist/wire/ids.js';
 import { deleteQueues, localBrokerCpuMs } from './broker.mjs';
-import { callTool, connectMcp } from './daemon.mjs';
+import { callTool, connectLanes } from './daemon.mjs';
 import { createDeliveryTracker, messageText, processCpuMs } from './measure.mjs';
 import { createTeardown, spawnNode, waitFor } from './processes.mjs';
 
@@ -114,15 +114,12 @@ export const mcpSdkFloors = [
       what: `MCP echo server (${variant})`,
       process: server,
     });
-    const clients = [];
-    try {
-      for (let lane = 0; lane < concurrency; lane++)
-        clients.push(await connectMcp(`http://127.0.0.1:${port}/mcp`, 'floor'));
-    } catch (err) {
-      await Promise.all(clients.map((client) => client.close()));
-      await server.stop();
-      throw err;
-    }
+    const clients = await connectLanes(`http://127.0.0.1:${port}/mcp`, 'floor', concurrency).catch(
+      async (err) => {
+        await server.stop();
+        throw err;
+      },
+    );
     return {
       cpuMs: server.cpuMs,
       op: (i, lane) => callTool(clients[lane], 'bridge_send', { to: 'b', text: messageText(i, textBytes) }),

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { callTool, connectMcp, startDaemon } from '../lib/daemon.mjs';
+import { callTool, connectLanes, startDaemon } from '../lib/daemon.mjs';
 import { httpEchoFloor, mcpSdkFloors, sqliteFloor } from '../lib/floors.mjs';
 import { messageText } from '../lib/measure.mjs';
 
@@ -37,13 +37,12 @@ async function openMcp({ dir, name, textBytes, concurrency, total, cpuProfDir, g
     env: { BRIDGE_HOST_ID: 'bench' },
     ...(cpuProfDir ? { cpuProf: { dir: cpuProfDir } } : {}),
   });
-  const clients = [];
+  let clients;
   try {
     const a = await daemon.register('a');
     await daemon.register('b');
-    for (let lane = 0; lane < concurrency; lane++) clients.push(await connectMcp(daemon.mcpUrl, a.token));
+    clients = await connectLanes(daemon.mcpUrl, a.token, concurrency);
   } catch (err) {
-    await Promise.all(clients.map((client) => client.close()));
     await daemon.stop();
     throw err;
   }

@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumCandidates } from '../../tools/testPrerequisites.js';
 import { uniqueHostId } from '../support/broker.js';
+import { findChromium } from '../support/chromium.js';
 import { withEventsDb } from '../support/eventsDb.js';
 import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
@@ -20,17 +20,6 @@ import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
  * test-artifacts/.
  */
 const artifacts = join(repoRoot, 'test-artifacts');
-
-function findChromium(): string {
-  const found = chromiumCandidates(process.env).find((path) => existsSync(path));
-  if (!found) {
-    throw new Error(
-      'no Chromium for the console test: install it (apt-get install -y --no-install-recommends chromium, ' +
-        'as `npm test` does through tools/prepareTests.ts) or set CHROMIUM_PATH',
-    );
-  }
-  return found;
-}
 
 describe('operator console in Chromium, over two federated gateways', () => {
   let browser: Browser;
@@ -54,7 +43,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
     await Promise.all([alpha.start(), beta.start()]);
     tmux = await startTmuxServer();
     pane = await tmux.newPane('cat');
-    browser = await chromium.launch({ executablePath: findChromium() });
+    browser = await chromium.launch({ executablePath: findChromium('the console test') });
   });
 
   afterAll(async () => {

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registryGraphs } from '../../src/viz/vizFiles.js';
-import { chromiumCandidates } from '../../tools/testPrerequisites.js';
+import { findChromium } from '../support/chromium.js';
 import { GatewayProcess, repoRoot, runCli } from '../support/GatewayProcess.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -18,18 +18,6 @@ import { waitFor } from '../support/waitFor.js';
  */
 const artifacts = join(repoRoot, 'test-artifacts');
 const graphs = registryGraphs();
-
-function findChromium(): string {
-  const found = chromiumCandidates(process.env).find((path) => existsSync(path));
-  if (!found) {
-    // Fails rather than skips: a viz page nobody rendered is not tested.
-    throw new Error(
-      'no Chromium for the viz test: install it (apt-get install -y --no-install-recommends chromium, ' +
-        'as `npm test` does through tools/prepareTests.ts) or set CHROMIUM_PATH',
-    );
-  }
-  return found;
-}
 
 interface OpenedPage {
   page: Page;
@@ -64,7 +52,7 @@ describe('bridge viz in Chromium', () => {
 
   beforeAll(async () => {
     mkdirSync(artifacts, { recursive: true });
-    browser = await chromium.launch({ executablePath: findChromium() });
+    browser = await chromium.launch({ executablePath: findChromium('the viz test') });
   });
 
   afterAll(async () => {
