@@ -297,6 +297,93 @@ async function loadOverview() {
   );
 }
 
+/** The wall-clock time of an HLC (`<15 digits of ms>.<counter>`), for reading. */
+function hlcTime(hlc) {
+  return new Date(Number(hlc.slice(0, 15))).toLocaleTimeString();
+}
+
+function shortId(id) {
+  return id && id.length > 12 ? id.slice(-8) : (id ?? '—');
+}
+
+async function loadFlows() {
+  const res = await fetch('/ui/api/flows');
+  if (!res.ok) return;
+  const flows = await res.json();
+  document.getElementById('flows-count').textContent = `(${flows.length})`;
+  document.querySelector('#flows tbody').replaceChildren(
+    ...flows.map((flow) => {
+      const tr = document.createElement('tr');
+      tr.dataset.traceId = flow.traceId;
+      const traceCell = document.createElement('td');
+      const open = document.createElement('button');
+      open.type = 'button';
+      open.className = 'link-button id';
+      open.textContent = flow.traceId;
+      open.addEventListener('click', () => showFlow(flow.traceId));
+      traceCell.append(open);
+      tr.append(
+        traceCell,
+        cell(hlcTime(flow.firstHlc)),
+        cell(hlcTime(flow.lastHlc)),
+        cell(String(flow.events), 'number'),
+        cell(flow.actorKinds.join(', ')),
+        cell(`${flow.last.actorKind} ${flow.last.event} → ${flow.last.toState}`),
+      );
+      return tr;
+    }),
+  );
+}
+
+/** The flow the timeline shows, and the other hosts' exports given for it. */
+let shownFlow;
+let flowExports = [];
+
+async function showFlow(traceId) {
+  if (traceId !== shownFlow) flowExports = [];
+  shownFlow = traceId;
+  const section = document.getElementById('flow');
+  section.hidden = false;
+  section.dataset.traceId = traceId;
+  document.getElementById('flow-title').textContent = `Flow ${traceId}`;
+  const error = document.getElementById('flow-error');
+  error.textContent = '';
+  try {
+    const flow = await post('/ui/api/flow', { traceId, exports: flowExports });
+    const shown =
+      flow.events.length < flow.total ? `the first ${flow.events.length} of ${flow.total}` : `${flow.total}`;
+    const divergences =
+      flow.divergences.length === 0
+        ? 'every actor re-runs as recorded'
+        : `${flow.divergences.length} divergence(s) from the current machines: ${flow.divergences
+            .map((d) => `${d.actorKind} ${shortId(d.actorId)} at ${d.event} (${d.kind})`)
+            .join('; ')}`;
+    document.getElementById('flow-note').textContent =
+      `${shown} events on ${flow.hosts.join(', ')}; ${divergences}.`;
+    document.querySelector('#timeline tbody').replaceChildren(
+      ...flow.events.map((event) => {
+        const tr = document.createElement('tr');
+        tr.dataset.host = event.host;
+        tr.append(
+          cell(hlcTime(event.hlc)),
+          cell(event.host),
+          cell(`${event.actorKind} ${shortId(event.actorId)}`),
+          cell(event.event),
+          cell(`${event.fromState ?? '∅'} → ${event.toState}`),
+        );
+        return tr;
+      }),
+    );
+  } catch (err) {
+    error.textContent = err.message;
+  }
+}
+
+document.getElementById('flow-exports').addEventListener('change', async (event) => {
+  flowExports = await Promise.all([...event.target.files].map((file) => file.text()));
+  if (shownFlow) await showFlow(shownFlow);
+});
+
 async function loadAsks() {
   const error = document.getElementById('asks-error');
   const res = await fetch('/ui/api/asks');
@@ -399,7 +486,8 @@ document.getElementById('logout').addEventListener('click', async () => {
 
 await whoAmI();
 listen();
-await Promise.all([loadOverview(), loadAsks(), loadDeadLetters()]);
+await Promise.all([loadOverview(), loadFlows(), loadAsks(), loadDeadLetters()]);
+setInterval(loadFlows, 5_000);
 setInterval(loadOverview, 5_000);
 setInterval(() => shownEntity && showEntity(shownEntity), 3_000);
 setInterval(loadAsks, 2_000);

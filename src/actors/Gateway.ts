@@ -14,6 +14,7 @@ import { createTmuxLauncher } from '../spawn/tmuxLauncher.js';
 import { openStore, type Store } from '../store/openStore.js';
 import { readLastHlc } from '../store/readEvents.js';
 import { type RecentDelivery, readRecentDeliveries } from '../store/recentDeliveries.js';
+import { type RecentFlow, readRecentFlows } from '../store/recentFlows.js';
 import { asStoreDamage } from '../store/storeDamage.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
@@ -410,6 +411,11 @@ export class Gateway {
   /** The latest deliveries to a local entity, newest first, for the operator console. */
   recentDeliveries(gid: string, limit = 50): RecentDelivery[] {
     return readRecentDeliveries(this.started().store, gid, limit);
+  }
+
+  /** The flows with an event in this host's log in the last `withinMs`, the latest first. */
+  recentFlows(withinMs: number, limit = 200): RecentFlow[] {
+    return readRecentFlows(this.started().store, this.clock.now() - withinMs, limit);
   }
 
   /** The operator console's summary of this gateway (GatewayStatus.overview). */

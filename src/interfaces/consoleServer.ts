@@ -1,10 +1,14 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import type { EntityActor } from '../actors/EntityActor.js';
 import type { Gateway } from '../actors/Gateway.js';
 import { addressOf } from '../actors/Router.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import type { ReplayEvent } from '../replay/replayEvent.js';
+import { replayTrace } from '../replay/replayTrace.js';
 import { describeIssues, groupNameSchema, WireKind } from '../wire/envelope.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
@@ -51,6 +55,13 @@ export interface ConsoleHandler {
 const sendRequest = z.strictObject({ to: z.string().min(1), text: z.string().min(1) });
 const broadcastRequest = z.strictObject({ text: z.string().min(1), group: groupNameSchema.optional() });
 const requeueRequest = z.strictObject({ msgId: z.string().min(1).optional() });
+const flowRequest = z.strictObject({
+  traceId: z.string().min(1),
+  /** Other hosts' slices of the flow: `bridge export --trace ID` files, as text. */
+  exports: z.array(z.string().min(1)).max(16).default([]),
+});
+/** Most events of one flow the page is sent (a longer flow: `bridge replay` has them all). */
+const maxFlowEvents = 2_000;
 const stopRequest = z.strictObject({ gid: z.string().uuid(), waitMs: z.number().int().min(0).optional() });
 const answerRequest = z.strictObject({
   main: z.string().min(1),
@@ -121,6 +132,14 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
         throw err;
       }
     },
+    /**
+     * One flow's timeline: `bridge replay`'s merge of this host's log with the other hosts'
+     * exports the operator gives, each actor re-run through the current machines.
+     */
+    '/ui/api/flow': async (_operator, body) => {
+      const { traceId, exports } = parse(flowRequest, body);
+      return flowTimeline(gateway.storeFile, traceId, exports);
+    },
     /** Stops an agent started with spawn, on any host, by the rules bridge_stop follows. */
     '/ui/api/stop': async (operator, body) => {
       const { gid, waitMs } = parse(stopRequest, body);
@@ -161,6 +180,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       if (path === '/ui/api/dlq') return answer(res, () => gateway.listDeadLetters(200));
       if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
       if (path === '/ui/api/overview') return answer(res, () => gateway.overview());
+      if (path === '/ui/api/flows') return answer(res, async () => gateway.recentFlows(60 * 60_000));
       if (path === '/ui/api/entity') {
         const gid = new URL(req.url ?? '/', 'http://console').searchParams.get('gid') ?? '';
         return answer(res, async () => entityDetail(gateway, gid));
@@ -247,6 +267,39 @@ function entityDetail(gateway: Gateway, gid: string): Record<string, unknown> {
   }
   const local = gateway.directory.byGidOrUndefined(gid) !== undefined;
   return { entry, local, deliveries: local ? gateway.recentDeliveries(gid) : null };
+}
+
+/** A flow's merged timeline (its first maxFlowEvents events) and what the re-run found. */
+function flowTimeline(
+  storeFile: string,
+  traceId: string,
+  exports: readonly string[],
+): Record<string, unknown> {
+  const dir = exports.length > 0 ? mkdtempSync(join(tmpdir(), 'bridge-console-flow-')) : undefined;
+  try {
+    const files = exports.map((text, i) => {
+      const file = join(dir as string, `export-${i}.jsonl`);
+      writeFileSync(file, text);
+      return file;
+    });
+    const events: ReplayEvent[] = [];
+    const summary = replayTrace({
+      sources: [storeFile, ...files],
+      traceId,
+      onEvent: (event) => {
+        if (events.length < maxFlowEvents) events.push(event);
+      },
+    });
+    return {
+      traceId,
+      hosts: summary.hosts,
+      events,
+      total: summary.events,
+      divergences: summary.divergences,
+    };
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** The ASKs held for this host's mains, not drained yet: what the console may answer. */

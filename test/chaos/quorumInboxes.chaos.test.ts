@@ -340,7 +340,9 @@ describe('quorum inboxes on a three-node cluster', () => {
       await waitFor('G3 refused', () => (g3Fatal.length > 0 ? true : undefined), 30_000);
       figures.awayRefusedMs = Date.now() - openedAt;
       expect(g3Fatal[0]?.code).toBe(ErrorCode.consumerRefused);
-      expect(g3Fatal[0]?.message).toMatch(/Another gateway already consumes this inbox/);
+      // Refused on whichever of its queues' locks it asks for first: the inbox or its control queue.
+      expect(g3Fatal[0]?.message).toMatch(/Another gateway already consumes this (inbox|queue)/);
+      expect(g3Fatal[0]?.message).toMatch(new RegExp(`${inboxName(otherGid)}|control\\.${otherHost}`));
       expect(g3.consuming(inboxName(otherGid))).toBe(false);
       await g3.stop();
 

@@ -198,7 +198,9 @@ describe('operator console in Chromium, over two federated gateways', () => {
       // A handed the ASK over at the console: one delivery in A's latency histogram.
       await page.locator('#latency-chart rect:not([width="0"])').first().waitFor({ timeout: 10_000 });
       expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
-      const { answer } = result.structuredContent as { answer: { text: string; from: { name: string } } };
+      const { answer } = result.structuredContent as {
+        answer: { text: string; traceId: string; from: { name: string } };
+      };
       expect(answer).toMatchObject({ text: 'yes, after the tests pass', from: { name: 'decider' } });
       await ask.waitFor({ state: 'detached', timeout: 10_000 });
       // The main's latest deliveries: the ASK, acked (taken at the console).
@@ -209,6 +211,24 @@ describe('operator console in Chromium, over two federated gateways', () => {
       await delivery.filter({ hasText: 'acked' }).waitFor({ timeout: 10_000 });
       expect(await delivery.locator('td').first().textContent()).toBe('ASK');
       await page.screenshot({ path: join(artifacts, 'console-entity.png'), fullPage: true });
+
+      // The ask's flow: A's side from its log, then B's added from its `bridge export`.
+      const traceId = answer.traceId;
+      await page.locator(`#flows tbody tr[data-trace-id="${traceId}"] button`).click({ timeout: 15_000 });
+      const timeline = page.locator('#timeline tbody tr');
+      await page.locator('#flow-note', { hasText: alpha.hostId }).waitFor({ timeout: 10_000 });
+      expect(await page.locator(`#timeline tbody tr[data-host="${beta.hostId}"]`).count()).toBe(0);
+      const exportFile = join(beta.home, 'ask-flow.jsonl');
+      const exported = await beta.cli(['export', '--trace', traceId, '--out', exportFile]);
+      expect(exported.code, exported.stderr).toBe(0);
+      await page.locator('#flow-exports').setInputFiles(exportFile);
+      await page
+        .locator(`#timeline tbody tr[data-host="${beta.hostId}"]`)
+        .first()
+        .waitFor({ timeout: 10_000 });
+      expect(await page.locator('#flow-note').textContent()).toMatch(/every actor re-runs as recorded/);
+      expect(await timeline.count()).toBeGreaterThan(4);
+      await page.screenshot({ path: join(artifacts, 'console-flow.png'), fullPage: true });
       expect(await page.locator('#asks-error').textContent()).toBe('');
       // On the record: the ASK's delivery on A was handed over at the console, by the operator.
       const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{

@@ -227,6 +227,51 @@ describe('operator console: login, session, live roster', () => {
       expect(overview.deadLetters).toEqual({});
     });
 
+    it('lists the last hour’s flows and opens one: the replay merge of this host’s log, re-run', async () => {
+      const { cookie, session } = await sessionFrom((await login()).url);
+      const inbox = await daemon.gateway.register({ kind: 'main', name: 'flow-reader' });
+      const sent = (await (
+        await consolePost(session, '/ui/api/send', { to: 'flow-reader', text: 'a flow' })
+      ).json()) as {
+        msgId: string;
+        traceId: string;
+      };
+      (await daemon.gateway.drain(daemon.gateway.authenticate(inbox.token)!)).confirm();
+      await daemon.gateway.flush();
+      const flows = (await (await fetch(`${base}/ui/api/flows`, { headers: { cookie } })).json()) as Array<{
+        traceId: string;
+        events: number;
+        actorKinds: string[];
+        last: { actorKind: string; toState: string };
+      }>;
+      // Its last event here: the send learning its stage from the delivery's receipt.
+      expect(flows[0]).toMatchObject({
+        traceId: sent.traceId,
+        last: { actorKind: 'send', toState: 'handed-over' },
+      });
+      expect(flows[0]?.actorKinds.sort()).toEqual(['delivery', 'send']);
+
+      const flow = (await (await consolePost(session, '/ui/api/flow', { traceId: sent.traceId })).json()) as {
+        hosts: string[];
+        total: number;
+        events: Array<{ actorKind: string; event: string; toState: string; msgId: string | null }>;
+        divergences: unknown[];
+      };
+      expect(flow.hosts).toEqual(['console']);
+      expect(flow.total).toBe(flows[0]?.events);
+      expect(flow.divergences).toEqual([]);
+      expect(flow.events.map((e) => `${e.actorKind} ${e.toState}`)).toEqual(
+        expect.arrayContaining(['send accepted', 'delivery held', 'delivery acked']),
+      );
+      expect(flow.events.every((e) => e.msgId === sent.msgId)).toBe(true);
+
+      const bad = await consolePost(session, '/ui/api/flow', {
+        traceId: sent.traceId,
+        exports: ['not an export'],
+      });
+      expect(bad.status).toBe(400);
+    });
+
     it('broadcasts as the operator to a group', async () => {
       const member = await daemon.gateway.register({ kind: 'main', name: 'member', groups: ['night'] });
       const { session } = await sessionFrom((await login()).url);

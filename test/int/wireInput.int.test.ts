@@ -13,7 +13,7 @@ import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { createLogger } from '../../src/log/logger.js';
 import { deliveryActorId, parseDeliveryActorId } from '../../src/runtime/actorIds.js';
 import type { DeadLetterView } from '../../src/wire/deadLetterView.js';
-import type { Envelope } from '../../src/wire/envelope.js';
+import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { runCli } from '../support/GatewayProcess.js';
@@ -116,7 +116,9 @@ function casesFor(label: string): Case[] {
       id: major.msgId,
       body: (to) => json(envelope(to, major.fields)),
       reason: 'newer-major',
-      detail: /^newer-major: schema 2\.0 is newer than this gateway's 1\.2/,
+      detail: new RegExp(
+        `^newer-major: schema 2\\.0 is newer than this gateway's ${schemaVersionString.replace('.', '\\.')}`,
+      ),
     },
     {
       name: 'an oversized body',
