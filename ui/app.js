@@ -14,6 +14,19 @@ function cell(text, className) {
   return td;
 }
 
+/** A cell whose text is a button that opens something (an entity, a flow). */
+function linkCell(text, open, { title, className } = {}) {
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.className = className ? `link-button ${className}` : 'link-button';
+  button.textContent = text;
+  if (title) button.title = title;
+  button.addEventListener('click', open);
+  const td = document.createElement('td');
+  td.append(button);
+  return td;
+}
+
 /** name@host by gid, from the last roster: a dead letter's routing key is a gid. */
 const addressByGid = new Map();
 
@@ -92,16 +105,8 @@ function renderRoster(entries) {
   const rows = entries.map((entry) => {
     const tr = document.createElement('tr');
     tr.dataset.gid = entry.gid;
-    const nameCell = document.createElement('td');
-    const open = document.createElement('button');
-    open.type = 'button';
-    open.className = 'link-button';
-    open.textContent = entry.name;
-    open.title = 'Show its latest deliveries';
-    open.addEventListener('click', () => showEntity(entry.gid));
-    nameCell.append(open);
     tr.append(
-      nameCell,
+      linkCell(entry.name, () => showEntity(entry.gid), { title: 'Show its latest deliveries' }),
       cell(entry.kind),
       cell(entry.host),
       cell(entry.status, `status-${entry.status.split('.').pop()}`),
@@ -315,15 +320,8 @@ async function loadFlows() {
     ...flows.map((flow) => {
       const tr = document.createElement('tr');
       tr.dataset.traceId = flow.traceId;
-      const traceCell = document.createElement('td');
-      const open = document.createElement('button');
-      open.type = 'button';
-      open.className = 'link-button id';
-      open.textContent = flow.traceId;
-      open.addEventListener('click', () => showFlow(flow.traceId));
-      traceCell.append(open);
       tr.append(
-        traceCell,
+        linkCell(flow.traceId, () => showFlow(flow.traceId), { className: 'id' }),
         cell(hlcTime(flow.firstHlc)),
         cell(hlcTime(flow.lastHlc)),
         cell(String(flow.events), 'number'),
