@@ -322,6 +322,7 @@ async function loadFlows() {
       tr.dataset.traceId = flow.traceId;
       tr.append(
         linkCell(flow.traceId, () => showFlow(flow.traceId), { className: 'id' }),
+        cell(flow.hosts.join(', ')),
         cell(hlcTime(flow.firstHlc)),
         cell(hlcTime(flow.lastHlc)),
         cell(String(flow.events), 'number'),
@@ -358,6 +359,8 @@ async function showFlow(traceId) {
             .join('; ')}`;
     document.getElementById('flow-note').textContent =
       `${shown} events on ${flow.hosts.join(', ')}; ${divergences}.`;
+    drawSequence(document.getElementById('sequence'), flow.sequence);
+    showMachines(flow);
     document.querySelector('#timeline tbody').replaceChildren(
       ...flow.events.map((event) => {
         const tr = document.createElement('tr');
@@ -375,6 +378,99 @@ async function showFlow(traceId) {
   } catch (err) {
     error.textContent = err.message;
   }
+}
+
+/** A flow's sequence diagram into `svg`: a column per host, a row per step (src/replay/flowSequence.ts). */
+function drawSequence(svg, { hosts, steps }) {
+  const column = 220;
+  const row = 22;
+  const top = 28;
+  const width = Math.max(1, hosts.length) * column;
+  const height = top + steps.length * row + 12;
+  const x = (host) => hosts.indexOf(host) * column + column / 2;
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('width', String(width));
+  svg.setAttribute('height', String(height));
+  const arrowHead = svgElement('marker', {
+    id: 'sequence-arrow',
+    viewBox: '0 0 10 10',
+    refX: 10,
+    refY: 5,
+    markerWidth: 8,
+    markerHeight: 8,
+    orient: 'auto-start-reverse',
+  });
+  arrowHead.append(svgElement('path', { d: 'M0,0 L10,5 L0,10 z' }));
+  const defs = svgElement('defs', {});
+  defs.append(arrowHead);
+  const parts = [defs];
+  for (const host of hosts) {
+    parts.push(
+      svgElement('text', { x: x(host), y: 14, 'text-anchor': 'middle', class: 'host' }, host),
+      svgElement('line', { x1: x(host), y1: top - 6, x2: x(host), y2: height, class: 'lifeline' }),
+    );
+  }
+  steps.forEach((step, i) => {
+    const y = top + i * row + row / 2;
+    const g = svgElement('g', { class: `step ${step.kind}` });
+    if (step.kind === 'note') {
+      const box = svgElement('rect', {
+        x: x(step.host) - column / 2 + 6,
+        y: y - 8,
+        width: column - 12,
+        height: 16,
+        rx: 3,
+      });
+      g.append(box, svgElement('text', { x: x(step.host), y: y + 4, 'text-anchor': 'middle' }, step.label));
+      g.classList.add('note');
+    } else {
+      const from = x(step.from);
+      const to = x(step.to);
+      // A message delivered on the host that sent it loops back to its own column.
+      const path =
+        from === to
+          ? `M${from},${y - 6} h40 v12 h-40`
+          : `M${from},${y + 4} L${to + (to > from ? -2 : 2)},${y + 4}`;
+      g.append(
+        svgElement('path', { d: path, class: step.kind, 'marker-end': 'url(#sequence-arrow)' }),
+        svgElement(
+          'text',
+          {
+            x: from === to ? from + 46 : (from + to) / 2,
+            y: y,
+            'text-anchor': from === to ? 'start' : 'middle',
+          },
+          step.label,
+        ),
+      );
+    }
+    parts.push(g);
+  });
+  svg.replaceChildren(...parts);
+}
+
+/** The state-machine diagrams of the machines the flow went through, its path marked (as bridge viz --trace). */
+function showMachines(flow) {
+  const note = document.getElementById('machines-note');
+  const unmatched = flow.unmatched.length;
+  note.textContent =
+    `${flow.machines.map((m) => m.kind).join(', ') || 'No machine'}: the transitions this flow took are drawn thick with their count, the states it reached filled.` +
+    (unmatched > 0
+      ? ` ${unmatched} recorded step(s) match no transition of the current machines (a log from an older version?).`
+      : '');
+  const parser = new DOMParser();
+  document.getElementById('machines').replaceChildren(
+    ...flow.machines.flatMap((machine) => {
+      const heading = document.createElement('h4');
+      heading.textContent = machine.kind;
+      const diagram = document.createElement('div');
+      diagram.className = 'diagram';
+      diagram.dataset.machine = machine.kind;
+      const svg = parser.parseFromString(machine.svg, 'image/svg+xml').documentElement;
+      diagram.append(document.importNode(svg, true));
+      return [heading, diagram];
+    }),
+  );
 }
 
 document.getElementById('flow-exports').addEventListener('change', async (event) => {
@@ -434,8 +530,12 @@ async function loadDeadLetters() {
     return;
   }
   error.textContent = '';
-  document.getElementById('dlq-count').textContent = `(${reply.length})`;
-  const rows = reply.map((letter) => {
+  const { letters, scanned, scanLimit } = reply;
+  document.getElementById('dlq-count').textContent =
+    scanned < scanLimit
+      ? `(${scanned}${letters.length < scanned ? `, the newest ${letters.length} shown` : ''})`
+      : `(over ${scanLimit}: the newest ${letters.length} of the first ${scanned} shown; bridge dlq list --max N reads further)`;
+  const rows = letters.map((letter) => {
     const tr = document.createElement('tr');
     tr.dataset.msgId = letter.msgId ?? '';
     tr.dataset.to = letter.routingKey;

@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { exportTrace } from '../replay/exportTrace.js';
-import { formatEventLine, formatSummary, MermaidSequence, shortId } from '../replay/formatTimeline.js';
+import { FlowSequence, renderMermaidSequence } from '../replay/FlowSequence.js';
+import { formatEventLine, formatSummary, shortId } from '../replay/formatTimeline.js';
 import type { ReplayEvent } from '../replay/replayEvent.js';
 import { replayTrace } from '../replay/replayTrace.js';
 import type { CliValues } from './cliOptions.js';
@@ -51,7 +52,7 @@ export function runReplay(values: CliValues, logs: string[]): number {
     throw new BridgeError(ErrorCode.badRequest, 'replay needs --trace ID (or --all to replay whole logs)');
   }
   const check = values['no-check'] !== true;
-  const mermaid = values.mermaid ? new MermaidSequence() : undefined;
+  const mermaid = values.mermaid ? new FlowSequence() : undefined;
   const json = values.json === true;
   const timeline = !mermaid && !json && values.quiet !== true;
   const events: ReplayEvent[] = [];
@@ -78,7 +79,7 @@ export function runReplay(values: CliValues, logs: string[]): number {
   progress.done();
   flush();
   if (json) process.stdout.write(`${JSON.stringify({ ...summary, timeline: events })}\n`);
-  else if (mermaid) process.stdout.write(`${mermaid.render()}\n`);
+  else if (mermaid) process.stdout.write(`${renderMermaidSequence(mermaid.result())}\n`);
   else process.stdout.write(`${formatSummary(summary, check)}\n`);
   if (summary.events === 0) {
     process.stderr.write(

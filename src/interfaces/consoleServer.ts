@@ -7,8 +7,14 @@ import type { EntityActor } from '../actors/EntityActor.js';
 import type { Gateway } from '../actors/Gateway.js';
 import { addressOf } from '../actors/Router.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { FlowSequence } from '../replay/FlowSequence.js';
 import type { ReplayEvent } from '../replay/replayEvent.js';
 import { replayTrace } from '../replay/replayTrace.js';
+import { diagramStylesheet } from '../viz/html.js';
+import type { MachineGraph } from '../viz/machineGraph.js';
+import { renderSvg } from '../viz/svg.js';
+import { TraceMarker } from '../viz/traceMarks.js';
+import { registryGraphs } from '../viz/vizFiles.js';
 import { describeIssues, groupNameSchema, WireKind } from '../wire/envelope.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
@@ -38,13 +44,17 @@ const securityHeaders = {
 
 /** The page's files, from `ui/` in the package; read once, at start. */
 const assetDir = new URL('../../ui/', import.meta.url);
-const assets: Record<string, { type: string; body: Buffer }> = Object.fromEntries(
-  [
-    ['/ui/', 'index.html', 'text/html; charset=utf-8'],
-    ['/ui/app.js', 'app.js', 'text/javascript; charset=utf-8'],
-    ['/ui/app.css', 'app.css', 'text/css; charset=utf-8'],
-  ].map(([path, file, type]) => [path, { type, body: readFileSync(new URL(file as string, assetDir)) }]),
-);
+const assets: Record<string, { type: string; body: Buffer }> = {
+  ...Object.fromEntries(
+    [
+      ['/ui/', 'index.html', 'text/html; charset=utf-8'],
+      ['/ui/app.js', 'app.js', 'text/javascript; charset=utf-8'],
+      ['/ui/app.css', 'app.css', 'text/css; charset=utf-8'],
+    ].map(([path, file, type]) => [path, { type, body: readFileSync(new URL(file as string, assetDir)) }]),
+  ),
+  // The state-machine diagrams look as on `bridge viz`'s page.
+  '/ui/machines.css': { type: 'text/css; charset=utf-8', body: Buffer.from(diagramStylesheet) },
+};
 
 export interface ConsoleHandler {
   /** Serves a `/ui` request (the caller checked Host and Origin); false: not a console path. */
@@ -177,7 +187,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       }
       if (path === '/ui/api/me') return sendJson(res, 200, addressOf(operator, gateway.host));
       if (path === '/ui/api/roster') return sendJson(res, 200, gateway.roster());
-      if (path === '/ui/api/dlq') return answer(res, () => gateway.listDeadLetters(200));
+      if (path === '/ui/api/dlq') return answer(res, async () => latestDeadLetters(gateway));
       if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
       if (path === '/ui/api/overview') return answer(res, () => gateway.overview());
       if (path === '/ui/api/flows') return answer(res, async () => gateway.recentFlows(60 * 60_000));
@@ -269,12 +279,20 @@ function entityDetail(gateway: Gateway, gid: string): Record<string, unknown> {
   return { entry, local, deliveries: local ? gateway.recentDeliveries(gid) : null };
 }
 
-/** A flow's merged timeline (its first maxFlowEvents events) and what the re-run found. */
+/** The machines' graphs, built on the first flow a page asks for. */
+let graphs: readonly MachineGraph[] | undefined;
+
+/**
+ * A flow's merged timeline and sequence diagram (each up to its first maxFlowEvents rows), what
+ * the re-run found, and the state-machine diagrams of the machines it went through, its
+ * transitions and states marked (as `bridge viz --trace` draws them).
+ */
 function flowTimeline(
   storeFile: string,
   traceId: string,
   exports: readonly string[],
 ): Record<string, unknown> {
+  graphs ??= registryGraphs();
   const dir = exports.length > 0 ? mkdtempSync(join(tmpdir(), 'bridge-console-flow-')) : undefined;
   try {
     const files = exports.map((text, i) => {
@@ -283,12 +301,22 @@ function flowTimeline(
       return file;
     });
     const events: ReplayEvent[] = [];
+    const sequence = new FlowSequence();
+    const marker = new TraceMarker(traceId, graphs);
     const summary = replayTrace({
       sources: [storeFile, ...files],
       traceId,
       onEvent: (event) => {
-        if (events.length < maxFlowEvents) events.push(event);
+        marker.add(event);
+        if (events.length >= maxFlowEvents) return;
+        events.push(event);
+        sequence.add(event);
       },
+    });
+    const marks = marker.result();
+    const machines = graphs.flatMap((graph) => {
+      const used = marks.machines.get(graph.kind);
+      return used ? [{ kind: graph.kind, svg: renderSvg(graph, { traceId, marks: used }) }] : [];
     });
     return {
       traceId,
@@ -296,10 +324,27 @@ function flowTimeline(
       events,
       total: summary.events,
       divergences: summary.divergences,
+      sequence: sequence.result(),
+      machines,
+      unmatched: marks.unmatched,
     };
   } finally {
     if (dir) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** How many dead letters the page shows, and how many of the DLQ's (oldest first) are read for them. */
+const dlqShown = 200;
+const dlqScan = 2_000;
+
+/**
+ * The newest dead letters, newest first: the DLQ reads oldest first (basic.get), so the page's
+ * letters are the last of the first dlqScan; a deeper DLQ's newer letters are past its reach,
+ * which the page says (`bridge dlq list --max` reads further).
+ */
+async function latestDeadLetters(gateway: Gateway): Promise<Record<string, unknown>> {
+  const letters = await gateway.listDeadLetters(dlqScan);
+  return { scanned: letters.length, scanLimit: dlqScan, letters: letters.slice(-dlqShown).reverse() };
 }
 
 /** The ASKs held for this host's mains, not drained yet: what the console may answer. */

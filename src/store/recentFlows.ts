@@ -4,6 +4,11 @@ import type { Store } from './openStore.js';
 /** One flow (a trace) as this host's log saw it, for the operator console's list. */
 export interface RecentFlow {
   traceId: string;
+  /**
+   * The hosts it touched as this log knows them: this host, and those its sends here went to
+   * (a delivery here does not record its sender's host; the flow's replay merge names them all).
+   */
+  hosts: string[];
   /** HLC of its first and last event here. */
   firstHlc: string;
   lastHlc: string;
@@ -47,11 +52,16 @@ export function readRecentFlows(store: Store, sinceWallMs: number, limit: number
         last_hlc: string;
         events: number;
         kinds: string;
+        hosts: string;
+        peers: string | null;
         last_seq: number;
       }
     >(
       `SELECT trace_id, min(hlc) AS first_hlc, max(hlc) AS last_hlc, count(*) AS events,
-              group_concat(DISTINCT actor_kind) AS kinds, max(seq) AS last_seq
+              group_concat(DISTINCT actor_kind) AS kinds, group_concat(DISTINCT host) AS hosts,
+              group_concat(DISTINCT CASE WHEN actor_kind = 'send' AND event = 'xstate.init'
+                                         THEN json_extract(data, '$.recipientHost') END) AS peers,
+              max(seq) AS last_seq
          FROM events WHERE seq >= ? GROUP BY trace_id ORDER BY last_seq DESC LIMIT ?`,
     )
     .all(lo, limit);
@@ -62,6 +72,7 @@ export function readRecentFlows(store: Store, sinceWallMs: number, limit: number
     const last = lastOf.get(flow.last_seq);
     return {
       traceId: flow.trace_id,
+      hosts: [...new Set([...flow.hosts.split(','), ...(flow.peers?.split(',') ?? [])])],
       firstHlc: flow.first_hlc,
       lastHlc: flow.last_hlc,
       events: flow.events,

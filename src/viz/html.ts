@@ -90,11 +90,11 @@ function sum(counts: ReadonlyMap<string, number>): number {
   return total;
 }
 
-const stylesheet = `body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2937; background: #fff; }
-h1 { font-size: 20px; } h2 { font-size: 17px; margin: 28px 0 6px; }
-code { font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; font-size: 12.5px; }
-nav a { margin: 0 2px; }
-.diagram { overflow-x: auto; border: 1px solid #e5e7eb; border-radius: 6px; padding: 8px; background: #fcfcfd; }
+/**
+ * How a diagram from renderSvg looks: its states, transitions and a flow's marks (inside an
+ * element of class `trace`, the transitions it did not take fade). Shared with the operator console.
+ */
+export const diagramStylesheet = `.diagram { overflow-x: auto; border: 1px solid #e5e7eb; border-radius: 6px; padding: 8px; background: #fcfcfd; }
 svg.machine { display: block; font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; font-size: 12px; }
 .state .box { fill: #eef2ff; stroke: #4f46e5; stroke-width: 1.5; }
 .state.compound .box { fill: #f8fafc; stroke: #64748b; }
@@ -118,7 +118,13 @@ marker.arrow.taken path, .trace marker.arrow.taken path { fill: #d97706; }
 .initial path { stroke: #111827; stroke-width: 1.3; fill: none; }
 .initial.taken path { stroke: #d97706; stroke-width: 3; }
 .initial .count { fill: #92400e; font-weight: bold; }
-.swatch { display: inline-block; width: 24px; height: 4px; background: #d97706; vertical-align: middle; }
+.swatch { display: inline-block; width: 24px; height: 4px; background: #d97706; vertical-align: middle; }`;
+
+const stylesheet = `body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2937; background: #fff; }
+h1 { font-size: 20px; } h2 { font-size: 17px; margin: 28px 0 6px; }
+code { font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; font-size: 12.5px; }
+nav a { margin: 0 2px; }
+${diagramStylesheet}
 table { border-collapse: collapse; margin: 6px 0; } td, th { border: 1px solid #e5e7eb; padding: 2px 8px; text-align: left; }
 tr.taken td { background: #fef3c7; }
 .warn { color: #b91c1c; }`;

@@ -214,7 +214,10 @@ describe('operator console in Chromium, over two federated gateways', () => {
 
       // The ask's flow: A's side from its log, then B's added from its `bridge export`.
       const traceId = answer.traceId;
-      await page.locator(`#flows tbody tr[data-trace-id="${traceId}"] button`).click({ timeout: 15_000 });
+      const flowRow = page.locator(`#flows tbody tr[data-trace-id="${traceId}"]`);
+      await flowRow.locator('button').click({ timeout: 15_000 });
+      // A's log knows both hosts of the flow: its answer went to B.
+      expect(await flowRow.locator('td').nth(1).textContent()).toContain(beta.hostId);
       const timeline = page.locator('#timeline tbody tr');
       await page.locator('#flow-note', { hasText: alpha.hostId }).waitFor({ timeout: 10_000 });
       expect(await page.locator(`#timeline tbody tr[data-host="${beta.hostId}"]`).count()).toBe(0);
@@ -228,7 +231,19 @@ describe('operator console in Chromium, over two federated gateways', () => {
         .waitFor({ timeout: 10_000 });
       expect(await page.locator('#flow-note').textContent()).toMatch(/every actor re-runs as recorded/);
       expect(await timeline.count()).toBeGreaterThan(4);
-      await page.screenshot({ path: join(artifacts, 'console-flow.png'), fullPage: true });
+      // Its sequence diagram has a column per host, and the ASK going from B to A and its answer back.
+      const hostsDrawn = await page.locator('#sequence text.host').allTextContents();
+      expect(hostsDrawn.sort()).toEqual([alpha.hostId, beta.hostId].sort());
+      expect(await page.locator('#sequence g.step.message').count()).toBeGreaterThanOrEqual(2);
+      // The state machines it went through, with the states it reached marked.
+      await page
+        .locator('#machines [data-machine="turn"] svg g.state.taken')
+        .first()
+        .waitFor({ timeout: 5_000 });
+      expect(
+        await page.locator('#machines [data-machine="delivery"] svg g.edge.taken').count(),
+      ).toBeGreaterThan(0);
+      await page.locator('#flow').screenshot({ path: join(artifacts, 'console-flow.png') });
       expect(await page.locator('#asks-error').textContent()).toBe('');
       // On the record: the ASK's delivery on A was handed over at the console, by the operator.
       const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{

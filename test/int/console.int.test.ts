@@ -256,8 +256,24 @@ describe('operator console: login, session, live roster', () => {
         total: number;
         events: Array<{ actorKind: string; event: string; toState: string; msgId: string | null }>;
         divergences: unknown[];
+        sequence: {
+          hosts: string[];
+          steps: Array<{ kind: string; from?: string; to?: string; label: string }>;
+        };
+        machines: Array<{ kind: string; svg: string }>;
       };
       expect(flow.hosts).toEqual(['console']);
+      // Its sequence: the message from the send to its delivery, on this one host.
+      expect(flow.sequence.hosts).toEqual(['console']);
+      expect(flow.sequence.steps).toContainEqual(
+        expect.objectContaining({ kind: 'message', from: 'console', to: 'console' }),
+      );
+      // The machines it went through, drawn with its path marked; no other machine.
+      expect(flow.machines.map((m) => m.kind).sort()).toEqual(['delivery', 'send']);
+      const delivery = flow.machines.find((m) => m.kind === 'delivery')?.svg ?? '';
+      expect(delivery).toMatch(/<g class="state atomic taken" data-state="held">/);
+      expect(delivery).toMatch(/<g class="edge taken"/);
+      expect(delivery).not.toMatch(/style=/);
       expect(flow.total).toBe(flows[0]?.events);
       expect(flow.divergences).toEqual([]);
       expect(flow.events.map((e) => `${e.actorKind} ${e.toState}`)).toEqual(

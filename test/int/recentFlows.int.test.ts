@@ -18,11 +18,18 @@ describe('readRecentFlows', () => {
   });
 
   async function logWith(
-    events: Array<{ wall: number; trace: string; kind: string; to: string }>,
+    events: Array<{
+      wall: number;
+      trace: string;
+      kind: string;
+      to: string;
+      event?: string;
+      data?: Record<string, unknown>;
+    }>,
   ): Promise<Store> {
     dir = mkdtempSync(join(tmpdir(), 'bridge-flows-'));
     store = openStore({ file: join(dir, 'events.db') });
-    events.forEach(({ wall, trace, kind, to }, i) => {
+    events.forEach(({ wall, trace, kind, to, event, data }, i) => {
       appendEvent(
         store as Store,
         {
@@ -32,10 +39,10 @@ describe('readRecentFlows', () => {
           actorId: `${kind}-${trace}`,
           traceId: trace,
           msgId: null,
-          event: i === 0 ? 'xstate.init' : 'step',
+          event: event ?? (i === 0 ? 'xstate.init' : 'step'),
           fromState: null,
           toState: to,
-          data: null,
+          data: data ?? null,
         },
         { done: false },
       );
@@ -54,7 +61,15 @@ describe('readRecentFlows', () => {
         kind: 'send',
         to: 'confirmed',
       })),
-      { wall: now - hour / 2, trace: 't1', kind: 'send', to: 'accepted' },
+      // t1's send went to another host; its init names it.
+      {
+        wall: now - hour / 2,
+        trace: 't1',
+        kind: 'send',
+        to: 'accepted',
+        event: 'xstate.init',
+        data: { recipientHost: 'beta' },
+      },
       { wall: now - hour / 2 + 1, trace: 't2', kind: 'delivery', to: 'held' },
       { wall: now - hour / 4, trace: 't1', kind: 'delivery', to: 'acked' },
     ]);
@@ -62,6 +77,7 @@ describe('readRecentFlows', () => {
     expect(flows.map((flow) => flow.traceId)).toEqual(['t1', 't2']);
     expect(flows[0]).toMatchObject({ events: 2, last: { actorKind: 'delivery', toState: 'acked' } });
     expect(flows[0]?.actorKinds.sort()).toEqual(['delivery', 'send']);
+    expect(flows.map((flow) => flow.hosts)).toEqual([['h', 'beta'], ['h']]);
     expect(readRecentFlows(log, now - 4 * hour, 3)).toHaveLength(3);
     expect(readRecentFlows(log, now, 10)).toEqual([]);
   });
