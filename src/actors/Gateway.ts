@@ -12,9 +12,9 @@ import { createHerdrLauncher } from '../spawn/herdrLauncher.js';
 import type { Launcher } from '../spawn/launcher.js';
 import { createTmuxLauncher } from '../spawn/tmuxLauncher.js';
 import { openStore, type Store } from '../store/openStore.js';
+import { type RecentFlow, RecentFlows } from '../store/RecentFlows.js';
 import { readLastHlc } from '../store/readEvents.js';
 import { type RecentDelivery, readRecentDeliveries } from '../store/recentDeliveries.js';
-import { type RecentFlow, readRecentFlows } from '../store/recentFlows.js';
 import { asStoreDamage } from '../store/storeDamage.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
@@ -69,6 +69,8 @@ interface Running {
   readonly spawnRequests: SpawnRequests;
   readonly messageStatus: MessageStatusLookup;
   readonly status: GatewayStatus;
+  /** The console's list of recent flows, read on from where it last read. */
+  readonly recentFlows: RecentFlows;
 }
 
 /**
@@ -273,6 +275,7 @@ export class Gateway {
         receiveLocal: (envelope) => receiveControl(envelope, undefined),
       }),
       messageStatus: createMessageStatusLookup({ host, router, directory, remoteRoster }),
+      recentFlows: new RecentFlows(store),
       status: new GatewayStatus({
         ...deps,
         startedAt: this.startedAt,
@@ -415,7 +418,7 @@ export class Gateway {
 
   /** The flows with an event in this host's log in the last `withinMs`, the latest first. */
   recentFlows(withinMs: number, limit = 200): RecentFlow[] {
-    return readRecentFlows(this.started().store, this.clock.now() - withinMs, limit);
+    return this.started().recentFlows.read(this.clock.now() - withinMs, limit);
   }
 
   /** The operator console's summary of this gateway (GatewayStatus.overview). */

@@ -5,10 +5,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { appendEvent } from '../../src/store/appendEvent.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
-import { readRecentFlows } from '../../src/store/recentFlows.js';
+import { RecentFlows } from '../../src/store/RecentFlows.js';
 
 /** The console's flow list over a real event log: only the flows with an event in the window. */
-describe('readRecentFlows', () => {
+describe('RecentFlows', () => {
   let dir: string | undefined;
   let store: Store | undefined;
 
@@ -17,21 +17,26 @@ describe('readRecentFlows', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  async function logWith(
-    events: Array<{
-      wall: number;
-      trace: string;
-      kind: string;
-      to: string;
-      event?: string;
-      data?: Record<string, unknown>;
-    }>,
-  ): Promise<Store> {
+  interface LoggedEvent {
+    wall: number;
+    trace: string;
+    kind: string;
+    to: string;
+    event?: string;
+    data?: Record<string, unknown>;
+  }
+
+  async function logWith(events: LoggedEvent[]): Promise<Store> {
     dir = mkdtempSync(join(tmpdir(), 'bridge-flows-'));
     store = openStore({ file: join(dir, 'events.db') });
+    await append(store, events);
+    return store;
+  }
+
+  async function append(log: Store, events: LoggedEvent[]): Promise<void> {
     events.forEach(({ wall, trace, kind, to, event, data }, i) => {
       appendEvent(
-        store as Store,
+        log,
         {
           hlc: encodeHlc({ wall, counter: i }),
           host: 'h',
@@ -47,8 +52,7 @@ describe('readRecentFlows', () => {
         { done: false },
       );
     });
-    await store.batch.flush();
-    return store;
+    await log.batch.flush();
   }
 
   it('finds the window by HLC: older flows are left out, the latest first, each with its last event', async () => {
@@ -73,16 +77,44 @@ describe('readRecentFlows', () => {
       { wall: now - hour / 2 + 1, trace: 't2', kind: 'delivery', to: 'held' },
       { wall: now - hour / 4, trace: 't1', kind: 'delivery', to: 'acked' },
     ]);
-    const flows = readRecentFlows(log, now - hour, 10);
+    const flows = new RecentFlows(log).read(now - hour, 10);
     expect(flows.map((flow) => flow.traceId)).toEqual(['t1', 't2']);
     expect(flows[0]).toMatchObject({ events: 2, last: { actorKind: 'delivery', toState: 'acked' } });
     expect(flows[0]?.actorKinds.sort()).toEqual(['delivery', 'send']);
     expect(flows.map((flow) => flow.hosts)).toEqual([['h', 'beta'], ['h']]);
-    expect(readRecentFlows(log, now - 4 * hour, 3)).toHaveLength(3);
-    expect(readRecentFlows(log, now, 10)).toEqual([]);
+    expect(new RecentFlows(log).read(now - 4 * hour, 3)).toHaveLength(3);
+    expect(new RecentFlows(log).read(now, 10)).toEqual([]);
+  });
+
+  it('reads on from where it left: new events update their flows, flows that left the window go', async () => {
+    const minute = 60_000;
+    const log = await logWith([
+      { wall: 10 * minute, trace: 'early', kind: 'send', to: 'accepted' },
+      { wall: 20 * minute, trace: 'later', kind: 'send', to: 'accepted' },
+    ]);
+    const flows = new RecentFlows(log);
+    expect(flows.read(0, 10).map((flow) => flow.traceId)).toEqual(['later', 'early']);
+    await append(log, [
+      { wall: 30 * minute, trace: 'early', kind: 'delivery', to: 'acked', event: 'delivery.acked' },
+      { wall: 31 * minute, trace: 'newest', kind: 'turn', to: 'waiting' },
+    ]);
+    const again = flows.read(0, 10);
+    expect(again.map((flow) => flow.traceId)).toEqual(['newest', 'early', 'later']);
+    expect(again[1]).toMatchObject({ events: 2, last: { actorKind: 'delivery', event: 'delivery.acked' } });
+    expect(again[1]?.actorKinds).toEqual(['send', 'delivery']);
+    // The window moves on: 'later' had nothing since minute 20.
+    expect(flows.read(25 * minute, 10).map((flow) => flow.traceId)).toEqual(['newest', 'early']);
+    // A flow's figures go on counting from where this reader began: 'early' keeps its first event.
+    expect(flows.read(25 * minute, 10)[1]).toMatchObject({
+      events: 2,
+      firstHlc: encodeHlc({ wall: 10 * minute, counter: 0 }),
+    });
   });
 
   it('an empty log has no flows', async () => {
-    expect(readRecentFlows(await logWith([]), 0, 10)).toEqual([]);
+    const flows = new RecentFlows(await logWith([]));
+    expect(flows.read(0, 10)).toEqual([]);
+    await append(store as Store, [{ wall: 1_000, trace: 'first', kind: 'send', to: 'accepted' }]);
+    expect(flows.read(0, 10).map((flow) => flow.traceId)).toEqual(['first']);
   });
 });
