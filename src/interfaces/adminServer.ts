@@ -1,10 +1,8 @@
 import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createConnection } from 'node:net';
-import type { z } from 'zod';
 import type { Gateway } from '../actors/Gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
-import { describeIssues } from '../wire/envelope.js';
 import {
   adminRoutes,
   broadcastBody,
@@ -21,6 +19,7 @@ import {
 } from './adminProtocol.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLogin } from './consoleLogin.js';
+import { parseBody, readJsonBody } from './requestBody.js';
 import { responseGoneSignal, settleOnResponse, trackResponse } from './responseOutcome.js';
 
 export interface AdminServerHandle {
@@ -46,44 +45,44 @@ export async function startAdminServer(
   const routes: Record<string, (body: unknown) => Promise<unknown>> = {
     [adminRoutes.status]: async () => gateway.status(),
     [adminRoutes.messageStatus]: async (body) =>
-      gateway.messageStatus(undefined, parse(messageStatusBody, body).msgId),
+      gateway.messageStatus(undefined, parseBody(messageStatusBody, body).msgId),
     [adminRoutes.roster]: async () => gateway.roster(),
     [adminRoutes.register]: async (body) => {
-      const request = parse(registerBody, body);
+      const request = parseBody(registerBody, body);
       return gateway.register(request);
     },
-    [adminRoutes.deregister]: async (body) => gateway.deregister(parse(deregisterBody, body).address),
+    [adminRoutes.deregister]: async (body) => gateway.deregister(parseBody(deregisterBody, body).address),
     [adminRoutes.send]: async (body) => {
-      const { token, ...request } = parse(sendBody, body);
+      const { token, ...request } = parseBody(sendBody, body);
       const { handover, ...outcome } = await gateway.send(entityOf(token), request);
       settleOnResponse(handover);
       return outcome;
     },
     [adminRoutes.broadcast]: async (body) => {
-      const { token, ...request } = parse(broadcastBody, body);
+      const { token, ...request } = parseBody(broadcastBody, body);
       return gateway.broadcast(entityOf(token), request);
     },
     [adminRoutes.spawn]: async (body) => {
-      const { token, ...request } = parse(spawnBody, body);
+      const { token, ...request } = parseBody(spawnBody, body);
       return gateway.spawn(entityOf(token), request);
     },
     [adminRoutes.stop]: async (body) => {
-      const { token, gid, waitMs } = parse(stopBody, body);
+      const { token, gid, waitMs } = parseBody(stopBody, body);
       return gateway.stopSpawned(entityOf(token), gid, waitMs);
     },
-    [adminRoutes.dlqList]: async (body) => gateway.listDeadLetters(parse(dlqListBody, body ?? {}).max),
+    [adminRoutes.dlqList]: async (body) => gateway.listDeadLetters(parseBody(dlqListBody, body ?? {}).max),
     [adminRoutes.dlqRequeue]: async (body) => {
-      const { msgId, force } = parse(dlqRequeueBody, body ?? {});
+      const { msgId, force } = parseBody(dlqRequeueBody, body ?? {});
       return gateway.requeueDeadLetters(msgId, force ?? false);
     },
     [adminRoutes.consoleLogin]: async (body) => {
       const console_ = options.console;
       if (!console_) throw new BridgeError(ErrorCode.notAvailable, 'this gateway serves no console');
-      const { name } = parse(consoleLoginBody, body ?? {});
+      const { name } = parseBody(consoleLoginBody, body ?? {});
       return consoleLogin(gateway, console_.sessions, console_.baseUrl(), name);
     },
     [adminRoutes.drain]: async (body) => {
-      const { token, max, waitMs } = parse(drainBody, body);
+      const { token, max, waitMs } = parseBody(drainBody, body);
       const handover = await gateway.drain(entityOf(token), max, waitMs, responseGoneSignal());
       settleOnResponse(handover);
       return handover.envelopes;
@@ -113,7 +112,7 @@ export async function startAdminServer(
           ErrorCode.badRequest,
           `no admin endpoint ${req.url}; upgrade the CLI or the gateway`,
         );
-      const body = req.method === 'POST' ? await readBody(req) : undefined;
+      const body = req.method === 'POST' ? await readJsonBody(req) : undefined;
       reply(res, 200, { ok: true, result: await route(body) });
     } catch (err) {
       const error = toBridgeError(err);
@@ -138,26 +137,6 @@ export async function startAdminServer(
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-}
-
-function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
-  const result = schema.safeParse(body);
-  if (result.success) return result.data;
-  throw new BridgeError(ErrorCode.badRequest, `bad request: ${describeIssues(result.error, 'body')}`);
-}
-
-async function readBody(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (text === '') return {};
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new BridgeError(ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {

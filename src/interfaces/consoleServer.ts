@@ -15,9 +15,10 @@ import type { MachineGraph } from '../viz/machineGraph.js';
 import { renderSvg } from '../viz/svg.js';
 import { TraceMarker } from '../viz/traceMarks.js';
 import { registryGraphs } from '../viz/vizFiles.js';
-import { describeIssues, groupNameSchema, WireKind } from '../wire/envelope.js';
+import { groupNameSchema, WireKind } from '../wire/envelope.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
+import { parseBody, readJsonBody } from './requestBody.js';
 import { controlError } from './spawnTools.js';
 
 /** The cookie a console session travels in: HttpOnly, SameSite=Strict, only under /ui. */
@@ -98,14 +99,14 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
   /** A console action: the operator's, through the gateway's own API (as the CLI and MCP call it). */
   const actions: Record<string, (operator: EntityActor, body: unknown) => Promise<unknown>> = {
     '/ui/api/send': async (operator, body) => {
-      const { to, text } = parse(sendRequest, body);
+      const { to, text } = parseBody(sendRequest, body);
       const { handover, ...outcome } = await gateway.send(operator, { kind: WireKind.send, to, text });
       handover?.confirm();
       gateway.logger.info({ operator: operator.record.name, to, msgId: outcome.msgId }, 'console: sent');
       return outcome;
     },
     '/ui/api/broadcast': async (operator, body) => {
-      const request = parse(broadcastRequest, body);
+      const request = parseBody(broadcastRequest, body);
       return gateway.broadcast(operator, request);
     },
     /**
@@ -114,7 +115,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
      * ask's trace), and the ANSWER goes out as the main's, as bridge_answer would send it.
      */
     '/ui/api/answer': async (operator, body) => {
-      const { main, askId, text } = parse(answerRequest, body);
+      const { main, askId, text } = parseBody(answerRequest, body);
       const entity = gateway.directory.find(main);
       if (entity?.record.kind !== 'main') {
         throw new BridgeError(
@@ -147,12 +148,12 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
      * exports the operator gives, each actor re-run through the current machines.
      */
     '/ui/api/flow': async (_operator, body) => {
-      const { traceId, exports } = parse(flowRequest, body);
+      const { traceId, exports } = parseBody(flowRequest, body);
       return flowTimeline(gateway.storeFile, traceId, exports);
     },
     /** Stops an agent started with spawn, on any host, by the rules bridge_stop follows. */
     '/ui/api/stop': async (operator, body) => {
-      const { gid, waitMs } = parse(stopRequest, body);
+      const { gid, waitMs } = parseBody(stopRequest, body);
       const outcome = await gateway.stopSpawned(operator, gid, waitMs ?? 20_000);
       if (outcome.result && !outcome.result.ok)
         throw controlError(outcome.result.code, outcome.result.message);
@@ -160,7 +161,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       return outcome;
     },
     '/ui/api/dlq/requeue': async (operator, body) => {
-      const { msgId } = parse(requeueRequest, body);
+      const { msgId } = parseBody(requeueRequest, body);
       const result = await gateway.requeueDeadLetters(msgId, false);
       gateway.logger.info(
         { operator: operator.record.name, msgId, ...result },
@@ -205,7 +206,9 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
           return sendJson(res, 405, {
             error: { code: ErrorCode.badRequest, message: `${path} takes a POST` },
           });
-        return answer(res, async () => action(operator, await readJson(req)));
+        return answer(res, async () =>
+          action(operator, await readJsonBody(req, { maxBytes: maxActionBytes })),
+        );
       }
       if (path === '/ui/api/events') return events(req, res);
       if (path === '/ui/api/logout' && req.method === 'POST') {
@@ -365,33 +368,6 @@ function pendingAsks(gateway: Gateway): Array<Record<string, unknown>> {
     }
   }
   return asks;
-}
-
-/** A request's JSON body, at most maxActionBytes. */
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxActionBytes) {
-      throw new BridgeError(
-        ErrorCode.textTooLarge,
-        `request body over ${maxActionBytes} bytes; send a shorter text`,
-      );
-    }
-    chunks.push(chunk as Buffer);
-  }
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
-  } catch (err) {
-    throw new BridgeError(ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`);
-  }
-}
-
-function parse<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
-  const result = schema.safeParse(body);
-  if (!result.success) throw new BridgeError(ErrorCode.badRequest, describeIssues(result.error));
-  return result.data;
 }
 
 /** Runs an API call: its result as JSON, or its refusal with the stable code and what to do. */

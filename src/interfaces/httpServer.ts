@@ -5,12 +5,13 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { EntityActor } from '../actors/EntityActor.js';
 import type { Gateway } from '../actors/Gateway.js';
-import { BridgeError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { checkHostAndOrigin, createHostAllowList, type HostAllowList } from './checkHostAndOrigin.js';
 import { createConsoleHandler } from './consoleServer.js';
 import { McpSessions } from './McpSessions.js';
 import { createMcpSession } from './mcpTools.js';
+import { readJsonBody } from './requestBody.js';
 import { trackResponse } from './responseOutcome.js';
 
 export interface HttpServerHandle {
@@ -191,20 +192,11 @@ export async function startHttpServer(
   const invalid = Symbol('invalid');
 
   async function readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > maxBody) {
-        refuse(res, 413, ErrorCode.textTooLarge, `request body over ${maxBody} bytes; send a shorter text`);
-        return invalid;
-      }
-      chunks.push(chunk as Buffer);
-    }
     try {
-      return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      return await readJsonBody(req, { maxBytes: maxBody, emptyIsObject: false });
     } catch (err) {
-      refuse(res, 400, ErrorCode.badRequest, `request body is not JSON: ${(err as Error).message}`);
+      const error = toBridgeError(err);
+      refuse(res, error.code === ErrorCode.textTooLarge ? 413 : 400, error.code, error.message);
       return invalid;
     }
   }
