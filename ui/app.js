@@ -1,6 +1,7 @@
-// The operator console's page: who is logged in, and the roster of every host, kept live over
-// server-sent events (/ui/api/events). No framework, no build step; everything it shows comes
-// from the gateway's own API under /ui/api, as the session's operator.
+// The operator console's page. No framework, no build step; everything it shows comes from the
+// gateway's own API under /ui/api, as the session's operator. The roster, the asks, the
+// gateway's figures, the flows and the dead letters come over one event stream (/ui/api/events),
+// each as it changes; the entity shown, a flow opened and a message followed are fetched.
 
 const rosterBody = document.querySelector('#roster tbody');
 const rosterCount = document.getElementById('roster-count');
@@ -99,33 +100,56 @@ async function showEntity(gid) {
   );
 }
 
+function rosterRow(entry) {
+  const tr = document.createElement('tr');
+  tr.dataset.gid = entry.gid;
+  tr.append(
+    linkCell(entry.name, () => showEntity(entry.gid), { title: 'Show its latest deliveries' }),
+    cell(entry.kind),
+    cell(entry.host),
+    cell(entry.status, `status-${entry.status.split('.').pop()}`),
+    cell((entry.groups ?? []).join(', ')),
+    cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
+    stopCell(entry),
+  );
+  return tr;
+}
+
+/** The roster's rows by gid, each with the entry it shows: a row whose entry is unchanged is kept. */
+let rosterRows = new Map();
+let rosterNames = '';
+
 function renderRoster(entries) {
   addressByGid.clear();
   for (const entry of entries) addressByGid.set(entry.gid, `${entry.name}@${entry.host}`);
-  const rows = entries.map((entry) => {
-    const tr = document.createElement('tr');
-    tr.dataset.gid = entry.gid;
-    tr.append(
-      linkCell(entry.name, () => showEntity(entry.gid), { title: 'Show its latest deliveries' }),
-      cell(entry.kind),
-      cell(entry.host),
-      cell(entry.status, `status-${entry.status.split('.').pop()}`),
-      cell((entry.groups ?? []).join(', ')),
-      cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
-      stopCell(entry),
+  const rows = new Map();
+  for (const entry of entries) {
+    const shown = JSON.stringify(entry);
+    const kept = rosterRows.get(entry.gid);
+    rows.set(entry.gid, { shown, tr: kept?.shown === shown ? kept.tr : rosterRow(entry) });
+  }
+  // Thousands of entities: only the rows that changed are replaced, unless the order did.
+  const current = [...rosterBody.children];
+  const next = [...rows.values()].map((row) => row.tr);
+  if (current.length === next.length && entries.every((entry, i) => current[i].dataset.gid === entry.gid)) {
+    next.forEach((tr, i) => {
+      if (current[i] !== tr) current[i].replaceWith(tr);
+    });
+  } else {
+    rosterBody.replaceChildren(...next);
+  }
+  rosterRows = rows;
+  const names = entries.map((entry) => `${entry.name}@${entry.host}`);
+  if (names.join('\n') !== rosterNames) {
+    rosterNames = names.join('\n');
+    document.getElementById('names').replaceChildren(
+      ...names.map((name) => {
+        const option = document.createElement('option');
+        option.value = name;
+        return option;
+      }),
     );
-    return tr;
-  });
-  rosterBody.replaceChildren(...rows);
-  if (shownEntity) void showEntity(shownEntity);
-  const names = document.getElementById('names');
-  names.replaceChildren(
-    ...entries.map((entry) => {
-      const option = document.createElement('option');
-      option.value = `${entry.name}@${entry.host}`;
-      return option;
-    }),
-  );
+  }
   const hosts = new Set(entries.map((entry) => entry.host));
   rosterCount.textContent = `(${entries.length} on ${hosts.size} host${hosts.size === 1 ? '' : 's'})`;
 }
@@ -148,7 +172,16 @@ async function whoAmI() {
 function listen() {
   const events = new EventSource('/ui/api/events');
   events.addEventListener('open', () => setLink('live', 'connected'));
-  events.addEventListener('roster', (event) => renderRoster(JSON.parse(event.data)));
+  const topics = {
+    roster: renderRoster,
+    asks: renderAsks,
+    overview: renderOverview,
+    flows: renderFlows,
+    dlq: renderDeadLetters,
+  };
+  for (const [topic, render] of Object.entries(topics)) {
+    events.addEventListener(topic, (event) => render(JSON.parse(event.data)));
+  }
   events.addEventListener('logout', () => {
     events.close();
     window.location.reload();
@@ -253,10 +286,8 @@ function latencyLabel(le) {
   return le < 1 ? `≤ ${Math.round(le * 1000 * 10) / 10} ms` : `≤ ${le} s`;
 }
 
-async function loadOverview() {
-  const res = await fetch('/ui/api/overview');
-  if (!res.ok) return;
-  const overview = await res.json();
+function renderOverview(overview) {
+  if (overview.error) return;
   const facts = [
     ['host', overview.host],
     ['mode', overview.mode],
@@ -311,10 +342,8 @@ function shortId(id) {
   return id && id.length > 12 ? id.slice(-8) : (id ?? '—');
 }
 
-async function loadFlows() {
-  const res = await fetch('/ui/api/flows');
-  if (!res.ok) return;
-  const flows = await res.json();
+function renderFlows(flows) {
+  if (flows.error) return;
   document.getElementById('flows-count').textContent = `(${flows.length})`;
   document.querySelector('#flows tbody').replaceChildren(
     ...flows.map((flow) => {
@@ -478,11 +507,9 @@ document.getElementById('flow-exports').addEventListener('change', async (event)
   if (shownFlow) await showFlow(shownFlow);
 });
 
-async function loadAsks() {
+function renderAsks(asks) {
   const error = document.getElementById('asks-error');
-  const res = await fetch('/ui/api/asks');
-  if (!res.ok) return;
-  const asks = await res.json();
+  if (asks.error) return;
   document.getElementById('asks-count').textContent = `(${asks.length})`;
   const body = document.querySelector('#asks tbody');
   // Keep rows being typed into: only asks that came or went change the table.
@@ -511,7 +538,6 @@ async function loadAsks() {
       } catch (err) {
         error.textContent = err.message;
       }
-      await loadAsks();
     });
     const answerCell = document.createElement('td');
     answerCell.append(form);
@@ -521,12 +547,10 @@ async function loadAsks() {
   body.replaceChildren(...rows);
 }
 
-async function loadDeadLetters() {
+function renderDeadLetters(reply) {
   const error = document.getElementById('dlq-error');
-  const res = await fetch('/ui/api/dlq');
-  const reply = await res.json();
-  if (!res.ok) {
-    error.textContent = reply.error ? `${reply.error.code}: ${reply.error.message}` : res.statusText;
+  if (reply.error) {
+    error.textContent = `${reply.error.code}: ${reply.error.message}`;
     return;
   }
   error.textContent = '';
@@ -560,7 +584,6 @@ async function loadDeadLetters() {
       } catch (err) {
         error.textContent = err.message;
       }
-      await loadDeadLetters();
     });
     const action = document.createElement('td');
     action.append(button);
@@ -584,9 +607,4 @@ document.getElementById('logout').addEventListener('click', async () => {
 
 await whoAmI();
 listen();
-await Promise.all([loadOverview(), loadFlows(), loadAsks(), loadDeadLetters()]);
-setInterval(loadFlows, 5_000);
-setInterval(loadOverview, 5_000);
 setInterval(() => shownEntity && showEntity(shownEntity), 3_000);
-setInterval(loadAsks, 2_000);
-setInterval(loadDeadLetters, 5_000);

@@ -16,6 +16,7 @@ import { renderSvg } from '../viz/svg.js';
 import { TraceMarker } from '../viz/traceMarks.js';
 import { registryGraphs } from '../viz/vizFiles.js';
 import { groupNameSchema, WireKind } from '../wire/envelope.js';
+import { ConsoleFeed } from './ConsoleFeed.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
 import { parseBody, readJsonBody } from './requestBody.js';
@@ -24,10 +25,8 @@ import { controlError } from './spawnTools.js';
 /** The cookie a console session travels in: HttpOnly, SameSite=Strict, only under /ui. */
 export const consoleCookie = 'bridge_console';
 
-/** How often a live page's roster is compared with what it was last sent. */
-const rosterTickMs = 1_000;
-/** A comment line on an idle event stream, so that proxies and the browser keep it open. */
-const keepAliveMs = 15_000;
+/** The flows the console lists: those with an event in this last stretch. */
+const flowWindowMs = 60 * 60_000;
 
 /**
  * The page's policy: nothing from anywhere but this origin, no inline script or style, no
@@ -60,6 +59,8 @@ const assets: Record<string, { type: string; body: Buffer }> = {
 export interface ConsoleHandler {
   /** Serves a `/ui` request (the caller checked Host and Origin); false: not a console path. */
   handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean>;
+  /** Ends the pages' event streams (the server is closing). */
+  close(): void;
 }
 
 /** What the page may ask the gateway to do, as its operator; zod at the edge, as everywhere. */
@@ -96,6 +97,22 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     return undefined;
   };
 
+  /**
+   * What the open pages are kept up to date with, over their event streams: each read once per
+   * period for all of them, sent when it changed (the entity shown and a message followed are
+   * the page's own requests).
+   */
+  const feed = new ConsoleFeed(
+    [
+      { name: 'roster', everyMs: 1_000, read: () => gateway.roster() },
+      { name: 'asks', everyMs: 1_000, read: () => pendingAsks(gateway) },
+      { name: 'overview', everyMs: 2_000, read: () => gateway.overview() },
+      { name: 'flows', everyMs: 5_000, read: () => gateway.recentFlows(flowWindowMs) },
+      { name: 'dlq', everyMs: 5_000, read: () => latestDeadLetters(gateway) },
+    ],
+    gateway.logger,
+  );
+
   /** A console action: the operator's, through the gateway's own API (as the CLI and MCP call it). */
   const actions: Record<string, (operator: EntityActor, body: unknown) => Promise<unknown>> = {
     '/ui/api/send': async (operator, body) => {
@@ -127,6 +144,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       try {
         const outcome = await gateway.answer(entity, askId, text);
         handover?.confirm();
+        feed.refresh('asks');
         gateway.logger.info(
           {
             operator: operator.record.name,
@@ -155,6 +173,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     '/ui/api/stop': async (operator, body) => {
       const { gid, waitMs } = parseBody(stopRequest, body);
       const outcome = await gateway.stopSpawned(operator, gid, waitMs ?? 20_000);
+      feed.refresh('roster');
       if (outcome.result && !outcome.result.ok)
         throw controlError(outcome.result.code, outcome.result.message);
       gateway.logger.info({ operator: operator.record.name, gid }, 'console: stopped a spawned agent');
@@ -163,6 +182,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     '/ui/api/dlq/requeue': async (operator, body) => {
       const { msgId } = parseBody(requeueRequest, body);
       const result = await gateway.requeueDeadLetters(msgId, false);
+      feed.refresh('dlq');
       gateway.logger.info(
         { operator: operator.record.name, msgId, ...result },
         'console: requeued dead letters',
@@ -191,7 +211,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       if (path === '/ui/api/dlq') return answer(res, async () => latestDeadLetters(gateway));
       if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
       if (path === '/ui/api/overview') return answer(res, () => gateway.overview());
-      if (path === '/ui/api/flows') return answer(res, async () => gateway.recentFlows(60 * 60_000));
+      if (path === '/ui/api/flows') return answer(res, async () => gateway.recentFlows(flowWindowMs));
       if (path === '/ui/api/entity') {
         const gid = new URL(req.url ?? '/', 'http://console').searchParams.get('gid') ?? '';
         return answer(res, async () => entityDetail(gateway, gid));
@@ -218,6 +238,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       }
       return sendJson(res, 404, { error: `no console endpoint ${path}` });
     },
+    close: () => feed.close(),
   };
 
   function login(req: IncomingMessage, res: ServerResponse): boolean {
@@ -240,31 +261,14 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     return redirect(res, '/ui/');
   }
 
-  /** Server-sent events: the roster now, then again whenever it changed. */
+  /** Server-sent events: every topic of the feed now, then again whenever it changed. */
   function events(req: IncomingMessage, res: ServerResponse): boolean {
     res.writeHead(200, {
       ...securityHeaders,
       'content-type': 'text/event-stream; charset=utf-8',
       connection: 'keep-alive',
     });
-    let last = '';
-    const push = () => {
-      if (operatorOf(req) === undefined) {
-        res.end('event: logout\ndata: {}\n\n');
-        return;
-      }
-      const roster = JSON.stringify(gateway.roster());
-      if (roster === last) return;
-      last = roster;
-      res.write(`event: roster\ndata: ${roster}\n\n`);
-    };
-    push();
-    const tick = setInterval(push, rosterTickMs);
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
-    res.once('close', () => {
-      clearInterval(tick);
-      clearInterval(keepAlive);
-    });
+    feed.subscribe(res, () => operatorOf(req) !== undefined);
     return true;
   }
 }

@@ -230,6 +230,7 @@ export async function startHttpServer(
     url,
     port: bound,
     async close() {
+      consoleHandler?.close();
       await sessions.closeAll();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

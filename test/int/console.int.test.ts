@@ -83,7 +83,7 @@ describe('operator console: login, session, live roster', () => {
     expect((await fetch(`${base}/ui/api/roster`, { headers: { cookie } })).status).toBe(200);
   });
 
-  it('the live roster shows an entity registered after the page opened, without a reload', async () => {
+  it('the live roster shows an entity registered after the page opened, without a reload; the other topics come on the same stream', async () => {
     const { cookie } = await sessionFrom((await login()).url);
     const controller = new AbortController();
     const res = await fetch(`${base}/ui/api/events`, { headers: { cookie }, signal: controller.signal });
@@ -91,14 +91,18 @@ describe('operator console: login, session, live roster', () => {
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
     let buffered = '';
-    const nextRoster = async (): Promise<Array<{ name: string; kind: string; status: string }>> => {
+    /** The next event of `topic` on the stream; every topic's last data is kept in `latest`. */
+    const latest = new Map<string, unknown>();
+    const next = async <T>(topic: string): Promise<T> => {
       for (;;) {
         const end = buffered.indexOf('\n\n');
         if (end >= 0) {
           const event = buffered.slice(0, end);
           buffered = buffered.slice(end + 2);
-          const data = /^event: roster\ndata: (.*)$/m.exec(event);
-          if (data) return JSON.parse(data[1] as string);
+          const data = /^event: (.*)\ndata: (.*)$/m.exec(event);
+          if (!data) continue;
+          latest.set(data[1] as string, JSON.parse(data[2] as string));
+          if (data[1] === topic) return latest.get(topic) as T;
           continue;
         }
         const { value, done } = await reader.read();
@@ -106,12 +110,19 @@ describe('operator console: login, session, live roster', () => {
         buffered += decoder.decode(value, { stream: true });
       }
     };
+    type Roster = Array<{ name: string; kind: string; status: string }>;
     try {
-      const first = await nextRoster();
+      const first = await next<Roster>('roster');
       expect(first.map((entry) => entry.name)).toContain('operator');
       await daemon.gateway.register({ kind: 'worker', name: 'late-worker' });
-      const second = await nextRoster();
+      const second = await next<Roster>('roster');
       expect(second.find((entry) => entry.name === 'late-worker')).toMatchObject({ kind: 'worker' });
+      // The page's other sections: its figures, flows, asks, and the dead letters (none single-host: why).
+      for (const topic of ['overview', 'dlq', 'asks', 'flows']) if (!latest.has(topic)) await next(topic);
+      expect(latest.get('overview')).toMatchObject({ mode: 'single-host' });
+      expect(latest.get('dlq')).toMatchObject({ error: { message: expect.stringMatching(/broker/) } });
+      expect(latest.get('asks')).toEqual([]);
+      expect(Array.isArray(latest.get('flows'))).toBe(true);
     } finally {
       controller.abort();
     }
