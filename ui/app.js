@@ -110,6 +110,7 @@ function rosterRow(entry) {
     cell(entry.status, `status-${entry.status.split('.').pop()}`),
     cell((entry.groups ?? []).join(', ')),
     cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
+    cell(entry.lastActiveAt === undefined ? '—' : new Date(entry.lastActiveAt).toLocaleTimeString()),
     stopCell(entry),
   );
   return tr;

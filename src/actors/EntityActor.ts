@@ -100,6 +100,7 @@ export class EntityActor {
   private injector: PaneInjector | undefined;
   private stopWatching: (() => void) | undefined;
   private paneStatus: PaneStatus = 'unknown';
+  private lastActive: number | undefined;
   private pumpScheduled = false;
   /** Text bytes of the undelivered messages: with their count, the inbox's load (R-H1). */
   private bytes = 0;
@@ -171,6 +172,20 @@ export class EntityActor {
     return this.cell.state;
   }
 
+  /**
+   * When it last did something, or something was done for it, since this gateway started (ms):
+   * a message accepted for it, one typed into its pane or taken by a drain, its pane's status
+   * changing, a message it sent. Undefined until then.
+   */
+  get lastActiveAt(): number | undefined {
+    return this.lastActive;
+  }
+
+  /** Notes activity now (see lastActiveAt). */
+  touch(): void {
+    this.lastActive = this.deps.clock.now();
+  }
+
   /** Messages accepted for this entity and not yet delivered. */
   get depth(): number {
     return this.deliveries.size;
@@ -230,6 +245,7 @@ export class EntityActor {
     }
     const delivery = Delivery.create(envelope, this.owner, this.deps);
     this.track(delivery);
+    this.touch();
     ackOnCommit();
     delivery.reportAccepted();
     if (envelope.kind === WireKind.answer && this.deps.answers) this.resumeTurn(delivery, envelope);
@@ -294,6 +310,7 @@ export class EntityActor {
     // Stopped while parked: the gateway is going down and its store with it; nothing was taken.
     if (this.cell.isStopped) return this.handover([], [], 'drain');
     this.reminder?.drained();
+    if (taken.deliveries.length > 0) this.touch();
     // Commit `handed-over` before answering. Besides the log, the wait lets the event loop see a
     // connection the main has already dropped, so the answer is known undelivered and the
     // messages are held again rather than acked.
@@ -437,6 +454,7 @@ export class EntityActor {
   }
 
   private onPaneStatus(status: PaneStatus): void {
+    if (status !== this.paneStatus) this.touch();
     this.paneStatus = status;
     if (this.cell.state === 'registered') this.cell.send({ type: 'entity.activated' });
     if (isReadyStatus(status)) this.cell.send({ type: 'entity.idle' });
@@ -445,6 +463,7 @@ export class EntityActor {
   }
 
   private onDeliveryTransition(delivery: Delivery, transition: Transition): void {
+    if (transition.to === 'typed' || transition.to === 'submitted') this.touch();
     if (transition.to === 'held' && transition.from !== 'held') this.countHeld(+1);
     else if (transition.from === 'held' && transition.to !== 'held') this.countHeld(-1);
     if (transition.done) {

@@ -295,6 +295,7 @@ export class Federation implements DeadLetterSink {
       kind: entity.record.kind,
       groups: entity.record.groups,
       status: entity.state,
+      ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
     }));
   }
 

@@ -17,6 +17,8 @@ export interface RosterEntry extends Address {
   status: string;
   /** Queued messages, known for local entities only. */
   depth?: number;
+  /** When it was last active (ms): here, up to now; another host's, as of its last presence. */
+  lastActiveAt?: number;
 }
 
 export interface GatewayStatusDeps {
@@ -43,6 +45,7 @@ export class GatewayStatus {
       groups: entity.record.groups,
       status: entity.state,
       depth: entity.depth,
+      ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
     }));
     const remote: RosterEntry[] = (federation?.roster.entries() ?? []).map((e) => ({
       gid: e.gid,
@@ -51,6 +54,7 @@ export class GatewayStatus {
       kind: e.kind,
       groups: e.groups,
       status: e.status,
+      ...(e.lastActiveAt === undefined ? {} : { lastActiveAt: e.lastActiveAt }),
     }));
     return [...local, ...remote];
   }

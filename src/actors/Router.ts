@@ -111,6 +111,7 @@ export class Router {
   }
 
   async send(sender: EntityActor, request: SendRequest): Promise<SendResult> {
+    sender.touch();
     const size = this.checkSize(request.text);
     if (request.inReplyTo !== undefined) this.checkReceived(sender, request.inReplyTo);
     const local = this.deps.directory.find(request.to);
@@ -252,6 +253,7 @@ export class Router {
    * a broker, this gateway hands a copy to each matching local entity.
    */
   async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
+    sender.touch();
     const size = this.checkSize(request.text);
     const key = broadcastKey(request.group);
     const keyed = keyedCall(request.idempotencyKey, WireKind.broadcast, key, { text: request.text });

@@ -9,6 +9,8 @@ export const presenceEntrySchema = z.object({
   kind: entityKindSchema,
   groups: z.array(z.string().regex(entityNamePattern, 'not a group name')).max(32),
   status: z.string(),
+  /** When it was last active on its host (ms; EntityActor.lastActiveAt); a 1.2 peer leaves it out. */
+  lastActiveAt: z.number().int().nonnegative().optional(),
 });
 export type PresenceEntry = z.infer<typeof presenceEntrySchema>;
 

@@ -113,6 +113,12 @@ describe('operator console in Chromium, over two federated gateways', () => {
       30_000,
     );
     await sent.locator('td.stage', { hasText: 'submitted' }).waitFor({ timeout: 30_000 });
+    // B's next presence says when the worker was last active: the message typed into its pane.
+    await waitFor(
+      "the worker's last activity",
+      async () => ((await row('builder').locator('td').nth(6).textContent()) !== '—' ? true : undefined),
+      30_000,
+    );
     // The gateway's own figures: connected, and the latency histogram drawn (B delivered it, but
     // A's own deliveries count here: none yet, so the chart says so until one is made).
     await page.locator('#gateway dd[data-fact=broker]', { hasText: 'connected' }).waitFor();

@@ -8,6 +8,7 @@ import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../../src/interfaces/consoleLogin.js';
 import { silentLogger } from '../../src/log/logger.js';
+import { WireKind } from '../../src/wire/envelope.js';
 import { type ConsoleSession, consolePost, openConsoleSession } from '../support/consoleSession.js';
 
 /**
@@ -110,13 +111,26 @@ describe('operator console: login, session, live roster', () => {
         buffered += decoder.decode(value, { stream: true });
       }
     };
-    type Roster = Array<{ name: string; kind: string; status: string }>;
+    type Roster = Array<{ name: string; kind: string; status: string; lastActiveAt?: number }>;
     try {
       const first = await next<Roster>('roster');
       expect(first.map((entry) => entry.name)).toContain('operator');
       await daemon.gateway.register({ kind: 'worker', name: 'late-worker' });
       const second = await next<Roster>('roster');
       expect(second.find((entry) => entry.name === 'late-worker')).toMatchObject({ kind: 'worker' });
+      // A main that is sent a message was active then.
+      const busy = await daemon.gateway.register({ kind: 'main', name: 'busy-main' });
+      const before = Date.now();
+      await daemon.gateway.send(daemon.gateway.authenticate(busy.token)!, {
+        kind: WireKind.send,
+        to: 'busy-main',
+        text: 'to myself',
+      });
+      let entry: Roster[number] | undefined;
+      while (entry?.lastActiveAt === undefined) {
+        entry = (await next<Roster>('roster')).find((candidate) => candidate.name === 'busy-main');
+      }
+      expect(entry.lastActiveAt).toBeGreaterThanOrEqual(before);
       // The page's other sections: its figures, flows, asks, and the dead letters (none single-host: why).
       for (const topic of ['overview', 'dlq', 'asks', 'flows']) if (!latest.has(topic)) await next(topic);
       expect(latest.get('overview')).toMatchObject({ mode: 'single-host' });
