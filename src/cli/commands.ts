@@ -228,11 +228,20 @@ export async function runRoster(values: CliValues): Promise<number> {
       e.kind,
       e.status,
       e.depth === undefined ? '-' : String(e.depth),
+      e.lastActiveAt === undefined ? '-' : secondsAgo(e.lastActiveAt),
       e.groups.join(','),
       e.gid,
     ]);
-    return table(['ENTITY', 'KIND', 'STATUS', 'QUEUED', 'GROUPS', 'GID'], rows);
+    return table(['ENTITY', 'KIND', 'STATUS', 'QUEUED', 'ACTIVE', 'GROUPS', 'GID'], rows);
   });
+}
+
+/** `12s ago`, `4m ago`, `3h ago`: how long since a moment (ms), for reading. */
+function secondsAgo(at: number): string {
+  const seconds = Math.max(0, Math.round((Date.now() - at) / 1000));
+  if (seconds < 120) return `${seconds}s ago`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)}m ago`;
+  return `${Math.round(seconds / 3600)}h ago`;
 }
 
 export async function runBroadcast(values: CliValues, rest: string[]): Promise<number> {
