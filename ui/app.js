@@ -116,30 +116,43 @@ function rosterRow(entry) {
   return tr;
 }
 
-/** The roster's rows by gid, each with the entry it shows: a row whose entry is unchanged is kept. */
+/**
+ * The rows for `items` by key, each with the JSON of the item it shows: the row of an item that
+ * did not change is kept (its DOM node), a changed or new one is drawn by `render`.
+ */
+function keyedRows(previous, items, keyOf, render) {
+  const rows = new Map();
+  for (const item of items) {
+    const shown = JSON.stringify(item);
+    const kept = previous.get(keyOf(item));
+    rows.set(keyOf(item), { shown, tr: kept?.shown === shown ? kept.tr : render(item) });
+  }
+  return rows;
+}
+
+/**
+ * Puts `rows` (a keyedRows map) into `body` in their order, removing, adding and moving only the
+ * rows that differ: with a thousand rows, one new entity must not lay the whole table out again.
+ */
+function placeRows(body, rows) {
+  const wanted = [...rows.values()].map((row) => row.tr);
+  const keep = new Set(wanted);
+  for (const child of [...body.children]) if (!keep.has(child)) child.remove();
+  let cursor = body.firstElementChild;
+  for (const tr of wanted) {
+    if (tr === cursor) cursor = cursor.nextElementSibling;
+    else body.insertBefore(tr, cursor);
+  }
+}
+
 let rosterRows = new Map();
 let rosterNames = '';
 
 function renderRoster(entries) {
   addressByGid.clear();
   for (const entry of entries) addressByGid.set(entry.gid, `${entry.name}@${entry.host}`);
-  const rows = new Map();
-  for (const entry of entries) {
-    const shown = JSON.stringify(entry);
-    const kept = rosterRows.get(entry.gid);
-    rows.set(entry.gid, { shown, tr: kept?.shown === shown ? kept.tr : rosterRow(entry) });
-  }
-  // Thousands of entities: only the rows that changed are replaced, unless the order did.
-  const current = [...rosterBody.children];
-  const next = [...rows.values()].map((row) => row.tr);
-  if (current.length === next.length && entries.every((entry, i) => current[i].dataset.gid === entry.gid)) {
-    next.forEach((tr, i) => {
-      if (current[i] !== tr) current[i].replaceWith(tr);
-    });
-  } else {
-    rosterBody.replaceChildren(...next);
-  }
-  rosterRows = rows;
+  rosterRows = keyedRows(rosterRows, entries, (entry) => entry.gid, rosterRow);
+  placeRows(rosterBody, rosterRows);
   const names = entries.map((entry) => `${entry.name}@${entry.host}`);
   if (names.join('\n') !== rosterNames) {
     rosterNames = names.join('\n');
@@ -292,7 +305,7 @@ function renderOverview(overview) {
   const facts = [
     ['host', overview.host],
     ['mode', overview.mode],
-    ['up', `${overview.uptimeSeconds} s`],
+    ['up since', new Date(overview.startedAt).toLocaleString()],
     ...(overview.broker
       ? [
           ['broker', `${overview.broker.state}${overview.broker.node ? ` (${overview.broker.node})` : ''}`],
@@ -343,11 +356,16 @@ function shortId(id) {
   return id && id.length > 12 ? id.slice(-8) : (id ?? '—');
 }
 
+let flowRows = new Map();
+
 function renderFlows(flows) {
   if (flows.error) return;
   document.getElementById('flows-count').textContent = `(${flows.length})`;
-  document.querySelector('#flows tbody').replaceChildren(
-    ...flows.map((flow) => {
+  flowRows = keyedRows(
+    flowRows,
+    flows,
+    (flow) => flow.traceId,
+    (flow) => {
       const tr = document.createElement('tr');
       tr.dataset.traceId = flow.traceId;
       tr.append(
@@ -360,8 +378,9 @@ function renderFlows(flows) {
         cell(`${flow.last.actorKind} ${flow.last.event} → ${flow.last.toState}`),
       );
       return tr;
-    }),
+    },
   );
+  placeRows(document.querySelector('#flows tbody'), flowRows);
 }
 
 /** The flow the timeline shows, and the other hosts' exports given for it. */

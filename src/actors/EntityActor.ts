@@ -322,7 +322,8 @@ export class EntityActor {
   heldOf(kind: Envelope['kind']): Envelope[] {
     const envelopes: Envelope[] = [];
     for (const delivery of this.deliveries.values()) {
-      if (delivery.state !== 'held') continue;
+      // The kind is in the delivery's context (a log older than it: read the message to know).
+      if (delivery.state !== 'held' || (delivery.context.kind ?? kind) !== kind) continue;
       const envelope = delivery.loadEnvelope();
       if (envelope?.kind === kind) envelopes.push(envelope);
     }

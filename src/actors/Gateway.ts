@@ -417,7 +417,7 @@ export class Gateway {
   }
 
   /** The flows with an event in this host's log in the last `withinMs`, the latest first. */
-  recentFlows(withinMs: number, limit = 200): RecentFlow[] {
+  recentFlows(withinMs: number, limit = 200): Promise<RecentFlow[]> {
     return this.started().recentFlows.read(this.clock.now() - withinMs, limit);
   }
 

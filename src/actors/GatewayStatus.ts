@@ -114,7 +114,7 @@ export class GatewayStatus {
    * delivery latency histogram (per bucket, not cumulative).
    */
   async overview(): Promise<Record<string, unknown>> {
-    const { federation, config, metrics, store, clock } = this.deps;
+    const { federation, config, metrics, store } = this.deps;
     const latency = (await metrics.deliveryLatency.get()).values.filter(
       (v) => v.metricName === 'bridge_delivery_latency_seconds_bucket',
     );
@@ -132,7 +132,8 @@ export class GatewayStatus {
     }));
     return {
       host: this.deps.host,
-      uptimeSeconds: Math.round((clock.now() - this.deps.startedAt) / 1000),
+      // Not an uptime: the console sends the overview again only when it changed.
+      startedAt: this.deps.startedAt,
       mode: federation ? 'federated' : 'single-host',
       broker: federation
         ? {

@@ -58,24 +58,29 @@ interface EventRow {
   peer: string | null;
 }
 
+/** Events grouped per slice of the first read, between which the event loop runs. */
+const seedSliceRows = 20_000;
+
 /**
  * The flows with an event in this host's log in a recent window, kept up to date by reading
  * only the events appended since the last call: the console asks every few seconds, and a
- * grouping of the whole window (10,000 flows: ~80,000 rows) would block the gateway's event loop
- * for tens of milliseconds each time. The first call finds the window's first row by binary search
- * on seq (the log's seq grows with its HLC: one writer, one clock), not by a scan.
+ * grouping of the whole window (10,000 flows: ~90,000 rows) would block the gateway's event loop
+ * for 50–125 ms each time. The first call finds the window's first row by binary search on seq
+ * (the log's seq grows with its HLC: one writer, one clock), then groups the window in slices,
+ * letting the gateway's other work run between them.
  */
 export class RecentFlows {
   private readonly flows = new Map<string, FlowSoFar>();
-  /** The last seq read; undefined until the first call. */
+  /** The last seq read; undefined until the first read has grouped the window. */
   private cursor: number | undefined;
+  private seeding: Promise<void> | undefined;
 
   constructor(private readonly store: Store) {}
 
   /** The flows with an event since `sinceWallMs`, the latest first, at most `limit`. */
-  read(sinceWallMs: number, limit: number): RecentFlow[] {
+  async read(sinceWallMs: number, limit: number): Promise<RecentFlow[]> {
     const since = encodeHlc({ wall: sinceWallMs, counter: 0 });
-    if (this.cursor === undefined) this.seed(since);
+    if (this.cursor === undefined) await (this.seeding ??= this.seed(since));
     const rows = this.store
       .prepare<[number], EventRow>(
         `SELECT seq, hlc, host, trace_id, actor_kind, event, to_state, ${peerColumn} AS peer
@@ -93,36 +98,62 @@ export class RecentFlows {
       .map(({ flow }) => ({ ...flow, hosts: [...flow.hosts], actorKinds: [...flow.actorKinds] }));
   }
 
-  /** The first read: the window's flows grouped by SQLite (several times faster than row by row). */
-  private seed(since: string): void {
+  /**
+   * The first read: the window's flows grouped by SQLite (several times faster than row by row),
+   * seedSliceRows events at a time; what is appended meanwhile is read on after.
+   */
+  private async seed(since: string): Promise<void> {
     const first = this.firstSeqAt(since);
-    const flows = this.store
-      .prepare<[number], SeedRow>(
-        `SELECT g.*, e.actor_kind, e.event, e.to_state FROM (
-           SELECT trace_id, min(hlc) AS first_hlc, max(hlc) AS last_hlc, count(*) AS events,
-                  group_concat(DISTINCT actor_kind) AS kinds, group_concat(DISTINCT host) AS hosts,
-                  group_concat(DISTINCT ${peerColumn}) AS peers, max(seq) AS last_seq
-             FROM events WHERE seq >= ? GROUP BY trace_id
-         ) AS g JOIN events AS e ON e.seq = g.last_seq`,
-      )
-      .all(first);
-    let cursor = first - 1;
-    for (const row of flows) {
-      cursor = Math.max(cursor, row.last_seq);
+    const last = this.store
+      .prepare<[], { hi: number | null }>('SELECT max(seq) AS hi FROM events')
+      .get()?.hi;
+    const slice = this.store.prepare<[number, number], SeedRow>(
+      `SELECT g.*, e.actor_kind, e.event, e.to_state FROM (
+         SELECT trace_id, min(hlc) AS first_hlc, max(hlc) AS last_hlc, count(*) AS events,
+                group_concat(DISTINCT actor_kind) AS kinds, group_concat(DISTINCT host) AS hosts,
+                group_concat(DISTINCT ${peerColumn}) AS peers, max(seq) AS last_seq
+           FROM events WHERE seq >= ? AND seq < ? GROUP BY trace_id
+       ) AS g JOIN events AS e ON e.seq = g.last_seq`,
+    );
+    const end = (last ?? first - 1) + 1;
+    for (let from = first; from < end; from += seedSliceRows) {
+      for (const row of slice.all(from, Math.min(end, from + seedSliceRows))) this.merge(row);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    this.cursor = end - 1;
+  }
+
+  /** One slice's group of a flow, added to what earlier slices found of it. */
+  private merge(row: SeedRow): void {
+    const hosts = [...row.hosts.split(','), ...(row.peers?.split(',') ?? [])];
+    const kinds = row.kinds.split(',');
+    const known = this.flows.get(row.trace_id);
+    const last = { actorKind: row.actor_kind, event: row.event, toState: row.to_state };
+    if (!known) {
       this.flows.set(row.trace_id, {
         lastSeq: row.last_seq,
         flow: {
           traceId: row.trace_id,
-          hosts: [...new Set([...row.hosts.split(','), ...(row.peers?.split(',') ?? [])])],
+          hosts: [...new Set(hosts)],
           firstHlc: row.first_hlc,
           lastHlc: row.last_hlc,
           events: row.events,
-          actorKinds: row.kinds.split(','),
-          last: { actorKind: row.actor_kind, event: row.event, toState: row.to_state },
+          actorKinds: kinds,
+          last,
         },
       });
+      return;
     }
-    this.cursor = cursor;
+    const { flow } = known;
+    flow.events += row.events;
+    if (row.first_hlc < flow.firstHlc) flow.firstHlc = row.first_hlc;
+    if (row.last_hlc > flow.lastHlc) flow.lastHlc = row.last_hlc;
+    if (row.last_seq > known.lastSeq) {
+      known.lastSeq = row.last_seq;
+      flow.last = last;
+    }
+    for (const host of hosts) if (!flow.hosts.includes(host)) flow.hosts.push(host);
+    for (const kind of kinds) if (!flow.actorKinds.includes(kind)) flow.actorKinds.push(kind);
   }
 
   private add(row: EventRow): void {

@@ -77,13 +77,13 @@ describe('RecentFlows', () => {
       { wall: now - hour / 2 + 1, trace: 't2', kind: 'delivery', to: 'held' },
       { wall: now - hour / 4, trace: 't1', kind: 'delivery', to: 'acked' },
     ]);
-    const flows = new RecentFlows(log).read(now - hour, 10);
+    const flows = await new RecentFlows(log).read(now - hour, 10);
     expect(flows.map((flow) => flow.traceId)).toEqual(['t1', 't2']);
     expect(flows[0]).toMatchObject({ events: 2, last: { actorKind: 'delivery', toState: 'acked' } });
     expect(flows[0]?.actorKinds.sort()).toEqual(['delivery', 'send']);
     expect(flows.map((flow) => flow.hosts)).toEqual([['h', 'beta'], ['h']]);
-    expect(new RecentFlows(log).read(now - 4 * hour, 3)).toHaveLength(3);
-    expect(new RecentFlows(log).read(now, 10)).toEqual([]);
+    expect(await new RecentFlows(log).read(now - 4 * hour, 3)).toHaveLength(3);
+    expect(await new RecentFlows(log).read(now, 10)).toEqual([]);
   });
 
   it('reads on from where it left: new events update their flows, flows that left the window go', async () => {
@@ -93,28 +93,44 @@ describe('RecentFlows', () => {
       { wall: 20 * minute, trace: 'later', kind: 'send', to: 'accepted' },
     ]);
     const flows = new RecentFlows(log);
-    expect(flows.read(0, 10).map((flow) => flow.traceId)).toEqual(['later', 'early']);
+    expect((await flows.read(0, 10)).map((flow) => flow.traceId)).toEqual(['later', 'early']);
     await append(log, [
       { wall: 30 * minute, trace: 'early', kind: 'delivery', to: 'acked', event: 'delivery.acked' },
       { wall: 31 * minute, trace: 'newest', kind: 'turn', to: 'waiting' },
     ]);
-    const again = flows.read(0, 10);
+    const again = await flows.read(0, 10);
     expect(again.map((flow) => flow.traceId)).toEqual(['newest', 'early', 'later']);
     expect(again[1]).toMatchObject({ events: 2, last: { actorKind: 'delivery', event: 'delivery.acked' } });
     expect(again[1]?.actorKinds).toEqual(['send', 'delivery']);
     // The window moves on: 'later' had nothing since minute 20.
-    expect(flows.read(25 * minute, 10).map((flow) => flow.traceId)).toEqual(['newest', 'early']);
+    expect((await flows.read(25 * minute, 10)).map((flow) => flow.traceId)).toEqual(['newest', 'early']);
     // A flow's figures go on counting from where this reader began: 'early' keeps its first event.
-    expect(flows.read(25 * minute, 10)[1]).toMatchObject({
+    expect((await flows.read(25 * minute, 10))[1]).toMatchObject({
       events: 2,
       firstHlc: encodeHlc({ wall: 10 * minute, counter: 0 }),
     });
   });
 
+  it('groups a long window in slices: a flow split across them is counted whole', async () => {
+    const events = Array.from({ length: 45_000 }, (_, i) => ({
+      wall: 1_000 + i,
+      trace: i % 3 === 0 ? 'long' : `short-${i}`,
+      kind: i % 2 === 0 ? 'send' : 'delivery',
+      to: 's',
+    }));
+    const log = await logWith(events);
+    const flows = await new RecentFlows(log).read(0, 50_000);
+    const long = flows.find((flow) => flow.traceId === 'long');
+    expect(long).toMatchObject({ events: 15_000, firstHlc: encodeHlc({ wall: 1_000, counter: 0 }) });
+    expect(long?.actorKinds.sort()).toEqual(['delivery', 'send']);
+    expect(flows).toHaveLength(1 + 30_000);
+    expect(flows[0]?.traceId).toBe('short-44999');
+  });
+
   it('an empty log has no flows', async () => {
     const flows = new RecentFlows(await logWith([]));
-    expect(flows.read(0, 10)).toEqual([]);
+    expect(await flows.read(0, 10)).toEqual([]);
     await append(store as Store, [{ wall: 1_000, trace: 'first', kind: 'send', to: 'accepted' }]);
-    expect(flows.read(0, 10).map((flow) => flow.traceId)).toEqual(['first']);
+    expect((await flows.read(0, 10)).map((flow) => flow.traceId)).toEqual(['first']);
   });
 });
