@@ -28,6 +28,13 @@
 // results.json), also when run alone (BENCH_ONLY=submission); its settings
 // (BENCH_SUBMISSION_MESSAGES, BENCH_SUBMISSION_CLAUDE, BENCH_SUBMISSION_GATEWAY, ...) are documented
 // in its file. A progress bar on stderr shows the step (BENCH_PROGRESS=0: off).
+// (h) The operator console under load (bench/scenarios/console.mjs): a gateway with 1,000 entities
+// and 10,000 recent deliveries beside an empty one, both `bridge start` daemons side by side; in
+// headless Chromium, first contentful paint, time until the roster is complete, and the latency of
+// a new entity's row and of a send from the page, with the page's main-thread time, DOM, heap, and
+// the page's and daemon's cost idle and while the roster changes; ratios empty ÷ loaded. It writes its own section of bench/results.md (and the
+// `console` key of results.json), also when run alone (BENCH_ONLY=console); its settings
+// (BENCH_CONSOLE_ENTITIES, BENCH_CONSOLE_DELIVERIES, BENCH_CONSOLE_ROUNDS, ...) are documented in its file.
 // Run: `npm run bench`.
 // Settings (env): BENCH_ROUTER_MESSAGES, BENCH_ROUTER_CONCURRENCY, BENCH_MCP_CALLS,
 // BENCH_MCP_CLIENTS, BENCH_CROSSHOST_MESSAGES, BENCH_CROSSHOST_CONCURRENCY (the signing rows
@@ -35,14 +42,14 @@
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
 // BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
 // BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
-// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|idle|submission,
-// comma-separated),
+// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|idle|submission|
+// console, comma-separated),
 // BENCH_DIR (parent of the temp dir),
 // BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_PROFILE=1 (profile
 // the latency scenario's daemons: below), BENCH_GATEWAY_CONFIG
 // (config JSON for every gateway, e.g. '{"store":{"synchronous":"NORMAL"}}'; the floors copy it
 // too), BENCH_TIMEOUT_MS (whole run; default 180 s, plus 420 s with the replay scenario, plus each
-// fleet scenario's share, plus 300 s with the submission scenario).
+// fleet scenario's share, plus 300 s with the submission scenario, plus 300 s with the console one).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -65,6 +72,15 @@ import {
   writeResults,
 } from './lib/report.mjs';
 import { intSetting } from './lib/settings.mjs';
+import {
+  consoleRatioNote,
+  consoleScenario,
+  consoleSettings,
+  consoleSteps,
+  renderConsole,
+  runConsoleBench,
+  writeConsoleResults,
+} from './scenarios/console.mjs';
 import { crosshostScenarios } from './scenarios/crosshost.mjs';
 import { fleetNames, fleetSteps, fleetTimeoutMs, renderFleetResults, runFleet } from './scenarios/fleet.mjs';
 import { mcpScenario } from './scenarios/mcp.mjs';
@@ -98,7 +114,12 @@ const settings = {
   replayRuns: Math.max(1, intSetting('BENCH_REPLAY_RUNS', 1)),
   only:
     process.env.BENCH_ONLY ||
-    ['router,mcp,crosshost,signing,replay', ...fleetNames, submissionScenario.name].join(','),
+    [
+      'router,mcp,crosshost,signing,replay',
+      ...fleetNames,
+      submissionScenario.name,
+      consoleScenario.name,
+    ].join(','),
 };
 const allScenarios = [
   'router',
@@ -108,11 +129,14 @@ const allScenarios = [
   'replay',
   ...fleetNames,
   submissionScenario.name,
+  consoleScenario.name,
 ];
 const onlyParts = settings.only.split(',').map((part) => part.trim());
 const replayWanted = onlyParts.includes('replay');
 const submissionWanted = onlyParts.includes(submissionScenario.name);
 const submission = submissionWanted ? submissionSettings() : undefined;
+const consoleWanted = onlyParts.includes(consoleScenario.name);
+const consoleRun = consoleWanted ? consoleSettings() : undefined;
 // guest/guest only logs in over loopback (SPEC §12).
 const brokerUri = process.env.BENCH_BROKER_URI || 'amqp://guest:guest@127.0.0.1:5672';
 const deliveryTimeoutMs = intSetting('BENCH_DELIVERY_TIMEOUT_MS', 30_000);
@@ -121,7 +145,8 @@ const timeoutMs = intSetting(
   180_000 +
     (replayWanted ? 420_000 : 0) +
     fleetTimeoutMs(settings.only) +
-    (submissionWanted ? submissionScenario.timeoutMs : 0),
+    (submissionWanted ? submissionScenario.timeoutMs : 0) +
+    (consoleWanted ? consoleScenario.timeoutMs : 0),
 );
 const keep = process.env.BENCH_KEEP === '1';
 // BENCH_PROFILE=1: the latency scenario's daemons run with metrics.runtime and under --cpu-prof
@@ -248,7 +273,8 @@ async function main() {
       (wanted.includes('signing') ? 1 : 0) +
       (wanted.includes('replay') ? 1 : 0) +
       fleetSteps(wanted) +
-      (submission ? submissionSteps(submission) : 0),
+      (submission ? submissionSteps(submission) : 0) +
+      (consoleRun ? consoleSteps(consoleRun) : 0),
   );
   const rows = [];
   // What the broker's operator does once (`bridge broker setup`); gateways only check it.
@@ -333,6 +359,9 @@ async function main() {
   const submitted = submission
     ? await runSubmissionBench({ dir, settings: submission, progress, configFile: gatewayConfigFile })
     : undefined;
+  const consoleResults = consoleRun
+    ? await runConsoleBench({ dir, settings: consoleRun, progress, configFile: gatewayConfigFile })
+    : undefined;
   progress.done();
 
   const results = {
@@ -360,6 +389,7 @@ async function main() {
   if (replay) console.log(`\n${renderReplay(replay)}\n\n${replayRatioNote}`);
   if (fleetRan) console.log(`\n${renderFleetResults(fleet)}`);
   if (submitted) console.log(`\n${renderSubmission(submitted)}\n\n${submissionRatioNote}`);
+  if (consoleResults) console.log(`\n${renderConsole(consoleResults)}\n\n${consoleRatioNote}`);
   console.log(
     `${results.machine.cpu}, ${results.machine.cores} cores, node ${results.machine.node}, ` +
       `temp dir on ${results.machine.tempDirFilesystem}; load average ${loadAtStart} → ${loadAverage()}; ` +
@@ -371,16 +401,19 @@ async function main() {
     writeReplayResults({ ...files, results: replay });
     writeFleetResults({ ...files, results: fleet });
     writeSubmissionResults({ ...files, results: submitted });
+    writeConsoleResults({ ...files, results: consoleResults });
     console.log('wrote bench/results.json and bench/results.md');
-  } else if (replay || fleetRan || submitted) {
-    // The replay, fleet and submission sections stand on their own: written alone, the other rows left as they were.
+  } else if (replay || fleetRan || submitted || consoleResults) {
+    // The replay, fleet, submission and console sections stand on their own: written alone, the other rows left as they were.
     if (replay) writeReplayResults({ ...files, results: replay });
     if (fleetRan) writeFleetResults({ ...files, results: fleet });
     if (submitted) writeSubmissionResults({ ...files, results: submitted });
+    if (consoleResults) writeConsoleResults({ ...files, results: consoleResults });
     const sections = [
       replay ? 'replay' : '',
       fleetRan ? `fleet (${Object.keys(fleet).join(', ')})` : '',
       submitted ? 'submission' : '',
+      consoleResults ? 'console' : '',
     ].filter(Boolean);
     console.log(
       `partial run (BENCH_ONLY): wrote the ${sections.join(' and ')} section${sections.length > 1 ? 's' : ''} of bench/results.md and results.json`,

@@ -194,6 +194,24 @@ export function writeResults({ jsonFile, mdFile, results }) {
 }
 
 /**
+ * The head of a scenario's own section of results.md: its title, when and how it ran, the
+ * machine, the load around it and its settings.
+ */
+export function sectionHead(title, { date, command, durationSeconds, machine, settings }) {
+  return [
+    `## ${title}`,
+    '',
+    `Run ${date} with \`${command}\` (${durationSeconds} s).`,
+    '',
+    `- CPU: ${machine.cpu}, ${machine.cores} cores; ${machine.memoryGiB} GiB; ${machine.os}; Node ${machine.node}`,
+    `- Load average (1 min) at start ${machine.loadAverage1m.start}, at end ${machine.loadAverage1m.end} (a value near or above the core count means other work shared the machine)`,
+    `- Settings: ${Object.entries(settings)
+      .map(([key, value]) => `${key}=${value}`)
+      .join(', ')}`,
+  ];
+}
+
+/**
  * Writes one scenario's results where a partial run keeps the others': `update(json)` sets its
  * key of bench/results.json (and returns the value its section is drawn from), and its section
  * of bench/results.md, between `start` and `end` markers, is replaced (or appended).

@@ -10,7 +10,14 @@ import { adminClient, startDaemon } from '../lib/daemon.mjs';
 import { percentile, round } from '../lib/measure.mjs';
 import { createTeardown, runNode } from '../lib/processes.mjs';
 import { noProgress } from '../lib/progress.mjs';
-import { commandLine, loadAverage, machineInfo, renderTable, writeResultsSection } from '../lib/report.mjs';
+import {
+  commandLine,
+  loadAverage,
+  machineInfo,
+  renderTable,
+  sectionHead,
+  writeResultsSection,
+} from '../lib/report.mjs';
 import { intSetting } from '../lib/settings.mjs';
 import {
   baselineSubmission,
@@ -623,19 +630,11 @@ function costLines(results) {
 }
 
 function submissionSection(results) {
-  const { machine, settings, cat, gateway, claude } = results;
+  const { settings, cat, gateway, claude } = results;
   const catTotal = settings.messages + settings.catWarmup;
   const lines = [
     sectionStart,
-    '## Cost of verified submission (R-DL6): latency to typed and to submitted',
-    '',
-    `Run ${results.date} with \`${results.command}\` (${results.durationSeconds} s).`,
-    '',
-    `- CPU: ${machine.cpu}, ${machine.cores} cores; ${machine.memoryGiB} GiB; ${machine.os}; Node ${machine.node}`,
-    `- Load average (1 min) at start ${machine.loadAverage1m.start}, at end ${machine.loadAverage1m.end} (a value near or above the core count means other work shared the machine)`,
-    `- Settings: ${Object.entries(settings)
-      .map(([key, value]) => `${key}=${value}`)
-      .join(', ')}`,
+    ...sectionHead('Cost of verified submission (R-DL6): latency to typed and to submitted', results),
     '',
     renderSubmission(results, { markdown: true }),
     '',
