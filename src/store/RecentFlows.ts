@@ -80,7 +80,10 @@ export class RecentFlows {
   /** The flows with an event since `sinceWallMs`, the latest first, at most `limit`. */
   async read(sinceWallMs: number, limit: number): Promise<RecentFlow[]> {
     const since = encodeHlc({ wall: sinceWallMs, counter: 0 });
-    if (this.cursor === undefined) await (this.seeding ??= this.seed(since));
+    if (this.cursor === undefined) {
+      this.seeding ??= this.seed(since);
+      await this.seeding;
+    }
     const rows = this.store
       .prepare<[number], EventRow>(
         `SELECT seq, hlc, host, trace_id, actor_kind, event, to_state, ${peerColumn} AS peer
@@ -104,9 +107,7 @@ export class RecentFlows {
    */
   private async seed(since: string): Promise<void> {
     const first = this.firstSeqAt(since);
-    const last = this.store
-      .prepare<[], { hi: number | null }>('SELECT max(seq) AS hi FROM events')
-      .get()?.hi;
+    const last = this.store.prepare<[], { hi: number | null }>('SELECT max(seq) AS hi FROM events').get()?.hi;
     const slice = this.store.prepare<[number, number], SeedRow>(
       `SELECT g.*, e.actor_kind, e.event, e.to_state FROM (
          SELECT trace_id, min(hlc) AS first_hlc, max(hlc) AS last_hlc, count(*) AS events,
