@@ -55,7 +55,7 @@ function stopCell(entry) {
   return td;
 }
 
-/** The entity whose deliveries the detail section shows (refreshed with the roster). */
+/** The entity whose deliveries the detail section shows (refreshed every 3 s). */
 let shownEntity;
 
 async function showEntity(gid) {
@@ -300,8 +300,25 @@ function latencyLabel(le) {
   return le < 1 ? `≤ ${Math.round(le * 1000 * 10) / 10} ms` : `≤ ${le} s`;
 }
 
+/**
+ * A topic's read that failed (`{ error }`): its section says why, until a read succeeds (what an
+ * action of the page wrote there stays); false when it did not fail.
+ */
+function showFailure(element, reply) {
+  if (reply.error) {
+    element.textContent = `${reply.error.code}: ${reply.error.message}`;
+    element.dataset.failure = 'true';
+    return true;
+  }
+  if (element.dataset.failure) {
+    element.textContent = '';
+    delete element.dataset.failure;
+  }
+  return false;
+}
+
 function renderOverview(overview) {
-  if (overview.error) return;
+  if (showFailure(document.getElementById('gateway-error'), overview)) return;
   const facts = [
     ['host', overview.host],
     ['mode', overview.mode],
@@ -359,7 +376,7 @@ function shortId(id) {
 let flowRows = new Map();
 
 function renderFlows(flows) {
-  if (flows.error) return;
+  if (showFailure(document.getElementById('flows-error'), flows)) return;
   document.getElementById('flows-count').textContent = `(${flows.length})`;
   flowRows = keyedRows(
     flowRows,
@@ -429,7 +446,7 @@ async function showFlow(traceId) {
   }
 }
 
-/** A flow's sequence diagram into `svg`: a column per host, a row per step (src/replay/flowSequence.ts). */
+/** A flow's sequence diagram into `svg`: a column per host, a row per step (src/replay/FlowSequence.ts). */
 function drawSequence(svg, { hosts, steps }) {
   const column = 220;
   const row = 22;
@@ -527,58 +544,62 @@ document.getElementById('flow-exports').addEventListener('change', async (event)
   if (shownFlow) await showFlow(shownFlow);
 });
 
+let askRows = new Map();
+
 function renderAsks(asks) {
   const error = document.getElementById('asks-error');
-  if (asks.error) return;
+  if (showFailure(error, asks)) return;
   document.getElementById('asks-count').textContent = `(${asks.length})`;
-  const body = document.querySelector('#asks tbody');
-  // Keep rows being typed into: only asks that came or went change the table.
-  const shown = new Map([...body.children].map((tr) => [tr.dataset.askId, tr]));
-  const rows = asks.map((ask) => {
-    const kept = shown.get(ask.askId);
-    if (kept) return kept;
-    const tr = document.createElement('tr');
-    tr.dataset.askId = ask.askId;
-    const form = document.createElement('form');
-    form.className = 'answer';
-    const input = document.createElement('input');
-    input.name = 'text';
-    input.required = true;
-    input.placeholder = `answer as ${ask.main}`;
-    const button = document.createElement('button');
-    button.type = 'submit';
-    button.textContent = 'Answer';
-    form.append(input, button);
-    form.addEventListener('submit', async (event) => {
-      event.preventDefault();
-      try {
-        const outcome = await post('/ui/api/answer', { main: ask.main, askId: ask.askId, text: input.value });
-        error.textContent =
-          outcome.status === 'too_late' ? `too late: ${outcome.why ?? 'the turn is over'}` : '';
-      } catch (err) {
-        error.textContent = err.message;
-      }
-    });
-    const answerCell = document.createElement('td');
-    answerCell.append(form);
-    tr.append(cell(ask.main), cell(`${ask.from.name}@${ask.from.host}`), cell(ask.text), answerCell);
-    return tr;
-  });
-  body.replaceChildren(...rows);
+  // Rows being typed into stay where they are: only asks that came or went change the table.
+  askRows = keyedRows(
+    askRows,
+    asks,
+    (ask) => ask.askId,
+    (ask) => {
+      const tr = document.createElement('tr');
+      tr.dataset.askId = ask.askId;
+      const form = document.createElement('form');
+      form.className = 'answer';
+      const input = document.createElement('input');
+      input.name = 'text';
+      input.required = true;
+      input.placeholder = `answer as ${ask.main}`;
+      const button = document.createElement('button');
+      button.type = 'submit';
+      button.textContent = 'Answer';
+      form.append(input, button);
+      form.addEventListener('submit', async (event) => {
+        event.preventDefault();
+        try {
+          const outcome = await post('/ui/api/answer', {
+            main: ask.main,
+            askId: ask.askId,
+            text: input.value,
+          });
+          error.textContent =
+            outcome.status === 'too_late' ? `too late: ${outcome.why ?? 'the turn is over'}` : '';
+        } catch (err) {
+          error.textContent = err.message;
+        }
+      });
+      const answerCell = document.createElement('td');
+      answerCell.append(form);
+      tr.append(cell(ask.main), cell(`${ask.from.name}@${ask.from.host}`), cell(ask.text), answerCell);
+      return tr;
+    },
+  );
+  placeRows(document.querySelector('#asks tbody'), askRows);
 }
 
 function renderDeadLetters(reply) {
   const error = document.getElementById('dlq-error');
-  if (reply.error) {
-    error.textContent = `${reply.error.code}: ${reply.error.message}`;
-    return;
-  }
-  error.textContent = '';
-  const { letters, scanned, scanLimit } = reply;
-  document.getElementById('dlq-count').textContent =
-    scanned < scanLimit
-      ? `(${scanned}${letters.length < scanned ? `, the newest ${letters.length} shown` : ''})`
-      : `(over ${scanLimit}: the newest ${letters.length} of the first ${scanned} shown; bridge dlq list --max N reads further)`;
+  if (showFailure(error, reply)) return;
+  const { letters, scanned, scanLimit, depth } = reply;
+  const held = depth ?? scanned;
+  const shown = letters.length < held ? `, the newest ${letters.length} shown` : '';
+  const reach =
+    scanned < scanLimit ? '' : ` of the first ${scanned} read; bridge dlq list --max N reads further`;
+  document.getElementById('dlq-count').textContent = `(${held} held${shown}${reach})`;
   const rows = letters.map((letter) => {
     const tr = document.createElement('tr');
     tr.dataset.msgId = letter.msgId ?? '';

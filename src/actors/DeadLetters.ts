@@ -36,6 +36,13 @@ export interface DeadLettersDeps {
   queueMode?: QueueMode | undefined;
 }
 
+/** The newest dead letters, newest first, of the first `scanned` read; `depth`: the DLQ's, if known. */
+export interface LatestDeadLetters {
+  depth: number | undefined;
+  scanned: number;
+  letters: DeadLetterView[];
+}
+
 /** Where a dead letter came from, and why it is dead. */
 export interface DeadLetterInfo {
   reason: string;
@@ -55,6 +62,13 @@ export interface DeadLetterInfo {
 export class DeadLetters {
   /** Dead letters that could not reach bridge.dlq yet (no broker): sent on the next connect. */
   private readonly unsent: Array<() => Promise<boolean>> = [];
+  /**
+   * The operator's passes over bridge.dlq, one at a time: a listing holds the letters it read
+   * (unacked) until its channel closes, and a requeue meanwhile would not see them.
+   */
+  private passes: Promise<unknown> = Promise.resolve();
+  /** The last `latest` read, and the DLQ's depth then. */
+  private lastLatest: { depth: number; at: number; view: LatestDeadLetters } | undefined;
 
   constructor(private readonly deps: DeadLettersDeps) {}
 
@@ -189,8 +203,25 @@ export class DeadLetters {
 
   /** Lists the DLQ without consuming it. */
   async list(max: number): Promise<DeadLetterView[]> {
-    const messages = await this.operatorOnly(() => this.deps.broker.peek(dlqName, max));
+    const messages = await this.pass(() => this.deps.broker.peek(dlqName, max));
     return messages.map((message) => viewOf(message.content, message.messageId, message.headers));
+  }
+
+  /**
+   * The newest `max` letters of the first `scan` the DLQ holds, newest first (it reads oldest
+   * first), for a view that asks every few seconds: read again only when the DLQ's depth
+   * changed or `maxAgeMs` passed, so that a page left open does not keep the letters out of
+   * the queue and count deliveries on them.
+   */
+  async latest(max: number, scan: number, maxAgeMs: number): Promise<LatestDeadLetters> {
+    const depth = await this.deps.broker.queueDepth(dlqName);
+    const now = this.deps.clock.now();
+    const last = this.lastLatest;
+    if (last && depth !== undefined && depth === last.depth && now - last.at < maxAgeMs) return last.view;
+    const letters = await this.list(scan);
+    const view = { depth, scanned: letters.length, letters: letters.slice(-max).reverse() };
+    if (depth !== undefined) this.lastLatest = { depth, at: now, view };
+    return view;
   }
 
   /**
@@ -204,7 +235,8 @@ export class DeadLetters {
     const result: RequeueResult = { requeued: 0, skipped: {} };
     // Each letter requeued in this pass, in case one comes back within the count anyway.
     const requeued = new Set<string>();
-    await this.operatorOnly(() =>
+    this.lastLatest = undefined;
+    await this.pass(() =>
       broker.takeEach(dlqName, 'queued', async (message) => {
         const id = message.messageId;
         const routingKey = routingKeyOf(message.headers);
@@ -236,11 +268,14 @@ export class DeadLetters {
   }
 
   /**
-   * Runs operator tooling on bridge.dlq. Every host's dead letters are the operator's: a
-   * gateway login reads them only when provisioned with --read-dlq, so a refusal says so.
+   * Runs a pass of operator tooling on bridge.dlq, after the one before it. Every host's dead
+   * letters are the operator's: a gateway login reads them only when provisioned with
+   * --read-dlq, so a refusal says so.
    */
-  private operatorOnly<T>(fn: () => Promise<T>): Promise<T> {
-    return fn().catch((err: unknown) => {
+  private pass<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.passes.then(fn, fn);
+    this.passes = run.catch(() => undefined);
+    return run.catch((err: unknown) => {
       if ((err as { code?: number }).code !== 403) throw err;
       throw new BridgeError(
         ErrorCode.forbidden,

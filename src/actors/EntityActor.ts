@@ -455,7 +455,8 @@ export class EntityActor {
   }
 
   private onPaneStatus(status: PaneStatus): void {
-    if (status !== this.paneStatus) this.touch();
+    // Its first status since the gateway started is no news of the agent.
+    if (this.paneStatus !== 'unknown' && status !== this.paneStatus) this.touch();
     this.paneStatus = status;
     if (this.cell.state === 'registered') this.cell.send({ type: 'entity.activated' });
     if (isReadyStatus(status)) this.cell.send({ type: 'entity.idle' });

@@ -25,7 +25,7 @@ import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
 import type { PresenceEntry } from '../wire/presence.js';
 import { BrokerActor } from './BrokerActor.js';
-import { DeadLetters } from './DeadLetters.js';
+import { DeadLetters, type LatestDeadLetters } from './DeadLetters.js';
 import type { DeadLetterSink } from './Delivery.js';
 import type { EntityActor } from './EntityActor.js';
 import type { InboundHandle } from './handover.js';
@@ -307,6 +307,11 @@ export class Federation implements DeadLetterSink {
   /** Lists the DLQ without consuming it. */
   listDeadLetters(max: number): Promise<DeadLetterView[]> {
     return this.deadLetters.list(max);
+  }
+
+  /** The newest dead letters, re-read when the DLQ changed (see `DeadLetters.latest`). */
+  latestDeadLetters(max: number, scan: number, maxAgeMs: number): Promise<LatestDeadLetters> {
+    return this.deadLetters.latest(max, scan, maxAgeMs);
   }
 
   /** Moves dead letters back to their recipients' inboxes (see `DeadLetters.requeue`). */

@@ -19,6 +19,7 @@ import { asStoreDamage } from '../store/storeDamage.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
 import { type AnswerOutcome, type AskOptions, type AskOutcome, Asks } from './Asks.js';
+import type { LatestDeadLetters } from './DeadLetters.js';
 import { Directory } from './Directory.js';
 import { createEntityMachines, type EntityActor, type EntityActorDeps } from './EntityActor.js';
 import { Federation } from './Federation.js';
@@ -429,6 +430,11 @@ export class Gateway {
   /** The broker's dead-letter queue, read without consuming it. */
   async listDeadLetters(max = 100): Promise<DeadLetterView[]> {
     return this.requireFederation('bridge dlq').listDeadLetters(max);
+  }
+
+  /** The newest dead letters, newest first, for the console (see `DeadLetters.latest`). */
+  async latestDeadLetters(max: number, scan: number, maxAgeMs: number): Promise<LatestDeadLetters> {
+    return this.requireFederation("the console's dead letters").latestDeadLetters(max, scan, maxAgeMs);
   }
 
   /**

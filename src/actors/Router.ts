@@ -111,11 +111,11 @@ export class Router {
   }
 
   async send(sender: EntityActor, request: SendRequest): Promise<SendResult> {
-    sender.touch();
     const size = this.checkSize(request.text);
     if (request.inReplyTo !== undefined) this.checkReceived(sender, request.inReplyTo);
     const local = this.deps.directory.find(request.to);
     const to = local ? addressOf(local, this.deps.host) : resolveRemote(this.deps, request.to);
+    sender.touch(); // a send it may make, to someone who is there
 
     const keyed = keyedSend(request, to.gid);
     const repeated = this.earlierSend(sender, keyed);
@@ -253,8 +253,8 @@ export class Router {
    * a broker, this gateway hands a copy to each matching local entity.
    */
   async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
-    sender.touch();
     const size = this.checkSize(request.text);
+    sender.touch();
     const key = broadcastKey(request.group);
     const keyed = keyedCall(request.idempotencyKey, WireKind.broadcast, key, { text: request.text });
     const repeated = this.earlierSend(sender, keyed);

@@ -33,6 +33,8 @@ export class ConsoleFeed {
   /** topic → its last `data:` payload, sent to every subscriber. */
   private readonly latest = new Map<string, string>();
   private readonly reading = new Set<string>();
+  /** Topics to read again when their read under way ends (it may have begun before a change). */
+  private readonly stale = new Set<string>();
   private timers: Array<ReturnType<typeof setInterval>> = [];
 
   constructor(
@@ -52,7 +54,9 @@ export class ConsoleFeed {
   /** Reads a topic now (after an action that changed it) and sends it if it changed. */
   refresh(name: string): void {
     const topic = this.topics.find((candidate) => candidate.name === name);
-    if (topic && this.subscribers.size > 0) void this.read(topic);
+    if (!topic || this.subscribers.size === 0) return;
+    if (this.reading.has(name)) this.stale.add(name);
+    else void this.read(topic);
   }
 
   /** Ends every stream (the server is closing). */
@@ -97,21 +101,29 @@ export class ConsoleFeed {
     } finally {
       this.reading.delete(topic.name);
     }
+    if (this.stale.delete(topic.name)) void this.read(topic);
     if (this.subscribers.size === 0 || this.latest.get(topic.name) === data) return;
     this.latest.set(topic.name, data);
     this.broadcast(frame(topic.name, data));
   }
 
   private checkSessions(): void {
-    for (const subscriber of this.subscribers) {
-      if (subscriber.allowed()) continue;
-      subscriber.res.end(frame('logout', '{}'));
-      this.unsubscribe(subscriber);
-    }
+    for (const subscriber of this.subscribers) this.stillAllowed(subscriber);
   }
 
+  /** A page whose session is over is sent `logout` and closed. */
+  private stillAllowed(subscriber: Subscriber): boolean {
+    if (subscriber.allowed()) return true;
+    subscriber.res.end(frame('logout', '{}'));
+    this.unsubscribe(subscriber);
+    return false;
+  }
+
+  /** Writes to every page still logged in: no news reaches a session that ended. */
   private broadcast(text: string): void {
-    for (const { res } of this.subscribers) res.write(text);
+    for (const subscriber of this.subscribers) {
+      if (this.stillAllowed(subscriber)) subscriber.res.write(text);
+    }
   }
 }
 

@@ -343,15 +343,12 @@ function flowTimeline(
 /** How many dead letters the page shows, and how many of the DLQ's (oldest first) are read for them. */
 const dlqShown = 200;
 const dlqScan = 2_000;
+/** The DLQ is read again when its depth changed, and at least this often. */
+const dlqMaxAgeMs = 60_000;
 
-/**
- * The newest dead letters, newest first: the DLQ reads oldest first (basic.get), so the page's
- * letters are the last of the first dlqScan; a deeper DLQ's newer letters are past its reach,
- * which the page says (`bridge dlq list --max` reads further).
- */
+/** The newest dead letters, newest first, and how far the read reached (the page says so). */
 async function latestDeadLetters(gateway: Gateway): Promise<Record<string, unknown>> {
-  const letters = await gateway.listDeadLetters(dlqScan);
-  return { scanned: letters.length, scanLimit: dlqScan, letters: letters.slice(-dlqShown).reverse() };
+  return { ...(await gateway.latestDeadLetters(dlqShown, dlqScan, dlqMaxAgeMs)), scanLimit: dlqScan };
 }
 
 /** The ASKs held for this host's mains, not drained yet: what the console may answer. */

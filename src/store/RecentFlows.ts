@@ -80,18 +80,28 @@ export class RecentFlows {
   /** The flows with an event since `sinceWallMs`, the latest first, at most `limit`. */
   async read(sinceWallMs: number, limit: number): Promise<RecentFlow[]> {
     const since = encodeHlc({ wall: sinceWallMs, counter: 0 });
+    // Unread for longer than the window (no page was open): what it kept is all out of it.
+    if (this.cursor !== undefined && this.cursor < this.firstSeqAt(since) - 1) {
+      this.flows.clear();
+      this.cursor = undefined;
+    }
     if (this.cursor === undefined) {
-      this.seeding ??= this.seed(since);
+      this.seeding ??= this.seed(since).finally(() => {
+        this.seeding = undefined;
+      });
       await this.seeding;
     }
-    const rows = this.store
-      .prepare<[number], EventRow>(
-        `SELECT seq, hlc, host, trace_id, actor_kind, event, to_state, ${peerColumn} AS peer
-           FROM events WHERE seq > ? ORDER BY seq`,
-      )
-      .all(this.cursor ?? 0);
-    for (const row of rows) this.add(row);
-    this.cursor = rows.at(-1)?.seq ?? this.cursor;
+    const next = this.store.prepare<[number, number], EventRow>(
+      `SELECT seq, hlc, host, trace_id, actor_kind, event, to_state, ${peerColumn} AS peer
+         FROM events WHERE seq > ? ORDER BY seq LIMIT ?`,
+    );
+    for (;;) {
+      const rows = next.all(this.cursor ?? 0, seedSliceRows);
+      for (const row of rows) this.add(row);
+      this.cursor = rows.at(-1)?.seq ?? this.cursor;
+      if (rows.length < seedSliceRows) break;
+      await new Promise((resolve) => setImmediate(resolve)); // a burst: the event loop runs between slices
+    }
     for (const [traceId, { flow }] of this.flows) {
       if (flow.lastHlc < since) this.flows.delete(traceId);
     }

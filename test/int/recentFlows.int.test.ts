@@ -127,6 +127,21 @@ describe('RecentFlows', () => {
     expect(flows[0]?.traceId).toBe('short-44999');
   });
 
+  it('unread for longer than its window, it starts over from the window', async () => {
+    const hour = 60 * 60_000;
+    const log = await logWith([{ wall: hour, trace: 'yesterday', kind: 'send', to: 'accepted' }]);
+    const flows = new RecentFlows(log);
+    expect((await flows.read(0, 10)).map((flow) => flow.traceId)).toEqual(['yesterday']);
+    await append(log, [
+      { wall: 2 * hour, trace: 'yesterday', kind: 'delivery', to: 'acked' },
+      { wall: 30 * hour, trace: 'today', kind: 'send', to: 'accepted' },
+      { wall: 30 * hour + 1, trace: 'today', kind: 'delivery', to: 'held' },
+    ]);
+    const now = await flows.read(29 * hour, 10);
+    expect(now.map((flow) => flow.traceId)).toEqual(['today']);
+    expect(now[0]).toMatchObject({ events: 2, firstHlc: encodeHlc({ wall: 30 * hour, counter: 1 }) });
+  });
+
   it('an empty log has no flows', async () => {
     const flows = new RecentFlows(await logWith([]));
     expect(await flows.read(0, 10)).toEqual([]);

@@ -62,6 +62,29 @@ describe('ConsoleFeed', () => {
     expect(read).not.toHaveBeenCalled();
   });
 
+  it('reads a topic again when it was refreshed during a read that began before the change', async () => {
+    let asks = ['before'];
+    let release: (() => void) | undefined;
+    const read = vi.fn(async () => {
+      const now = asks;
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      return now;
+    });
+    const feed = new ConsoleFeed([{ name: 'asks', everyMs: 60_000, read }], pino({ level: 'silent' }));
+    const page = new Stream();
+    feed.subscribe(asResponse(page), () => true);
+    asks = []; // answered while the first read was under way
+    feed.refresh('asks');
+    release?.();
+    await vi.advanceTimersByTimeAsync(0);
+    release?.();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(read).toHaveBeenCalledTimes(2);
+    expect(page.events('asks')).toEqual([['before'], []]);
+  });
+
   it('sends a failed read as its error, refreshes a topic on demand, and logs a page out when its session ends', async () => {
     let fails = true;
     let allowed = true;
@@ -100,8 +123,12 @@ describe('ConsoleFeed', () => {
     await vi.advanceTimersByTimeAsync(0);
     expect(page.events('asks')).toEqual([0, 1]);
 
+    // A session that ends gets no more news, only its logout.
     allowed = false;
-    await vi.advanceTimersByTimeAsync(1_000);
+    asks = 2;
+    feed.refresh('asks');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(page.events('asks')).toEqual([0, 1]);
     expect(page.events('logout')).toEqual([{}]);
     expect(page.ended).toBe(true);
   });
