@@ -32,7 +32,11 @@ describe('a receipt that overtakes the confirm', () => {
   let receipts: Receipts;
   let confirm: (outcome: PublishOutcome) => void;
   const bob = { gid: randomUUID(), name: 'bob', host: 'host-b', kind: 'main' as const };
-  const lead = { gid: randomUUID(), record: { name: 'lead', kind: 'main' } } as unknown as EntityActor;
+  const lead = {
+    gid: randomUUID(),
+    record: { name: 'lead', kind: 'main' },
+    touch: () => undefined,
+  } as unknown as EntityActor;
 
   const settle = async () => {
     for (let i = 0; i < 3; i++) {

@@ -26,7 +26,11 @@ describe('a reply naming a message this host sent, checked against the record', 
   let store: Store;
   const bob = { gid: randomUUID(), name: 'bob', host: 'host-b', kind: 'main' as const };
   const eve = { gid: randomUUID(), name: 'eve', host: 'host-b', kind: 'main' as const };
-  const lead = { gid: randomUUID(), record: { name: 'lead', kind: 'main' } } as unknown as EntityActor;
+  const lead = {
+    gid: randomUUID(),
+    record: { name: 'lead', kind: 'main' },
+    touch: () => undefined,
+  } as unknown as EntityActor;
 
   const routerOn = () =>
     new Router({

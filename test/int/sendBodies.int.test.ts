@@ -36,7 +36,11 @@ describe('a sent message leaves no body in the store, however its send ends', ()
   let outcome: () => Promise<PublishOutcome>;
   const published: Envelope[] = [];
   const bob = { gid: randomUUID(), name: 'bob', host: 'host-b', kind: 'main' as const };
-  const lead = { gid: randomUUID(), record: { name: 'lead', kind: 'main' } } as unknown as EntityActor;
+  const lead = {
+    gid: randomUUID(),
+    record: { name: 'lead', kind: 'main' },
+    touch: () => undefined,
+  } as unknown as EntityActor;
   const deps = () => ({
     store,
     hlc: createHlc(() => Date.now()),
