@@ -19,8 +19,9 @@ export type InputArea =
    */
   | { readonly kind: 'ruled'; readonly top: RegExp; readonly bottom: RegExp; readonly prompt: RegExp }
   /**
-   * The last line that starts with `prompt`, and the indented lines after it up to one that
-   * matches `end` (a status line under the input).
+   * The last line that starts with `prompt`, and the indented lines after it up to a blank
+   * line or one that matches `end` (a status line under the input, drawn less indented than
+   * the input's own wrapped lines, so no line of the input can end it).
    */
   | { readonly kind: 'prompt-line'; readonly prompt: RegExp; readonly end: readonly RegExp[] }
   /** A line reader (a shell, `cat`, a script): the text on the cursor's line. */
@@ -29,20 +30,43 @@ export type InputArea =
 export interface AgentScreen {
   readonly id: string;
   readonly name: string;
-  /** The screen is this agent's when one of these matches it. */
+  /**
+   * The screen is this agent's when one of these matches it: lines of its own drawing
+   * (anchored, with their leading glyphs and spaces), which no line of a transcript or an input
+   * can be, so a message quoting another agent's words does not change whose screen it is.
+   */
   readonly recognise: readonly RegExp[];
   /** Where its input area is: the first of these that the screen has. */
   readonly input: readonly InputArea[];
   /** What an empty input area shows (placeholders, hints); removed before deciding it is empty. */
   readonly emptyInput: readonly RegExp[];
   /** What a long paste is shown as in the input area: the input holds a paste. */
-  readonly pastePlaceholders: readonly RegExp[];
-  /** On screen: a dialog is open (permission, trust, approval). Never type, never press Enter. */
+  readonly pastePlaceholders: readonly PastePlaceholder[];
+  /**
+   * On screen, below the input area (or anywhere when there is none): a dialog is open
+   * (permission, trust, approval). Never type, never press Enter.
+   */
   readonly blocked: readonly RegExp[];
-  /** On screen: the agent is working on a turn. */
-  readonly busy: readonly RegExp[];
+  /**
+   * The agent is working on a turn: lines it draws above its input area (`above`, the ten
+   * lines next to it) or below it (`below`, the footer). Each pattern matches a whole line of
+   * the agent's own chrome (anchored, with the glyph it starts with), never a line of a
+   * transcript, so no message body can pass for it.
+   */
+  readonly busy: { readonly above: readonly RegExp[]; readonly below: readonly RegExp[] };
   /** The shortest pause between the paste and Enter that submits (shorter turns Enter into a newline). */
   readonly enterDelayMs: number;
+}
+
+/**
+ * How an agent shows a collapsed paste, and what it counts: `count` in the first group, of
+ * `newlines` (Claude's `+83 lines` for 84 lines), `lines` (Gemini's `84 lines`) or `chars`
+ * (Codex's `4096 chars`, in code points); a placeholder without a count (Claude's for a paste
+ * of one long line) counts none.
+ */
+export interface PastePlaceholder {
+  readonly pattern: RegExp;
+  readonly counts: 'newlines' | 'lines' | 'chars';
 }
 
 /** Dialog texts common to agent TUIs: held as blocked whatever the program. */
@@ -58,7 +82,7 @@ export const commonDialogs: readonly RegExp[] = [
   /Press enter to confirm or esc to cancel/i,
 ];
 
-const fullRule = /^\s*─{20,}\s*$/;
+const fullRule = /^─{20,}\s*$/;
 
 export const agentScreens: readonly AgentScreen[] = [
   {
@@ -66,10 +90,10 @@ export const agentScreens: readonly AgentScreen[] = [
     name: 'Claude Code',
     // Its input box (a full-width rule, then the `❯` line), or a dialog's footer, which
     // replaces the box while the dialog is open.
-    recognise: [/^─{20,}\s*\n❯/m, /Esc to cancel · Tab to amend/, /Claude Code v\d/],
+    recognise: [/^─{20,}\s*\n❯/m, /^ Esc to cancel · Tab to amend/m, /^╭─+ Claude Code v\d/m],
     input: [{ kind: 'ruled', top: fullRule, bottom: fullRule, prompt: /^❯\s?/ }],
     emptyInput: [/^Press up to edit queued messages$/],
-    pastePlaceholders: [/\[Pasted text #\d+[^\]]*\]/],
+    pastePlaceholders: [{ pattern: /\[Pasted text #\d+(?: \+(\d+) lines?)?\]/, counts: 'newlines' }],
     blocked: [
       /Do you want to proceed\?/,
       /Do you want to make this edit/,
@@ -77,17 +101,18 @@ export const agentScreens: readonly AgentScreen[] = [
       /Do you trust the files in this folder\?/,
       /Esc to cancel · Tab to amend/,
     ],
-    // The footer while a turn runs, or the spinner line above the box (`✻ Leavening…`).
-    busy: [/esc to interrupt/, /^[✻✽✢✶✳✺·*] [A-Z][a-z]+…/m],
+    // The spinner line above the box (`✻ Leavening…`; transcript lines are indented or start
+    // with `❯`/`⏺`), or the footer under it while a turn runs.
+    busy: { above: [/^[✻✽✢✶✳✺·*] [A-Z][a-z]+…/], below: [/^\s*esc to interrupt/] },
     enterDelayMs: 60,
   },
   {
     id: 'codex',
     name: 'Codex CLI',
     recognise: [
-      /OpenAI Codex \(v/,
-      /Ask Codex to do anything/,
-      /Press enter to confirm or esc to cancel/,
+      /^[\s│]{0,4}>_ OpenAI Codex \(v/m,
+      /^› Ask Codex to do anything$/m,
+      /^ {2}Press enter to confirm or esc to cancel$/m,
       // Once a long message has scrolled the banner away and the input holds text, the
       // placeholder is gone too: its `›` prompt line above the model · working-directory line.
       /^›[^\n]*\n(?:[^\n]*\n)*?[ \t]+\S[^\n]*\s·\s\//m,
@@ -96,12 +121,14 @@ export const agentScreens: readonly AgentScreen[] = [
       {
         kind: 'prompt-line',
         prompt: /^›\s?/,
-        // The model and working directory under the input (`GPT-… default · /path`), the footer.
-        end: [/^\s+\S.*\s·\s\//, /← for agents|tab to queue message|\? for shortcuts/],
+        // A blank row parts the input from the model and working directory under it
+        // (`GPT-… default · /path`) and the footer; a wrapped row of the input can read as
+        // anything, so nothing but that row ends it.
+        end: [],
       },
     ],
     emptyInput: [/^Ask Codex to do anything$/],
-    pastePlaceholders: [/\[Pasted Content \d+ chars\]/],
+    pastePlaceholders: [{ pattern: /\[Pasted Content (\d+) chars\]/, counts: 'chars' }],
     blocked: [
       /Would you like to run the following command\?/,
       /Would you like to make the following edits\?/,
@@ -109,32 +136,34 @@ export const agentScreens: readonly AgentScreen[] = [
       /Press enter to confirm or esc to cancel/,
       /Do you trust the contents of this directory\?/,
     ],
-    busy: [/Working \(\d+s/, /esc to interrupt/],
+    // `• Working (1s • esc to interrupt)` above the input; transcript lines start with `›` or are indented.
+    busy: { above: [/^• Working \(\d+s/], below: [] },
     enterDelayMs: 60,
   },
   {
     id: 'gemini',
     name: 'Gemini CLI',
     recognise: [
-      /Type your message or @path\/to\/file/,
-      /Shift\+Tab to accept edits/,
-      /Allow execution of \[/,
+      /^ > {3}Type your message or @path\/to\/file$/m,
+      /^ Shift\+Tab to accept edits/m,
+      /^│ Allow execution of \[/m,
     ],
     // Its input sits between a line of lower half blocks and one of upper half blocks; on a
     // terminal without true colour the blocks are not drawn, and the `>` line stands alone.
     input: [
       { kind: 'ruled', top: /^\s*▄{20,}\s*$/, bottom: /^\s*▀{20,}\s*$/, prompt: /^>\s*/ },
-      { kind: 'prompt-line', prompt: /^>\s+/, end: [/^\s*$/, /workspace \(\/directory\)/] },
+      { kind: 'prompt-line', prompt: /^>\s+/, end: [/^ workspace \(\/directory\)/] },
     ],
     emptyInput: [/^Type your message or @path\/to\/file$/],
-    pastePlaceholders: [/\[Pasted Text: \d+ lines?\]/],
+    pastePlaceholders: [{ pattern: /\[Pasted Text: (\d+) lines?\]/, counts: 'lines' }],
     blocked: [
       /Allow execution of/,
       /● 1\. Allow once/,
       /Waiting for user confirmation/,
       /Do you trust this folder\?/,
     ],
-    busy: [/esc to cancel, \d+s/],
+    // ` ⠹ Thinking... (esc to cancel, 1s)`: a braille spinner, on the row above the input's band.
+    busy: { above: [/^\s?[\u2800-\u28FF] .*\(esc to cancel, \d+s\)/], below: [] },
     // Enter within ~40 ms of a paste becomes a newline in its input.
     enterDelayMs: 80,
   },
@@ -154,6 +183,6 @@ export const lineReader: AgentScreen = {
   emptyInput: [],
   pastePlaceholders: [],
   blocked: [],
-  busy: [],
+  busy: { above: [], below: [] },
   enterDelayMs: 0,
 };

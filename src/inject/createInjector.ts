@@ -23,6 +23,7 @@ export function submissionTiming(delivery: Config['delivery']): SubmissionTiming
     enterAttempts: delivery.enterAttempts,
     historyLines: delivery.captureLines,
     enterPauseMs: delivery.enterPauseMs,
+    programSettleMs: delivery.programSettleMs,
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type InputArea,
   isLineReader,
   lineReader,
+  type PastePlaceholder,
 } from './agentScreens.js';
 import type { PaneMessage } from './paneInjector.js';
 import { oneLine } from './paneText.js';
@@ -18,22 +19,44 @@ import { oneLine } from './paneText.js';
 export interface Screen {
   readonly text: string;
   readonly cursor?: { readonly x: number; readonly y: number } | undefined;
+  /**
+   * Which program runs in the pane, where the multiplexer can tell (tmux: the pane's process
+   * and its terminal's foreground process group): a change means a new program started.
+   */
+  readonly program?: string | undefined;
 }
 
 export interface ScreenReading {
   readonly agent: AgentScreen;
-  /** The dialog text that holds the pane, or null. */
+  /**
+   * The dialog text that holds the pane, or null: looked for below the input area (where a
+   * dialog replaces or follows it), or anywhere when the screen shows no input area; never in
+   * the transcript above, where a message's words stand once submitted.
+   */
   readonly blocked: string | null;
+  /**
+   * A dialog's text inside what reads as the input area (Codex draws its dialog's choices with
+   * its prompt glyph), or null. It holds the pane unless the input is a message of ours, whose
+   * words it then are: see {@link dialogFor}.
+   */
+  readonly inputDialog: string | null;
   readonly busy: boolean;
   /**
    * The input area's text with its prompt, placeholders and line breaks removed ('' = empty);
    * null when the screen shows no input area (a dialog replaced it, or the agent is not up).
+   * For a line reader: the cursor's line up to the cursor.
    */
   readonly input: string | null;
   /** Whether the input area shows a collapsed paste (`[Pasted text #1 +80 lines]`). */
   readonly pasted: boolean;
+  /** The input area holds one collapsed paste and nothing else: its placeholder and what it counts. */
+  readonly placeholder: { readonly count: number; readonly counts: PastePlaceholder['counts'] } | undefined;
+  /** A line reader's screen up to the cursor, compacted: what its typed line ends; '' for an agent. */
+  readonly typed: string;
   /** The screen above the input area (all of it when there is none). */
   readonly above: string;
+  /** Nothing is drawn: a program that has just started, or one that never draws (a fresh `cat`). */
+  readonly blank: boolean;
 }
 
 /** Reads `screen` with the first agent entry that recognises it, else as a line reader. */
@@ -49,41 +72,49 @@ export function readAs(agent: AgentScreen, screen: Screen): ScreenReading {
   const area = agent.input
     .map((input) => findInput(input, lines, screen.cursor))
     .find((found) => found !== undefined);
-  const below = area ? lines.slice(area.end).join('\n') : '';
+  const below = area ? lines.slice(area.end) : [];
   const raw = area ? area.lines.join('\n') : null;
   const above = (area ? lines.slice(0, area.start) : lines).join('\n');
-  // A dialog counts where it is live: below the transcript. With an input area on screen, only
-  // what is in or below it (an agent that quotes "Do you want to proceed?" in its answer is not
-  // asking); without one, anywhere on the visible screen.
-  const dialogScope = area ? `${raw}\n${below}` : screen.text;
   const dialogs = [...agent.blocked, ...commonDialogs];
-  const dialog = dialogs.map((pattern) => pattern.exec(dialogScope)).find((match) => match !== null);
-  // Busy lines sit just above or below the input area (a spinner, a footer), not far up in
-  // the transcript.
-  const busyScope = area
-    ? `${below}\n${lines.slice(Math.max(0, area.start - 10), area.start).join('\n')}`
-    : screen.text;
+  const dialogIn = (text: string): string | null =>
+    dialogs.map((pattern) => pattern.exec(text)).find((match) => match !== null)?.[0] ?? null;
+  // Busy lines sit just above or below the input area (a spinner, a footer), each a line of
+  // the agent's own drawing; without an input area, anywhere.
+  const near = area ? lines.slice(Math.max(0, area.start - 10), area.start) : lines;
+  const busy =
+    agent.busy.above.some((pattern) => near.some((line) => pattern.test(line))) ||
+    agent.busy.below.some((pattern) => (area ? below : lines).some((line) => pattern.test(line)));
   let input: string | null = null;
   let pasted = false;
+  let placeholder: ScreenReading['placeholder'];
   if (raw !== null) {
-    let text = raw;
-    for (const placeholder of agent.pastePlaceholders) {
-      if (placeholder.test(text)) pasted = true;
-    }
-    const kept = text
+    const kept = raw
       .split('\n')
       .map((line) => line.trim())
       .filter((line) => !agent.emptyInput.some((pattern) => pattern.test(line)));
-    text = kept.join('');
-    input = compact(text);
+    input = compact(kept.join(''));
+    for (const { pattern, counts } of agent.pastePlaceholders) {
+      const match = pattern.exec(raw);
+      if (!match) continue;
+      pasted = true;
+      if (compact(match[0]) === input) placeholder = { count: Number(match[1] ?? 0), counts };
+    }
   }
+  const typed =
+    area && isLineReader(agent) && screen.cursor
+      ? compact([...lines.slice(0, area.start), ...area.lines].join(''))
+      : '';
   return {
     agent,
-    blocked: dialog ? dialog[0] : null,
-    busy: agent.busy.some((pattern) => pattern.test(busyScope)),
+    blocked: dialogIn(area ? below.join('\n') : screen.text),
+    inputDialog: raw === null ? null : dialogIn(raw),
+    busy,
     input,
     pasted,
+    placeholder,
+    typed,
     above,
+    blank: screen.text.trim() === '',
   };
 }
 
@@ -148,31 +179,68 @@ export function compact(text: string): string {
 }
 
 /**
- * The part of a message that identifies it on screen: its first line (the `[bridge …]` header),
- * compacted. The same in both framings: the one line a line reader gets starts with it.
+ * What identifies a message on screen: its header up to the closing bracket, compacted
+ * (`[bridgeSENDfromlead@alphamsg<uuid>]`): the full msg id, after the sender, which no body can
+ * forge (`frameBody` defuses `[bridge` in bodies). The same in both framings: the one line a
+ * line reader gets starts with it. A text without a header is identified by its marker.
  */
-export function messageHead(message: PaneMessage): string {
+export function messageKey(message: PaneMessage): string {
   const firstLine = message.text.split('\n', 1)[0] ?? '';
-  return compact(firstLine).slice(0, 80);
+  const close = firstLine.startsWith('[bridge ') ? firstLine.indexOf(']') : -1;
+  return compact(close > 0 ? firstLine.slice(0, close + 1) : message.marker);
 }
 
-/** Whether the input area holds this message (or a collapsed paste, which can only be ours). */
-export function inputHolds(reading: ScreenReading, message: PaneMessage): boolean {
-  if (reading.input === null) return false;
-  if (isLineReader(reading.agent)) return cursorHolds(reading.input, message);
-  if (reading.pasted) return true;
-  const head = messageHead(message);
-  return head !== '' && (reading.input.includes(head) || reading.input.includes(head.slice(0, 40)));
+/** Whether `text` (a transcript, a pane's history) shows this message. */
+export function shows(text: string, message: PaneMessage): boolean {
+  const key = messageKey(message);
+  return key !== '' && compact(text).includes(key);
 }
 
 /**
- * A line reader holds the message while the cursor's line ends with the end of the one line it
- * was typed as (`shownTo`; it wraps at the pane's width, and a prompt may stand before a short one).
+ * Whether the input area holds this message and nothing else (R-DL6): the decision behind
+ * every Enter, made only from what proves the text is ours, never from a prefix or from "some
+ * paste is there". An agent's input holds it when it reads exactly as the message (compacted,
+ * since the input wraps and indents), or when it is exactly the collapsed paste that showed
+ * when this message was pasted into the empty input (`shownAs`, remembered by the procedure
+ * that pasted it). A line reader's holds it while the screen up to the cursor ends with the
+ * whole one line it was typed as.
  */
-function cursorHolds(cursorLine: string, message: PaneMessage): boolean {
-  const line = compact(oneLine(message.text));
-  if (cursorLine === '' || line === '') return false;
-  return line.endsWith(cursorLine) || cursorLine.endsWith(line);
+export function inputHolds(reading: ScreenReading, message: PaneMessage, shownAs?: string): boolean {
+  if (reading.input === null) return false;
+  const own = compact(shownTo(reading, message.text));
+  if (own === '') return false;
+  if (isLineReader(reading.agent)) return reading.typed.endsWith(own);
+  if (reading.input === own) return true;
+  return shownAs !== undefined && reading.pasted && reading.input === shownAs;
+}
+
+/**
+ * Whether the input area holds one collapsed paste, and nothing else, that counts what `text`
+ * would: how a paste of `text` into the empty input shows when the agent collapses it.
+ */
+export function placeholderFits(reading: ScreenReading, text: string): boolean {
+  const shown = reading.placeholder;
+  if (!shown) return false;
+  const newlines = text.split('\n').length - 1;
+  switch (shown.counts) {
+    case 'newlines':
+      return shown.count === newlines;
+    case 'lines':
+      return shown.count === newlines + 1;
+    case 'chars':
+      return shown.count === [...text].length;
+  }
+}
+
+/**
+ * The dialog that holds the pane as it is read with `message` typed into it (or none typed):
+ * one drawn below the input area, or one in the input area unless that is the message's own
+ * text (a body that quotes "Do you want to proceed?" is not a dialog).
+ */
+export function dialogFor(reading: ScreenReading, message?: PaneMessage, shownAs?: string): string | null {
+  if (reading.blocked !== null) return reading.blocked;
+  if (message && inputHolds(reading, message, shownAs)) return null;
+  return reading.inputDialog;
 }
 
 /**
@@ -183,7 +251,13 @@ export function shownTo(reading: ScreenReading, text: string): string {
   return isLineReader(reading.agent) ? oneLine(text) : text;
 }
 
-/** Whether the input area is empty: nothing anybody typed is waiting there. */
+/**
+ * Whether the input area is empty: nothing anybody typed is waiting there. A line reader
+ * cannot tell its prompt from typed text; its cursor's line counts as empty when it is blank or
+ * ends as prompts do (`$`, `#`, `>`, `%`, `:`, `?`, `❯`, `›`, `»`), so a person's half-typed
+ * command holds it.
+ */
 export function inputEmpty(reading: ScreenReading): boolean {
+  if (isLineReader(reading.agent)) return reading.input === null || /(?:^|[$#>%:?❯›»])$/u.test(reading.input);
   return reading.input === '' && !reading.pasted;
 }

@@ -1,5 +1,6 @@
 import { type ExecFileException, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { BridgeError, ErrorCode } from '../errors.js';
 import {
   type PaneHold,
@@ -42,12 +43,34 @@ export const defaultTimeoutMs = 10_000;
 /** How long after a paste or an Enter the screen is first read, in the same tmux client. */
 const settleSeconds = 0.005;
 
-/** `#{cursor_x} #{cursor_y}` on the first line, then the screen. */
+/** `#{cursor_x} #{cursor_y} #{pane_pid} #{pane_current_command}` on the first line, then the screen. */
 function toScreen(out: string): Screen {
   const newline = out.indexOf('\n');
-  const [x, y] = out.slice(0, newline).split(' ').map(Number);
-  const cursor = Number.isInteger(x) && Number.isInteger(y) ? { x: x as number, y: y as number } : undefined;
-  return { text: out.slice(newline + 1), cursor };
+  const [x, y, pid, ...command] = out.slice(0, newline).split(' ');
+  const cursorX = Number(x);
+  const cursorY = Number(y);
+  const cursor =
+    Number.isInteger(cursorX) && Number.isInteger(cursorY) ? { x: cursorX, y: cursorY } : undefined;
+  return { text: out.slice(newline + 1), cursor, program: programOf(pid, command.join(' ')) };
+}
+
+/**
+ * Which program runs in a pane: its process and the foreground process group of its terminal
+ * (from `/proc`, where there is one), else the command tmux names. A program started anew in
+ * the same pane, even the same one, has a new foreground group.
+ */
+function programOf(pid: string | undefined, command: string): string {
+  if (pid !== undefined && /^\d+$/.test(pid)) {
+    try {
+      // Field 8 of /proc/PID/stat, after the parenthesised command name: tpgid.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return `${pid}:${fields[5]}`;
+    } catch {
+      // Not Linux, or the process is gone: the name will do.
+    }
+  }
+  return `${pid ?? ''}:${command}`;
 }
 const defaultContainsLines = 500;
 
@@ -84,7 +107,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
   // The cursor and the screen, read by one client so the cursor belongs to its screen.
   // biome-ignore format: one tmux command per line reads better than a wrapped list
   const look = [
-    'display-message', '-p', '-t', target, '#{cursor_x} #{cursor_y}', ';',
+    'display-message', '-p', '-t', target, '#{cursor_x} #{cursor_y} #{pane_pid} #{pane_current_command}', ';',
     'capture-pane', '-p', '-t', target,
   ];
   // The same, a moment after a paste or an Enter (a program needs a few ms to redraw).
@@ -94,6 +117,9 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
       return toScreen(await run(look, 'read'));
     },
     history: (lines) => run(['capture-pane', '-p', '-J', '-S', `-${lines}`, '-t', target], 'read'),
+    // -E -1: the last line of scrollback, so the visible screen (and the input area on it) is not read.
+    scrollback: (lines) =>
+      run(['capture-pane', '-p', '-J', '-S', `-${lines}`, '-E', '-1', '-t', target], 'read'),
     async paste(text, enter) {
       const buffer = `bridge-${process.pid}-${randomUUID()}`;
       // - `copy-mode -q` first: a pane in copy mode (or any other mode) would swallow the

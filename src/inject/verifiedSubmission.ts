@@ -20,13 +20,15 @@ import {
 } from './paneInjector.js';
 import {
   compact,
+  dialogFor,
   inputEmpty,
   inputHolds,
-  messageHead,
+  placeholderFits,
   readScreen,
   type Screen,
   type ScreenReading,
   shownTo,
+  shows,
 } from './readScreen.js';
 
 /** What the procedure needs from a pane. */
@@ -35,6 +37,8 @@ export interface PanePort {
   capture(): Promise<Screen>;
   /** The last `lines` lines of output, scrollback included. */
   history(lines: number): Promise<string>;
+  /** The last `lines` lines of scrollback above the visible screen (soft wraps joined). */
+  scrollback(lines: number): Promise<string>;
   /**
    * Pastes `text` as one paste, followed by Enter in the same step when `enter` (a line
    * reader), else not submitting it. May return the screen read a moment after (in the same
@@ -58,6 +62,11 @@ export interface SubmissionTiming {
   readonly historyLines: number;
   /** The least pause between an agent's paste and its Enter (the agent table's own applies when longer). */
   readonly enterPauseMs: number;
+  /**
+   * How long a pane whose program just changed, or whose screen is blank, must stay so before
+   * it is read as a line reader (a TUI that has just started has not drawn its prompt yet).
+   */
+  readonly programSettleMs: number;
 }
 
 export const defaultSubmissionTiming: SubmissionTiming = {
@@ -67,6 +76,7 @@ export const defaultSubmissionTiming: SubmissionTiming = {
   enterAttempts: 3,
   historyLines: 500,
   enterPauseMs: 0,
+  programSettleMs: 1_500,
 };
 
 export interface VerifiedSubmission {
@@ -81,13 +91,20 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** Why a pane that is not ready is held, from its reading; undefined when it can take a message. */
 export function holdReason(reading: ScreenReading): PaneHold | undefined {
   const name = reading.agent.name;
-  if (reading.blocked !== null) {
+  const dialog = dialogFor(reading);
+  if (dialog !== null) {
     return {
       reason: DeferReason.blocked,
-      detail: `${name} shows a dialog ("${reading.blocked}"): held until it is answered`,
+      detail: `${name} shows a dialog ("${dialog}"): held until it is answered`,
     };
   }
-  if (isLineReader(reading.agent)) return undefined;
+  if (isLineReader(reading.agent)) {
+    if (inputEmpty(reading)) return undefined;
+    return {
+      reason: DeferReason.dirtyInput,
+      detail: `the ${name}'s line already holds text someone typed: held until it is sent or cleared`,
+    };
+  }
   if (reading.input === null) {
     return { reason: DeferReason.busy, detail: `${name} shows no input area: held until its prompt is back` };
   }
@@ -108,20 +125,55 @@ export function createVerifiedSubmission(
 ): VerifiedSubmission {
   /** When each message was last pasted, so Enter never follows too closely. */
   const pastedAt = new Map<string, number>();
+  /**
+   * The collapsed paste each message showed as when it was pasted into the empty input
+   * (`[Pasted text #3 +12 lines]`): the only proof that such a placeholder is ours.
+   */
+  const shownAs = new Map<string, string>();
 
-  /** The last reading, and when it was taken: a line reader's submit starts from it. */
-  let last: { reading: ScreenReading; at: number } | undefined;
+  /**
+   * A line reader's reading that confirmed our own paste or Enter, and when: the next step
+   * may start from it (a line reader has no dialog to open between two looks).
+   */
+  let confirmed: { reading: ScreenReading; at: number } | undefined;
+  /** The pane's program as last seen, since when, and since when the screen has been blank. */
+  let program: { id: string | undefined; since: number } | undefined;
+  let blankSince: number | undefined;
 
   async function read(screen?: Screen): Promise<ScreenReading> {
-    const reading = readScreen(screen ?? (await port.capture()));
-    last = { reading, at: Date.now() };
+    const seen = screen ?? (await port.capture());
+    const reading = readScreen(seen);
+    const now = Date.now();
+    if (program === undefined) program = { id: seen.program, since: Number.NEGATIVE_INFINITY };
+    else if (seen.program !== program.id) program = { id: seen.program, since: now };
+    blankSince = reading.blank ? (blankSince ?? now) : undefined;
+    confirmed = undefined;
     return reading;
   }
 
-  /** The last reading, if it is a line reader's and was taken a moment ago. */
+  /**
+   * A pane whose program has just changed, or whose screen is blank, is not read as a line
+   * reader until it has stayed so for `programSettleMs`: a new TUI draws its prompt a moment
+   * after it starts, and typing into it before then loses the text in its start-up.
+   */
+  function starting(reading: ScreenReading): PaneHold | undefined {
+    if (!isLineReader(reading.agent)) return undefined;
+    const now = Date.now();
+    const changed = program !== undefined && now - program.since < timing.programSettleMs;
+    const blank = blankSince !== undefined && now - blankSince < timing.programSettleMs;
+    if (!changed && !blank) return undefined;
+    return {
+      reason: DeferReason.busy,
+      detail: `the pane's program ${changed ? 'has just changed' : 'shows a blank screen'}: held until it settles`,
+    };
+  }
+
+  /** The line reader's reading that confirmed our last step, if it was taken a moment ago; used once. */
   function recentLineReader(): ScreenReading | undefined {
-    if (!last || !isLineReader(last.reading.agent) || Date.now() - last.at > 250) return undefined;
-    return last.reading;
+    const recent = confirmed;
+    confirmed = undefined;
+    if (!recent || !isLineReader(recent.reading.agent) || Date.now() - recent.at > 250) return undefined;
+    return recent.reading;
   }
 
   /**
@@ -145,54 +197,79 @@ export function createVerifiedSubmission(
     }
   }
 
+  const holds = (reading: ScreenReading, message: PaneMessage): boolean =>
+    inputHolds(reading, message, shownAs.get(message.marker));
+
+  /** Done with a message: nothing of it is remembered. */
+  function settled(message: PaneMessage): void {
+    pastedAt.delete(message.marker);
+    shownAs.delete(message.marker);
+  }
+
   return {
     async inspect() {
-      return holdReason(await read());
+      const reading = await read();
+      return starting(reading) ?? holdReason(reading);
     },
 
     async type(message) {
       // Back to back into a line reader, the look that confirmed the last Enter will do (a line
       // reader has no dialog to open); an agent's screen is always read again.
       const before = recentLineReader() ?? (await read());
-      if (inputHolds(before, message)) return { kind: 'typed' };
+      if (holds(before, message)) return { kind: 'typed' };
       // Typed and submitted already (by an Enter while it was held, or before a crash): the
       // transcript on screen shows it, so it is not typed again.
-      if (compact(before.above).includes(messageHead(message))) {
-        return { kind: 'submitted', how: 'found in the transcript' };
+      if (shows(before.above, message)) return { kind: 'submitted', how: 'found in the transcript' };
+      // Pasted before and not seen to show: it may have gone in and scrolled away since.
+      if (pastedAt.has(message.marker) && (await locateIn(before, message)) === 'submitted') {
+        settled(message);
+        return { kind: 'submitted', how: 'found in the scrollback' };
       }
-      const hold = holdReason(before);
+      const hold = starting(before) ?? holdReason(before);
       if (hold) return { kind: 'deferred', ...hold };
       // A line reader gets the message folded into one line, pasted with its Enter, then the
       // read-back: its terminal echoes the line, and the cursor leaves it once the program has
       // read it. An agent TUI gets the paste alone; Enter follows in `submit`, once the paste
-      // shows in its input.
+      // shows in its input: as the text itself, or as one collapsed paste that counts what it
+      // does (the input was empty before, so that placeholder is this paste's).
       const lineReader = isLineReader(before.agent);
-      const pasted = await port.paste(shownTo(before, message.text), lineReader);
+      const text = shownTo(before, message.text);
+      const pasted = await port.paste(text, lineReader);
       pastedAt.set(message.marker, Date.now());
       const [after, shown] = await until(
         timing.showTimeoutMs,
         lineReader
-          ? (r) => r.blocked !== null || (echoed(r, message) && !inputHolds(r, message))
-          : (r) => r.blocked !== null || inputHolds(r, message),
+          ? (r) => dialogFor(r, message) !== null || consumed(r, message)
+          : (r) => r.blocked !== null || holds(r, message) || placeholderFits(r, text),
         pasted,
       );
-      if (after.blocked !== null && !inputHolds(after, message)) {
+      if (!lineReader && shown && !holds(after, message) && after.placeholder) {
+        shownAs.set(message.marker, after.input ?? '');
+      }
+      if (dialogFor(after, message, shownAs.get(message.marker)) !== null && !holds(after, message)) {
         // A dialog opened under the paste; dialogs drop pasted text, so nothing waits to be submitted.
+        settled(message);
         return {
           kind: 'deferred',
           reason: DeferReason.blocked,
-          detail: `${after.agent.name} opened a dialog ("${after.blocked}") as the message was pasted`,
+          detail: `${after.agent.name} opened a dialog ("${dialogFor(after)}") as the message was pasted`,
         };
       }
       if (lineReader) {
-        if (shown) {
-          pastedAt.delete(message.marker);
+        if (shown || (!holds(after, message) && (await inScrollback(after, message)))) {
+          settled(message);
+          confirmed = { reading: after, at: Date.now() };
           return { kind: 'submitted', how: `${after.agent.name} echoed it and read the line` };
         }
         // Echoed and still on the cursor's line: `submit` presses Enter again and looks.
-        if (inputHolds(after, message)) return { kind: 'typed' };
+        if (holds(after, message)) {
+          confirmed = { reading: after, at: Date.now() };
+          return { kind: 'typed' };
+        }
       }
       if (!shown) {
+        // Its paste time is kept: typed again, the scrollback is searched first.
+        shownAs.delete(message.marker);
         return {
           kind: 'deferred',
           reason: DeferReason.notShown,
@@ -213,36 +290,39 @@ export function createVerifiedSubmission(
         reading = await read();
       }
       for (let attempt = 1; attempt <= timing.enterAttempts; attempt++) {
-        if (reading.blocked !== null) {
+        const dialog = dialogFor(reading, message, shownAs.get(message.marker));
+        if (dialog !== null) {
           return {
             kind: 'deferred',
             reason: DeferReason.blocked,
-            detail: `${reading.agent.name} shows a dialog ("${reading.blocked}"): Enter not pressed`,
+            detail: `${reading.agent.name} shows a dialog ("${dialog}"): Enter not pressed`,
           };
         }
-        if (!inputHolds(reading, message)) {
+        if (!holds(reading, message)) {
           if (attempt === 1) {
-            // Gone before any Enter of ours: someone cleared it, or it went in as typed.
+            // Not (or no longer only) ours before any Enter of ours: it went in as typed, or
+            // someone cleared it or typed beside it. Enter is pressed on nothing but our text.
             const where = await locateIn(reading, message);
+            settled(message);
             if (where === 'submitted') return { kind: 'submitted', how: 'found in the transcript' };
             return {
               kind: 'deferred',
               reason: DeferReason.notShown,
-              detail: 'the typed message left the input before Enter',
+              detail: 'the input no longer holds the typed message alone: Enter not pressed',
             };
           }
           break;
         }
         const entered = await port.pressEnter();
-        const [after, left] = await until(timing.submitTimeoutMs, (r) => !inputHolds(r, message), entered);
+        const [after, left] = await until(timing.submitTimeoutMs, (r) => !holds(r, message), entered);
         reading = after;
         if (left) {
-          pastedAt.delete(message.marker);
+          settled(message);
           return { kind: 'submitted', how: describeSubmitted(after, attempt) };
         }
       }
-      if (!inputHolds(reading, message)) {
-        pastedAt.delete(message.marker);
+      if (!holds(reading, message)) {
+        settled(message);
         return { kind: 'submitted', how: describeSubmitted(reading, timing.enterAttempts) };
       }
       return {
@@ -256,21 +336,32 @@ export function createVerifiedSubmission(
     },
   };
 
+  /**
+   * Where a message is after a crash or an interruption: in the input (provably, as above), in
+   * the transcript above the input area or the scrollback above the screen, or absent. The
+   * input area itself is never searched: text there is not submitted.
+   */
   async function locateIn(reading: ScreenReading, message: PaneMessage): Promise<Whereabouts> {
-    if (inputHolds(reading, message)) return 'typed';
-    const history = compact(await port.history(timing.historyLines));
-    if (history.includes(compact(message.marker)) || history.includes(messageHead(message)))
-      return 'submitted';
-    return 'absent';
+    if (holds(reading, message)) return 'typed';
+    if (shows(reading.above, message)) return 'submitted';
+    return shows(await port.scrollback(timing.historyLines), message) ? 'submitted' : 'absent';
+  }
+
+  /** A line reader's line longer than the screen: its echo is looked for in the scrollback too. */
+  async function inScrollback(reading: ScreenReading, message: PaneMessage): Promise<boolean> {
+    const line = compact(shownTo(reading, message.text));
+    return compact(`${await port.scrollback(timing.historyLines)}${reading.above}`).includes(line);
   }
 }
 
 /**
- * A line reader's terminal echoes what is typed; its own output may land on the same line
- * (a program printing while the paste arrives), so the echo anywhere on screen counts.
+ * A line reader took the line: the whole of it was echoed above the cursor's line and the
+ * cursor's line no longer ends with it (a new prompt, or nothing, after it). A prompt alone,
+ * even one a body ends with, never counts: the echo of the whole line must stand above it.
  */
-function echoed(reading: ScreenReading, message: PaneMessage): boolean {
-  return compact(`${reading.above}\n${reading.input ?? ''}`).includes(messageHead(message));
+function consumed(reading: ScreenReading, message: PaneMessage): boolean {
+  const line = compact(shownTo(reading, message.text));
+  return compact(reading.above).includes(line) && !inputHolds(reading, message);
 }
 
 function describeSubmitted(reading: ScreenReading, enters: number): string {

@@ -80,6 +80,7 @@ describe('loadConfig: defaults', () => {
       pollMs: 25,
       enterPauseMs: 0,
       enterAttempts: 3,
+      programSettleMs: 1_500,
       receiptWaitMs: 120_000,
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });

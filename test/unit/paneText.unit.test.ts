@@ -11,7 +11,7 @@ import {
   neutralise,
   oneLine,
 } from '../../src/inject/paneText.js';
-import { inputHolds, messageHead, readAs } from '../../src/inject/readScreen.js';
+import { inputHolds, messageKey, readAs } from '../../src/inject/readScreen.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 
 /** The attacker's text of issue 12: a second line made to look like a message from `lead`. */
@@ -77,7 +77,7 @@ describe('extra commands through newlines: a line reader gets one message as one
     const text = formatInjection(envelope(forged));
     const folded = { text: oneLine(text), marker: injectionMarker(envelope(forged).msgId) };
     const framed = { text, marker: folded.marker };
-    expect(folded.text.replace(/\s+/g, '').startsWith(messageHead(framed))).toBe(true);
+    expect(folded.text.replace(/\s+/g, '').startsWith(messageKey(framed))).toBe(true);
     expect(folded.text).toContain(framed.marker);
   });
 

@@ -25,6 +25,9 @@ function screen(name: string): ScreenReading {
 const typed = { text: 'hello from bridge', marker: 'hello from bridge' };
 const multiline = { text: 'first line of the message\nsecond line\nthird line', marker: 'first line' };
 
+/** Codex's dialog: its question, its default choice, or its footer. */
+const codexDialog = /Yes, proceed \(y\)|Would you like to run|Press enter to confirm/;
+
 type Expect = {
   agent: string;
   input?: string;
@@ -62,12 +65,8 @@ const expected: Record<string, Expect> = {
   'codex-busy-typed': { agent: 'codex', input: 'secondmessage', busy: true, hold: 'dirty-input' },
   'codex-steered': { agent: 'codex', input: '', busy: true, hold: 'busy' },
   'codex-queued': { agent: 'codex', input: '', busy: true, hold: 'busy' },
-  'codex-dialog': { agent: 'codex', blocked: /Yes, proceed \(y\)|Would you like to run/, hold: 'blocked' },
-  'codex-dialog-pasted': {
-    agent: 'codex',
-    blocked: /Yes, proceed \(y\)|Would you like to run/,
-    hold: 'blocked',
-  },
+  'codex-dialog': { agent: 'codex', blocked: codexDialog, hold: 'blocked' },
+  'codex-dialog-pasted': { agent: 'codex', blocked: codexDialog, hold: 'blocked' },
   'codex-approved': { agent: 'codex', input: '', busy: false, hold: undefined },
   'gemini-prompt-empty': { agent: 'gemini', input: '', busy: false, hold: undefined },
   'gemini-prompt-empty-256color': { agent: 'gemini', input: '', busy: false, hold: undefined },
@@ -81,7 +80,8 @@ const expected: Record<string, Expect> = {
   'gemini-dialog': { agent: 'gemini', blocked: /Allow execution of/, hold: 'blocked' },
   'gemini-dialog-pasted': { agent: 'gemini', blocked: /Allow execution of/, hold: 'blocked' },
   'gemini-approved': { agent: 'gemini', input: '', busy: false, hold: undefined },
-  'cat-typed': { agent: 'line-reader', holds: typed, hold: undefined },
+  // Text on a line reader's line that is not a prompt: someone's half-typed line, held.
+  'cat-typed': { agent: 'line-reader', holds: typed, hold: 'dirty-input' },
   'cat-submitted': { agent: 'line-reader', input: '', hold: undefined },
   'bash-prompt': { agent: 'line-reader', hold: undefined },
 };

@@ -36,6 +36,10 @@ class FakeAgentPane implements PanePort {
   async history(): Promise<string> {
     return (await this.capture()).text;
   }
+  /** Nothing has scrolled off this screen. */
+  async scrollback(): Promise<string> {
+    return '';
+  }
   async paste(text: string, enter: boolean): Promise<undefined> {
     this.sent.push(`paste ${text}`);
     if (this.dialog || this.dropPastes > 0) {
@@ -68,6 +72,7 @@ const timing = {
   enterAttempts: 3,
   historyLines: 100,
   enterPauseMs: 0,
+  programSettleMs: 0,
 };
 const message = { text: '[bridge SEND from lead@alpha msg 0000-1] rebase onto main', marker: 'msg 0000-1' };
 
@@ -120,13 +125,10 @@ describe('verified submission against an agent-like screen', () => {
       kind: 'submitted',
       how: expect.stringContaining('3 Enter'),
     });
-    await submission.type({ ...message, marker: 'msg 0000-2', text: `${message.text} again` });
+    const second = { marker: 'msg 0000-2', text: '[bridge SEND from lead@alpha msg 0000-2] again' };
+    await submission.type(second);
     pane.swallowEnters = 10;
-    expect(
-      await submission.submit({ ...message, marker: 'msg 0000-2', text: `${message.text} again` }),
-    ).toMatchObject({
-      kind: 'not-submitted',
-    });
+    expect(await submission.submit(second)).toMatchObject({ kind: 'not-submitted' });
     expect(pane.sent.filter((s) => s === 'Enter')).toHaveLength(6);
     expect(pane.sent.filter((s) => s.startsWith('paste'))).toHaveLength(2);
   });

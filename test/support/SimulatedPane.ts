@@ -1,0 +1,118 @@
+import type { Screen } from '../../src/inject/readScreen.js';
+import type { PanePort } from '../../src/inject/verifiedSubmission.js';
+import { collapse, type DrawStyle, draw, inputText, type Segment } from './agentDrawing.js';
+
+/**
+ * A pane shared by the gateway and a person, in process: an agent TUI drawn as the real ones
+ * draw (`agentDrawing.ts`), driven by the submission procedure through the same port as a tmux
+ * pane, and by the test as a person would (typing, pasting, clearing, sending). It records
+ * what every Enter of the gateway's submitted, so a test can check each was on the gateway's
+ * own text, and what the person sent.
+ */
+export class SimulatedPane implements PanePort {
+  transcript: string[] = [];
+  input: Segment[] = [];
+  busy = false;
+  dialog: string | undefined;
+  prompt = '$ ';
+  /** Enters of the gateway's to ignore (a TUI not ready for them). */
+  swallowEnters = 0;
+  /** The program's identity, as tmux reports one; `blank` draws nothing (a program starting). */
+  program = 'p1';
+  blank = false;
+  /** What the input held at each Enter of the gateway's, pastes expanded ('' = nothing submitted). */
+  readonly gatewayEnters: string[] = [];
+  /** Everything submitted, by whom. */
+  readonly submitted: Array<{ by: 'gateway' | 'person'; text: string }> = [];
+  private pastes = 0;
+
+  constructor(
+    readonly style: DrawStyle,
+    readonly width = 100,
+    readonly height = 40,
+  ) {}
+
+  async capture(): Promise<Screen> {
+    if (this.blank) return { text: '', cursor: { x: 0, y: 0 }, program: this.program };
+    const { text, cursor } = this.drawn(this.height);
+    return { text, cursor, program: this.program };
+  }
+
+  async history(): Promise<string> {
+    return this.drawn(Number.MAX_SAFE_INTEGER).text;
+  }
+
+  /** The rows that scrolled off the top of the screen. */
+  async scrollback(): Promise<string> {
+    const rows = this.drawn(Number.MAX_SAFE_INTEGER).text.split('\n');
+    return rows.slice(0, Math.max(0, rows.length - this.height)).join('\n');
+  }
+
+  private drawn(height: number): ReturnType<typeof draw> {
+    return draw({
+      style: this.style,
+      transcript: this.transcript,
+      input: this.input,
+      busy: this.busy,
+      dialog: this.dialog,
+      prompt: this.prompt,
+      width: this.width,
+      height,
+    });
+  }
+
+  async paste(text: string, enter: boolean): Promise<undefined> {
+    this.insert(text);
+    if (enter) await this.pressEnter();
+  }
+
+  async pressEnter(): Promise<undefined> {
+    if (this.dialog) {
+      this.gatewayEnters.push(`CONFIRMED ${this.dialog}`);
+      this.dialog = undefined;
+      return;
+    }
+    this.gatewayEnters.push(inputText(this.input));
+    if (this.swallowEnters > 0) {
+      this.swallowEnters--;
+      return;
+    }
+    this.enter('gateway');
+  }
+
+  // ── What a person does in the pane.
+
+  personTypes(text: string): void {
+    this.input.push({ text });
+  }
+
+  personPastes(text: string): void {
+    this.insert(text);
+  }
+
+  personClears(): void {
+    this.input = [];
+  }
+
+  personSends(): void {
+    this.enter('person');
+  }
+
+  private insert(text: string): void {
+    if (this.dialog || this.blank) return;
+    this.pastes++;
+    this.input.push({ text, collapsed: collapse(this.style, text, this.pastes) });
+  }
+
+  private enter(by: 'gateway' | 'person'): void {
+    const text = inputText(this.input);
+    if (this.style === 'shell') {
+      this.transcript.push(`${this.prompt}${text}`);
+      this.submitted.push({ by, text });
+    } else if (text !== '') {
+      this.transcript.push(text);
+      this.submitted.push({ by, text });
+    }
+    this.input = [];
+  }
+}
