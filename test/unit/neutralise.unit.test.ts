@@ -1,5 +1,7 @@
+import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log/logger.js';
 import {
   escapeUnsafe,
   exactJson,
@@ -11,7 +13,7 @@ import {
 } from '../../src/text/neutralise.js';
 
 // The one rule for someone else's text on a screen (a pane, a terminal, the console's page),
-// and its forms: neutralised for reading, on one line, and escaped in JSON.
+// and its three forms: neutralised for reading, escaped in JSON, and in the daemon's log lines.
 
 /** What a hostile sender puts in a line: window title, clipboard write, overwrite, C1 CSI, bidi. */
 const hostile = '\u001b]0;title\u0007\u001b]52;c;eA==\u0007\r\u001b[2K\u009b31m\u202eevil\u202c\u2028';
@@ -90,6 +92,27 @@ describe('JSON that stays exact and prints inert (--json, log lines)', () => {
 
   it("leaves a raw C0 (a line's end) as it is: it is never inside a JSON string", () => {
     expect(escapeUnsafe('{"a":"\u202e"}\n')).toBe('{"a":"\\u202e"}\n');
+  });
+
+  it("makes the daemon's log lines inert, each still parsing to what was logged", () => {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = createLogger({ destination });
+    logger.warn({ routingKey: `roster.${hostile}`, [hostile]: 1 }, `ignored ${hostile}`);
+    expect(lines).toHaveLength(1);
+    const line = lines[0] ?? '';
+    expect(line.endsWith('\n')).toBe(true);
+    expect(hasUnsafeChar(line.slice(0, -1))).toBe(false);
+    expect(JSON.parse(line)).toMatchObject({
+      routingKey: `roster.${hostile}`,
+      [hostile]: 1,
+      msg: `ignored ${hostile}`,
+    });
   });
 });
 
