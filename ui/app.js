@@ -2,6 +2,8 @@
 // gateway's own API under /ui/api, as the session's operator. The roster, the asks, the
 // gateway's figures, the flows and the dead letters come over one event stream (/ui/api/events),
 // each as it changes; the entity shown, a flow opened and a message followed are fetched.
+// Text goes in with textContent only, never as HTML; and the gateway sends every string
+// neutralised (src/text/neutralise.ts), so no name, body or detail can act or reorder what is shown.
 
 const rosterBody = document.querySelector('#roster tbody');
 const rosterCount = document.getElementById('roster-count');
@@ -604,13 +606,6 @@ function renderDeadLetters(reply) {
     const tr = document.createElement('tr');
     tr.dataset.msgId = letter.msgId ?? '';
     tr.dataset.to = letter.routingKey;
-    let from = '';
-    try {
-      const envelope = JSON.parse(letter.body);
-      from = envelope.from ? `${envelope.from.name}@${envelope.from.host}` : '';
-    } catch {
-      from = '(not an envelope)';
-    }
     const button = document.createElement('button');
     button.type = 'button';
     button.textContent = 'Requeue';
@@ -630,7 +625,7 @@ function renderDeadLetters(reply) {
     action.append(button);
     tr.append(
       cell(addressByGid.get(letter.routingKey) ?? letter.routingKey),
-      cell(from),
+      cell(letter.from),
       cell(letter.reason),
       cell(letter.detail),
       cell(letter.msgId ?? '—', 'id'),

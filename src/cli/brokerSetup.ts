@@ -5,6 +5,7 @@ import { loadConfig } from '../config/loadConfig.js';
 import { redactUri } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { CliValues } from './cliOptions.js';
+import { printResult, writeHuman } from './output.js';
 
 // `bridge broker setup`: the operator declares the shared topology once per broker (the
 // exchanges, bridge.dlq bound to bridge.dlx). Gateway logins may not configure shared names;
@@ -34,8 +35,7 @@ export async function runBrokerSetup(values: CliValues, args: string[]): Promise
       queueMode: config.broker.queueMode,
     }),
   );
-  process.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${human(report)}\n`);
-  return 0;
+  return printResult(values, report, () => human(report));
 }
 
 /**
@@ -52,7 +52,10 @@ async function onFirstNodeThatAnswers<T>(
     } catch (err) {
       if (err instanceof BridgeError || index === uris.length - 1) throw err;
       const { message } = describeBrokerError(err);
-      process.stderr.write(`bridge: ${redactUri(uri)} did not answer (${message}); trying the next node\n`);
+      writeHuman(
+        process.stderr,
+        `bridge: ${redactUri(uri)} did not answer (${message}); trying the next node`,
+      );
     }
   }
   throw new BridgeError(ErrorCode.badConfig, 'no broker node is configured');

@@ -15,6 +15,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { adminRoutes } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
+import { neutraliseLine } from '../text/neutralise.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -26,14 +27,10 @@ import {
 } from '../wire/envelope.js';
 import { callAdmin } from './adminClient.js';
 import type { CliValues } from './cliOptions.js';
+import { block, printResult } from './output.js';
 
 function socketOf(values: CliValues): string {
   return adminSocketPath(loadConfig({ file: values.config }).config);
-}
-
-function print(values: CliValues, result: unknown, human: () => string): number {
-  process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${human()}\n`);
-  return 0;
 }
 
 function tokenOf(values: CliValues): string {
@@ -85,7 +82,7 @@ export async function runRegister(values: CliValues): Promise<number> {
     ...(values.group ? { groups: checked('group', groupsSchema, values.group) } : {}),
     ...(paneOf(values) ? { pane: paneOf(values) } : {}),
   })) as Registration;
-  return print(
+  return printResult(
     values,
     result,
     () =>
@@ -102,7 +99,7 @@ export async function runConsole(values: CliValues): Promise<number> {
   const result = (await callAdmin(socketOf(values), adminRoutes.consoleLogin, {
     ...(name === undefined ? {} : { name }),
   })) as ConsoleLogin;
-  return print(
+  return printResult(
     values,
     result,
     () =>
@@ -116,7 +113,7 @@ export async function runDeregister(values: CliValues, rest: string[]): Promise<
   const [address] = rest;
   if (!address) throw new BridgeError(ErrorCode.badRequest, 'deregister needs NAME or GID');
   const result = (await callAdmin(socketOf(values), adminRoutes.deregister, { address })) as RosterEntry;
-  return print(values, result, () => `deregistered ${result.name}@${result.host}`);
+  return printResult(values, result, () => `deregistered ${result.name}@${result.host}`);
 }
 
 export async function runSend(values: CliValues, rest: string[]): Promise<number> {
@@ -139,15 +136,14 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
     ...(waitMs === undefined ? {} : { waitMs }),
     ...(waitFor === undefined ? {} : { waitFor }),
   })) as SendOutcome;
-  return print(values, result, () => {
+  return printResult(values, result, () => {
     const stage = result.timedOut
       ? ` (not ${waitFor} within delivery.receiptWaitMs; ${result.stage ?? 'no receipt yet'})`
       : result.stage === null
         ? ''
         : ` (${result.stage})`;
     const head = `${result.duplicate ? 'already sent' : 'sent'} ${result.msgId} to ${result.to.name}@${result.to.host}${stage}`;
-    if (result.reply)
-      return `${head}\nreply from ${result.reply.from.name}@${result.reply.from.host}: ${result.reply.text}`;
+    if (result.reply) return `${head}\nreply ${from(result.reply.from)}: ${block(result.reply.text, 2)}`;
     return result.reply === null ? `${head}\nno reply within ${waitMs} ms` : head;
   });
 }
@@ -197,7 +193,7 @@ function controlOutcome(values: CliValues, outcome: ControlOutcome, done: string
       `${outcome.host} refused: ${result.code ?? 'refused'}: ${result.message ?? ''}`,
     );
   }
-  return print(values, outcome, () =>
+  return printResult(values, outcome, () =>
     result
       ? `${done} ${result.name ?? result.gid}@${outcome.host} (${result.gid}); trace ${outcome.traceId}`
       : `request ${outcome.requestId} sent to ${outcome.host}; no result yet (it arrives by drain)`,
@@ -212,16 +208,16 @@ export async function runDrain(values: CliValues): Promise<number> {
     ...(max === undefined ? {} : { max }),
     ...(waitMs === undefined ? {} : { waitMs }),
   })) as Envelope[];
-  return print(values, result, () =>
+  return printResult(values, result, () =>
     result.length === 0
       ? 'no messages'
-      : result.map((m) => `${m.msgId} ${m.kind} from ${m.from.name}@${m.from.host}: ${m.text}`).join('\n'),
+      : result.map((m) => `${m.msgId} ${m.kind} ${from(m.from)}: ${block(m.text, 2)}`).join('\n'),
   );
 }
 
 export async function runRoster(values: CliValues): Promise<number> {
   const result = (await callAdmin(socketOf(values), adminRoutes.roster)) as RosterEntry[];
-  return print(values, result, () => {
+  return printResult(values, result, () => {
     if (result.length === 0) return 'no entities registered; add one with `bridge register`';
     const rows = result.map((e) => [
       `${e.name}@${e.host}`,
@@ -234,6 +230,11 @@ export async function runRoster(values: CliValues): Promise<number> {
     ]);
     return table(['ENTITY', 'KIND', 'STATUS', 'QUEUED', 'ACTIVE', 'GROUPS', 'GID'], rows);
   });
+}
+
+/** Who sent a message, as a line shows it: `from name@host`. */
+function from(sender: { name: string; host: string }): string {
+  return `from ${neutraliseLine(sender.name)}@${neutraliseLine(sender.host)}`;
 }
 
 /** `12s ago`, `4m ago`, `3h ago`: how long since a moment (ms), for reading. */
@@ -254,7 +255,7 @@ export async function runBroadcast(values: CliValues, rest: string[]): Promise<n
     ...(values.group?.[0] ? { group: checked('group', groupNameSchema, values.group[0]) } : {}),
     ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
   })) as BroadcastResult;
-  return print(values, result, () => {
+  return printResult(values, result, () => {
     const copies = result.localCopies === undefined ? '' : ` (${result.localCopies} local copies)`;
     const partial = result.partial ? '\nsome inboxes were full and refused their copy (dead-lettered)' : '';
     return `broadcast ${result.msgId} to ${result.key}${copies}${partial}`;
@@ -280,18 +281,18 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
           ErrorCode.badRequest,
           `no dead letter with msgId ${msgId} in the first ${letters.length}`,
         );
-      return print(values, letter, () =>
+      return printResult(values, letter, () =>
         [
           `msgId:   ${letter.msgId}`,
-          `reason:  ${letter.reason}${letter.detail ? ` (${letter.detail})` : ''}`,
-          `queue:   ${letter.queue}`,
-          `to:      ${letter.routingKey}`,
-          `from:    ${letter.host || '?'} at ${letter.at || '?'}`,
-          `body:    ${letter.body}`,
+          `reason:  ${neutraliseLine(letter.reason)}${letter.detail ? ` (${neutraliseLine(letter.detail)})` : ''}`,
+          `queue:   ${neutraliseLine(letter.queue)}`,
+          `to:      ${neutraliseLine(letter.routingKey)}`,
+          `from:    ${neutraliseLine(letter.host || '?')} at ${neutraliseLine(letter.at || '?')}`,
+          `body:    ${block(letter.body, 'body:    '.length)}`,
         ].join('\n'),
       );
     }
-    return print(values, letters, () =>
+    return printResult(values, letters, () =>
       letters.length === 0
         ? 'the dead-letter queue is empty'
         : table(
@@ -307,7 +308,7 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
       ...(msgId ? { msgId } : {}),
       ...(values.force ? { force: true } : {}),
     })) as RequeueResult;
-    return print(values, result, () => describeRequeue(result, msgId ?? '--all'));
+    return printResult(values, result, () => describeRequeue(result, msgId ?? '--all'));
   }
   throw new BridgeError(
     ErrorCode.badRequest,
@@ -357,7 +358,7 @@ interface StatusView {
 /** `bridge status MSGID`: the stages of a message sent from this gateway (R-RC1). */
 async function runMessageStatus(values: CliValues, msgId: string): Promise<number> {
   const result = (await callAdmin(socketOf(values), adminRoutes.messageStatus, { msgId })) as MessageStatus;
-  return print(values, result, () => {
+  return printResult(values, result, () => {
     const to = result.to.name ? `${result.to.name}@${result.to.host} (${result.to.gid})` : result.to.gid;
     const stages = result.stages.map((s) => {
       const why = [s.reason, s.detail].filter((part) => part !== undefined).join(': ');
@@ -398,7 +399,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
   if (extra.length > 0) throw new BridgeError(ErrorCode.badRequest, 'status takes at most one MSGID');
   if (msgId !== undefined) return runMessageStatus(values, msgId);
   const result = (await callAdmin(socketOf(values), adminRoutes.status)) as StatusView;
-  return print(values, result, () => {
+  return printResult(values, result, () => {
     const counts = (record: Record<string, number | undefined>) =>
       Object.entries(record)
         .map(([key, n]) => `${key}=${n ?? '?'}`)
@@ -440,12 +441,14 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
   });
 }
 
+/** Rows under a header, in columns; every cell on one line, neutralised (most are someone else's). */
 function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const shown = rows.map((row) => row.map(neutraliseLine));
+  const widths = header.map((h, i) => Math.max(h.length, ...shown.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells
       .map((c, i) => c.padEnd(widths[i] ?? 0))
       .join('  ')
       .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
+  return [line(header), ...shown.map(line)].join('\n');
 }

@@ -14,6 +14,7 @@ import {
   runStatus,
   runStop,
 } from './commands.js';
+import { writeHuman, writeJson } from './output.js';
 import { runBroker } from './provision.js';
 import { runExport, runReplay } from './replay.js';
 import { runKeys, runTrust } from './security.js';
@@ -78,7 +79,7 @@ async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parsed;
   const [command, ...rest] = positionals;
   if (values.help || command === undefined || command === 'help') {
-    process.stdout.write(`${usage}\n`);
+    writeHuman(process.stdout, usage);
     return 0;
   }
   switch (command) {
@@ -131,8 +132,9 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     const error = toBridgeError(err);
     const json = process.argv.includes('--json');
-    if (json) process.stdout.write(`${JSON.stringify({ ok: false, error: error.toJSON() })}\n`);
-    else process.stderr.write(`bridge: ${error.code}: ${error.message}\n`);
+    // The message may quote someone else's text (a peer's refusal, a broker's error).
+    if (json) writeJson(process.stdout, { ok: false, error: error.toJSON() });
+    else writeHuman(process.stderr, `bridge: ${error.code}: ${error.message}`);
     process.exitCode = exitCodeFor(error.code);
   },
 );

@@ -15,6 +15,7 @@ import { readEntities } from '../store/entities.js';
 import { openStore } from '../store/openStore.js';
 import { runBrokerSetup } from './brokerSetup.js';
 import type { CliValues } from './cliOptions.js';
+import { printResult } from './output.js';
 
 // `bridge broker provision HOST`: the rabbitmqctl commands that give one gateway its own broker
 // login with least privilege (R-H2). Printed by default, run with --apply.
@@ -124,8 +125,7 @@ async function runProvision(values: CliValues, args: string[]): Promise<number> 
     uri: `amqps://${encodeURIComponent(permissions.user)}:${password === undefined ? '<its password>' : encodeURIComponent(password)}@<broker-host>:5671/${encodeURIComponent(vhost)}`,
     note: rerunNote,
   };
-  process.stdout.write(values.json ? `${JSON.stringify(view)}\n` : `${human(view, commands)}\n`);
-  return 0;
+  return printResult(values, view, () => human(view, commands));
 }
 
 function human(view: ProvisionView, commands: RabbitmqctlCommand[]): string {

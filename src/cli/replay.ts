@@ -7,6 +7,7 @@ import { formatEventLine, formatSummary, shortId } from '../replay/formatTimelin
 import type { ReplayEvent } from '../replay/replayEvent.js';
 import { replayTrace } from '../replay/replayTrace.js';
 import type { CliValues } from './cliOptions.js';
+import { printResult, writeHuman, writeJson } from './output.js';
 import { createProgressBar } from './progressBar.js';
 
 /** `bridge export --trace ID [--db FILE] [--out FILE]`: one host's slice of a flow, portable. */
@@ -27,12 +28,7 @@ export function runExport(values: CliValues, rest: string[]): number {
   const out = values.out ?? `${traceId === undefined ? 'all' : shortId(traceId)}.bridge-export.ndjson`;
   const result = exportTrace({ db, traceId, out });
   const summary = { ...result, out, traceId: traceId ?? null };
-  process.stdout.write(
-    values.json
-      ? `${JSON.stringify(summary)}\n`
-      : `exported ${result.events} events of ${result.host} to ${out}\n`,
-  );
-  return 0;
+  return printResult(values, summary, () => `exported ${result.events} events of ${result.host} to ${out}`);
 }
 
 /**
@@ -58,7 +54,7 @@ export function runReplay(values: CliValues, logs: string[]): number {
   const events: ReplayEvent[] = [];
   const out: string[] = [];
   const flush = (): void => {
-    if (out.length > 0) process.stdout.write(`${out.join('\n')}\n`);
+    if (out.length > 0) writeHuman(process.stdout, out.join('\n'));
     out.length = 0;
   };
   const progress = createProgressBar('replay', process.stderr, values.progress === true);
@@ -78,12 +74,13 @@ export function runReplay(values: CliValues, logs: string[]): number {
   });
   progress.done();
   flush();
-  if (json) process.stdout.write(`${JSON.stringify({ ...summary, timeline: events })}\n`);
-  else if (mermaid) process.stdout.write(`${renderMermaidSequence(mermaid.result())}\n`);
-  else process.stdout.write(`${formatSummary(summary, check)}\n`);
+  if (json) writeJson(process.stdout, { ...summary, timeline: events });
+  else if (mermaid) writeHuman(process.stdout, renderMermaidSequence(mermaid.result()));
+  else writeHuman(process.stdout, formatSummary(summary, check));
   if (summary.events === 0) {
-    process.stderr.write(
-      `bridge: no events${values.trace ? ` of trace ${values.trace}` : ''} in ${sources.join(', ')}: check the trace id\n`,
+    writeHuman(
+      process.stderr,
+      `bridge: no events${values.trace ? ` of trace ${values.trace}` : ''} in ${sources.join(', ')}: check the trace id`,
     );
     return 1;
   }

@@ -3,17 +3,13 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
 import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/TrustStore.js';
 import type { CliValues } from './cliOptions.js';
+import { printResult } from './output.js';
 
 // `bridge keys` and `bridge trust` work on the files in BRIDGE_HOME; no running gateway needed.
 
 function configOf(values: CliValues): { home: string; hostId: string } {
   const { config } = loadConfig({ file: values.config });
   return { home: config.home, hostId: config.hostId };
-}
-
-function print(values: CliValues, result: unknown, human: () => string): number {
-  process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${human()}\n`);
-  return 0;
 }
 
 function keysView(hostId: string, keys: GatewayKeys) {
@@ -33,7 +29,7 @@ export function runKeys(values: CliValues, rest: string[]): number {
   switch (sub) {
     case 'init': {
       const view = keysView(hostId, initKeys(home, { force: values.force }));
-      return print(
+      return printResult(
         values,
         view,
         () =>
@@ -45,7 +41,7 @@ export function runKeys(values: CliValues, rest: string[]): number {
     }
     case 'show': {
       const view = keysView(hostId, loadKeys(home));
-      return print(
+      return printResult(
         values,
         view,
         () =>
@@ -75,7 +71,7 @@ export function runTrust(values: CliValues, rest: string[]): number {
         );
       }
       const { added, entry } = addTrust(home, host, pubkey);
-      return print(values, { added, ...entry }, () =>
+      return printResult(values, { added, ...entry }, () =>
         added
           ? `trusting ${entry.host} with ${entry.keys.length} key${entry.keys.length > 1 ? 's' : ''}` +
             (entry.keys.length > 1
@@ -97,7 +93,7 @@ export function runTrust(values: CliValues, rest: string[]): number {
             : `host ${entry.host} has no such key in the trust store; see \`bridge trust list\``,
         );
       }
-      return print(values, { removed, ...entry }, () =>
+      return printResult(values, { removed, ...entry }, () =>
         entry.keys.length === 0
           ? `no longer trusting ${entry.host}: its messages will be refused`
           : `removed ${removed.length} key of ${entry.host}; ${entry.keys.length} left`,
@@ -106,7 +102,7 @@ export function runTrust(values: CliValues, rest: string[]): number {
     case 'list': {
       if (host) throw new BridgeError(ErrorCode.badRequest, `unexpected "${host}" after trust list`);
       const hosts = listTrust(home);
-      return print(values, { hosts }, () =>
+      return printResult(values, { hosts }, () =>
         hosts.length === 0
           ? 'no peers trusted yet; add one with `bridge trust add HOST PUBKEY`'
           : hosts.flatMap((h) => h.keys.map((k) => `${h.host}\t${k}`)).join('\n'),

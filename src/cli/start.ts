@@ -3,6 +3,7 @@ import { redactUri } from '../config/schema.js';
 import { startDaemon } from '../daemon/startDaemon.js';
 import { createLogger } from '../log/logger.js';
 import type { CliValues } from './cliOptions.js';
+import { writeHuman } from './output.js';
 
 /** `bridge start`: runs the gateway in the foreground until SIGINT/SIGTERM. */
 export async function runStart(values: CliValues): Promise<number> {
@@ -12,7 +13,7 @@ export async function runStart(values: CliValues): Promise<number> {
     config,
     logger,
     onFatal: (err) => {
-      process.stderr.write(`bridge: fatal: ${err instanceof Error ? err.message : String(err)}\n`);
+      writeHuman(process.stderr, `bridge: fatal: ${err instanceof Error ? err.message : String(err)}`);
       logger.flush();
       process.exit(70);
     },
@@ -22,7 +23,8 @@ export async function runStart(values: CliValues): Promise<number> {
     uris.length === 0
       ? 'single-host mode, no broker'
       : `federated via ${uris.map(redactUri).join(', ')}${uris.length > 1 ? ' (one node at a time)' : ''}`;
-  process.stderr.write(
+  writeHuman(
+    process.stderr,
     [
       `bridge gateway "${config.hostId}" is up (${mode})`,
       `  MCP endpoint:  ${daemon.mcpUrl}  (Streamable HTTP; header "Authorization: Bearer <token>")`,
@@ -32,7 +34,6 @@ export async function runStart(values: CliValues): Promise<number> {
       'Connect an agent:',
       '  bridge register --kind main --name me          # prints a gid and a token',
       `  claude mcp add --transport http bridge ${daemon.mcpUrl} --header "Authorization: Bearer <token>"`,
-      '',
     ].join('\n'),
   );
   await new Promise<void>((resolve) => {

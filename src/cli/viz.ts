@@ -7,6 +7,7 @@ import type { MachineGraph } from '../viz/machineGraph.js';
 import { TraceMarker } from '../viz/traceMarks.js';
 import { registryGraphs, vizFiles } from '../viz/vizFiles.js';
 import type { CliValues } from './cliOptions.js';
+import { printResult, writeHuman } from './output.js';
 
 /**
  * `bridge viz [--out DIR] [--trace ID LOG...]`: every machine as a Mermaid state diagram
@@ -34,20 +35,17 @@ export function runViz(values: CliValues, logs: string[]): number {
   }
   const written = files.map((file) => join(out, file.name));
   const marked = trace ? traceSummary(trace, graphs) : undefined;
-  if (values.json) {
-    process.stdout.write(
-      `${JSON.stringify({
-        out,
-        files: written,
-        machines: graphs.map((g) => ({
-          kind: g.kind,
-          states: g.states.length,
-          transitions: g.transitions.length,
-        })),
-        ...(marked ? { trace: marked } : {}),
-      })}\n`,
-    );
-  } else {
+  const summary = {
+    out,
+    files: written,
+    machines: graphs.map((g) => ({
+      kind: g.kind,
+      states: g.states.length,
+      transitions: g.transitions.length,
+    })),
+    ...(marked ? { trace: marked } : {}),
+  };
+  printResult(values, summary, () => {
     const lines = written.map((path) => `wrote ${path}`);
     if (marked) {
       const used = Object.entries(marked.machines).map(
@@ -58,12 +56,13 @@ export function runViz(values: CliValues, logs: string[]): number {
           `transitions taken: ${used.join(', ') || 'none'}`,
       );
     }
-    process.stdout.write(`${lines.join('\n')}\n`);
-  }
+    return lines.join('\n');
+  });
   if (marked && marked.unmatched.length > 0) {
-    process.stderr.write(
+    writeHuman(
+      process.stderr,
       `bridge: ${marked.unmatched.length} kind(s) of recorded step match no transition of the current machines ` +
-        '(a log from an older version?); they are listed on the page\n',
+        '(a log from an older version?); they are listed on the page',
     );
   }
   return 0;

@@ -8,13 +8,13 @@
  * (`herdrPaneReader.ts`), and typing and submitting (`herdrSubmission.ts`).
  */
 import { BridgeError, ErrorCode } from '../errors.js';
+import { neutralise } from '../text/neutralise.js';
 import { createHerdrPaneReader } from './herdrPaneReader.js';
 import { DEFAULT_PROMPT_LINE } from './herdrScreen.js';
 import { createHerdrSession, type HerdrLogger } from './herdrSession.js';
 import { createHerdrStatusWatch } from './herdrStatusWatch.js';
 import { createHerdrSubmission } from './herdrSubmission.js';
 import type { PaneInjector, PaneMessage } from './paneInjector.js';
-import { neutralise } from './paneText.js';
 import { resolveHerdrSocketPath } from './resolveHerdrSocketPath.js';
 
 export interface HerdrInjectorOptions {

@@ -2,6 +2,7 @@ import { type ExecFileException, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { hasUnsafeChar, neutralise } from '../text/neutralise.js';
 import {
   type PaneHold,
   type PaneInjector,
@@ -11,7 +12,6 @@ import {
   type TypeOutcome,
   type Whereabouts,
 } from './paneInjector.js';
-import { hasUnsafeChar, neutralise } from './paneText.js';
 import type { Screen } from './readScreen.js';
 import {
   createVerifiedSubmission,

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { ErrorCode, toBridgeError } from '../errors.js';
+import { neutralisedJson } from '../text/neutralise.js';
 
 /** One kind of news on the console's event stream: what it reads, and how often. */
 export interface FeedTopic {
@@ -92,12 +93,12 @@ export class ConsoleFeed {
     this.reading.add(topic.name);
     let data: string;
     try {
-      data = JSON.stringify(await topic.read());
+      data = neutralisedJson(await topic.read());
     } catch (err) {
       const error = toBridgeError(err);
       if (error.code === ErrorCode.internal)
         this.logger.error({ err, topic: topic.name }, 'console feed: a read failed');
-      data = JSON.stringify({ error: error.toJSON() });
+      data = neutralisedJson({ error: error.toJSON() });
     } finally {
       this.reading.delete(topic.name);
     }

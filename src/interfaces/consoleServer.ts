@@ -10,6 +10,7 @@ import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { FlowSequence } from '../replay/FlowSequence.js';
 import type { ReplayEvent } from '../replay/replayEvent.js';
 import { replayTrace } from '../replay/replayTrace.js';
+import { neutralisedJson } from '../text/neutralise.js';
 import { diagramStylesheet } from '../viz/html.js';
 import type { MachineGraph } from '../viz/machineGraph.js';
 import { renderSvg } from '../viz/svg.js';
@@ -346,9 +347,30 @@ const dlqScan = 2_000;
 /** The DLQ is read again when its depth changed, and at least this often. */
 const dlqMaxAgeMs = 60_000;
 
-/** The newest dead letters, newest first, and how far the read reached (the page says so). */
+/**
+ * The newest dead letters, newest first, each with its sender when its body is an envelope, and
+ * how far the read reached (the page says so).
+ */
 async function latestDeadLetters(gateway: Gateway): Promise<Record<string, unknown>> {
-  return { ...(await gateway.latestDeadLetters(dlqShown, dlqScan, dlqMaxAgeMs)), scanLimit: dlqScan };
+  const latest = await gateway.latestDeadLetters(dlqShown, dlqScan, dlqMaxAgeMs);
+  const letters = latest.letters.map((letter) => ({ ...letter, from: senderOf(letter.body) }));
+  return { ...latest, letters, scanLimit: dlqScan };
+}
+
+/** Whom a dead letter's body says it is from: only loosely an envelope (it may be anything). */
+const senderShape = z.object({ from: z.object({ name: z.string(), host: z.string() }).optional() });
+
+/** `name@host` of a dead letter's sender, '' when its envelope names none, or a note that it is no envelope. */
+function senderOf(body: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return '(not an envelope)';
+  }
+  const shape = senderShape.safeParse(parsed);
+  if (!shape.success) return '(not an envelope)';
+  return shape.data.from ? `${shape.data.from.name}@${shape.data.from.host}` : '';
 }
 
 /** The ASKs held for this host's mains, not drained yet: what the console may answer. */
@@ -421,8 +443,9 @@ function send(res: ServerResponse, status: number, type: string, body: Buffer | 
   return true;
 }
 
+/** The page shows the strings it is sent as they are (as text): none may act or reorder what is shown. */
 function sendJson(res: ServerResponse, status: number, body: unknown): boolean {
-  return send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
+  return send(res, status, 'application/json; charset=utf-8', neutralisedJson(body));
 }
 
 /** A page of one paragraph (a refusal), with the same policy as the console. */

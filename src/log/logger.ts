@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pino from 'pino';
+import { escapeUnsafe } from '../text/neutralise.js';
 import { uuidv7 } from '../wire/ids.js';
 
 export type Logger = pino.Logger;
@@ -25,7 +26,10 @@ export interface LoggerOptions {
 
 /**
  * pino JSON logs. Every line carries a traceId: the one passed explicitly, else the one of the
- * flow being handled (AsyncLocalStorage), else the gateway's own boot trace.
+ * flow being handled (AsyncLocalStorage), else the gateway's own boot trace. A line quotes
+ * peers' text (names, routing keys, reasons); the characters JSON leaves raw that would act on
+ * the terminal it is printed to (C1 controls, bidi overrides) are written as `\u` escapes, so a
+ * line parses to the same values and prints inert.
  */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const bootTrace = newTraceId();
@@ -38,6 +42,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       }),
       mixinMergeStrategy: (mergeObject, mixinObject) => ({ ...mixinObject, ...mergeObject }),
       timestamp: pino.stdTimeFunctions.isoTime,
+      hooks: { streamWrite: escapeUnsafe },
     },
     options.destination ?? pino.destination({ dest: 1, sync: false }),
   );
