@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { createPrivateFile } from '../security/privateHome.js';
+import { configureConnection } from './configureConnection.js';
 import { migrations } from './schema.js';
 import { asStoreDamage } from './storeDamage.js';
 import { type CommitStats, WriteBatch } from './WriteBatch.js';
@@ -50,9 +51,7 @@ export function openStore(options: StoreOptions): Store {
     );
   }
   try {
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
-    db.pragma('busy_timeout = 5000');
+    configureConnection(db, options.synchronous ?? 'FULL');
     db.pragma('foreign_keys = ON');
     migrate(db);
   } catch (err) {
