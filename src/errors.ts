@@ -31,6 +31,8 @@ export const ErrorCode = {
   keyInsecure: 'KEY_INSECURE',
   badKey: 'BAD_KEY',
   badTrustStore: 'BAD_TRUST_STORE',
+  /** The home has an entry open to others that the gateway cannot make private (security/privateHome.ts). */
+  homeInsecure: 'HOME_INSECURE',
   askExpired: 'ASK_EXPIRED',
   askAbandoned: 'ASK_ABANDONED',
   unknownAsk: 'UNKNOWN_ASK',

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Config, Profile } from '../config/schema.js';
+import { type Config, type Profile, workspacesDir } from '../config/schema.js';
 import { asBridgeError, BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import type { ActorKind } from '../machines/index.js';
@@ -321,7 +321,7 @@ export class Spawner {
   }
 
   private workspaces(profile: Profile): string {
-    return profile.cwd ?? this.deps.config.spawn.workspaces ?? `${this.deps.config.home}/workspaces`;
+    return profile.cwd ?? workspacesDir(this.deps.config);
   }
 
   /** The brief, as the first message from the requester in the new agent's inbox. */

@@ -141,7 +141,8 @@ main(process.argv.slice(2)).then(
 
 /**
  * Exit 2 for what the operator must fix before anything can work: bad usage, and bad local
- * state (the config, the keys, the trust store, a damaged event log); 1 for refused or failed.
+ * state (the config, the keys, the trust store, a damaged event log, a home others can reach); 1 for
+ * refused or failed.
  */
 const exitTwo: ReadonlySet<ErrorCode> = new Set([
   ErrorCode.badRequest,
@@ -150,6 +151,7 @@ const exitTwo: ReadonlySet<ErrorCode> = new Set([
   ErrorCode.badKey,
   ErrorCode.keyInsecure,
   ErrorCode.badTrustStore,
+  ErrorCode.homeInsecure,
 ]);
 
 function exitCodeFor(code: ErrorCode): number {

@@ -342,3 +342,16 @@ export const configSchema = z.strictObject({
 
 export type ConfigInput = z.input<typeof configSchema>;
 export type Config = z.output<typeof configSchema> & { hostId: string };
+
+/**
+ * The directories where spawned agents work (their repositories): `spawn.workspaces` (default
+ * `<home>/workspaces`) and every profile's own `cwd`.
+ */
+export function agentDirs(config: Pick<Config, 'home' | 'spawn' | 'profiles'>): string[] {
+  return [workspacesDir(config), ...Object.values(config.profiles).flatMap((p) => (p.cwd ? [p.cwd] : []))];
+}
+
+/** Where a profile's repository is cloned when the profile names no `cwd`. */
+export function workspacesDir(config: Pick<Config, 'home' | 'spawn'>): string {
+  return config.spawn.workspaces ?? `${config.home}/workspaces`;
+}

@@ -1,13 +1,13 @@
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Gateway } from '../actors/Gateway.js';
 import type { Clock } from '../clock/clock.js';
-import type { Config } from '../config/schema.js';
+import { agentDirs, type Config } from '../config/schema.js';
 import { checkPane, createInjectorFactory, submissionTiming } from '../inject/createInjector.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
 import { ConsoleSessions } from '../interfaces/ConsoleSessions.js';
 import { startHttpServer } from '../interfaces/httpServer.js';
 import type { Logger } from '../log/logger.js';
+import { makeHomePrivate } from '../security/privateHome.js';
 
 export interface Daemon {
   readonly gateway: Gateway;
@@ -27,10 +27,23 @@ export function adminSocketPath(config: Config): string {
   return join(config.home, 'admin.sock');
 }
 
-/** Starts a gateway with its interfaces: the event log first, then MCP and the admin socket. */
+/**
+ * Starts a gateway with its interfaces: its home made private, the event log, then MCP and the
+ * admin socket.
+ */
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const { config, logger } = options;
-  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  const opened = makeHomePrivate(config.home, { agentDirs: agentDirs(config) });
+  if (opened.length > 0) {
+    logger.warn(
+      {
+        home: config.home,
+        count: opened.length,
+        opened: opened.slice(0, 100).map((e) => `${e.path} ${e.mode}`),
+      },
+      'made the home private: these were open to group or others, who may have read them',
+    );
+  }
   const gateway = new Gateway({
     config,
     logger,

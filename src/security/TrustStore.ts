@@ -78,7 +78,7 @@ function writeTrustFile(home: string, file: TrustFile): void {
     version: 1,
     hosts: Object.fromEntries(Object.entries(file.hosts).sort(([a], [b]) => a.localeCompare(b))),
   };
-  writeFileAtomic(trustFilePath(home), `${JSON.stringify(sorted, null, 2)}\n`, { mode: 0o644 });
+  writeFileAtomic(trustFilePath(home), `${JSON.stringify(sorted, null, 2)}\n`, { mode: 0o600 });
 }
 
 function parseHost(host: string): string {

@@ -61,8 +61,22 @@ export function initKeys(home: string, options: InitKeysOptions = {}): GatewayKe
     );
   }
   const text = publicKeyString(publicKey);
-  writeFileAtomic(publicKeyPath, `${text}\n`, { mode: 0o644 });
+  writeFileAtomic(publicKeyPath, `${text}\n`, { mode: 0o600 });
   return { privateKey, publicKey, publicKeyString: text, privateKeyPath, publicKeyPath };
+}
+
+/**
+ * KEY_INSECURE: the private key is accessible to group or others. Not mended by a chmod, as the
+ * rest of the home is: a key others may have read is replaced, and the operator must decide that.
+ */
+export function insecureKeyError(privateKeyPath: string, mode: number): BridgeError {
+  const octal = (mode & 0o777).toString(8).padStart(4, '0');
+  return new BridgeError(
+    ErrorCode.keyInsecure,
+    `the gateway key ${privateKeyPath} is accessible to group or others (mode ${octal}); ` +
+      `run \`chmod 600 ${privateKeyPath}\`, and if others may have read it, replace it with \`bridge keys init --force\``,
+    { details: { path: privateKeyPath, mode: octal } },
+  );
 }
 
 /**
@@ -93,15 +107,7 @@ export function loadKeys(home: string): GatewayKeys {
       { cause: err, details: { path: privateKeyPath } },
     );
   }
-  if (process.platform !== 'win32' && (mode & 0o077) !== 0) {
-    const octal = (mode & 0o777).toString(8).padStart(4, '0');
-    throw new BridgeError(
-      ErrorCode.keyInsecure,
-      `the gateway key ${privateKeyPath} is accessible to group or others (mode ${octal}); ` +
-        `run \`chmod 600 ${privateKeyPath}\`, and if others may have read it, replace it with \`bridge keys init --force\``,
-      { details: { path: privateKeyPath, mode: octal } },
-    );
-  }
+  if (process.platform !== 'win32' && (mode & 0o077) !== 0) throw insecureKeyError(privateKeyPath, mode);
   let privateKey: KeyObject;
   try {
     privateKey = createPrivateKey({ key: pem, format: 'pem' });

@@ -17,7 +17,7 @@ export async function provisionWorkspace(
 ): Promise<string> {
   const dir = join(root, name);
   if (existsSync(join(dir, '.git'))) return dir;
-  mkdirSync(dirname(dir), { recursive: true });
+  mkdirSync(dirname(dir), { recursive: true, mode: 0o700 });
   const args = [
     'clone',
     '--quiet',

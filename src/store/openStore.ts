@@ -2,6 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3, { type Database, type Statement } from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { createPrivateFile } from '../security/privateHome.js';
+import { configureConnection } from './configureConnection.js';
 import { migrations } from './schema.js';
 import { asStoreDamage } from './storeDamage.js';
 import { type CommitStats, WriteBatch } from './WriteBatch.js';
@@ -33,9 +35,13 @@ export interface Store {
 }
 
 export function openStore(options: StoreOptions): Store {
-  if (options.file !== ':memory:') mkdirSync(dirname(options.file), { recursive: true });
   let db: Database;
   try {
+    if (options.file !== ':memory:') {
+      mkdirSync(dirname(options.file), { recursive: true, mode: 0o700 });
+      // Private from its first byte; SQLite gives the -wal and -shm it makes the same mode.
+      createPrivateFile(options.file);
+    }
     db = new BetterSqlite3(options.file);
   } catch (err) {
     throw new BridgeError(
@@ -45,9 +51,7 @@ export function openStore(options: StoreOptions): Store {
     );
   }
   try {
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
-    db.pragma('busy_timeout = 5000');
+    configureConnection(db, options.synchronous ?? 'FULL');
     db.pragma('foreign_keys = ON');
     migrate(db);
   } catch (err) {
