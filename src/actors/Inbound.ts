@@ -72,7 +72,7 @@ export class Inbound {
     const admission = admitInbound(
       {
         content: message.content,
-        signature: signer.verify(message.content, message.headers),
+        verify: () => signer.verify(message.content, message.headers),
         target: destination.target,
         now: clock.now(),
         refusesReply: destination.refusesReply,

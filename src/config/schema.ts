@@ -208,6 +208,21 @@ export const configSchema = z.strictObject({
       maxWaitMs: z.number().int().min(0).default(600_000),
       /** Most messages one bridge_drain returns. */
       maxDrain: z.number().int().min(1).default(100),
+      /**
+       * Most entities a peer's PRESENCE may announce (U5, R-H8); one announcing more is ignored
+       * whole. Also the most this gateway announces without a loud warning.
+       */
+      maxPresenceEntries: z.number().int().min(1).default(10_000),
+      /**
+       * Largest PRESENCE read at all, in bytes: a bigger one is refused before it is verified or
+       * parsed. Default: maxPresenceEntries × 512 (an entry with a few groups is ~200).
+       */
+      maxPresenceBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(128 * 1024 * 1024)
+        .optional(),
     })
     .prefault({}),
   delivery: z
