@@ -19,6 +19,10 @@ export const ErrorCode = {
   consumerRefused: 'CONSUMER_REFUSED',
   brokerNotSetUp: 'BROKER_NOT_SET_UP',
   inboxFull: 'INBOX_FULL',
+  /** One sender holds its whole share of the recipient's inbox (limits.senderInboxShare). */
+  inboxShareFull: 'INBOX_SHARE_FULL',
+  /** Too many tool calls parked open (limits.maxParkedPerEntity, limits.maxParked). */
+  tooManyParked: 'TOO_MANY_PARKED',
   injectFailed: 'INJECT_FAILED',
   paneUnavailable: 'PANE_UNAVAILABLE',
   gatewayUnavailable: 'GATEWAY_UNAVAILABLE',

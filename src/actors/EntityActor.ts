@@ -19,7 +19,7 @@ import type { EntityRecord } from '../store/entities.js';
 import { deleteEntity } from '../store/entities.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
-import type { InboxCap, InboxLoad } from '../wire/inboxCap.js';
+import { type InboxCap, type InboxLoad, senderShareRefusal, takesRoom } from '../wire/inboxCap.js';
 import {
   createHandover,
   Delivery,
@@ -37,7 +37,7 @@ import { type ReplyWait, ReplyWaiters } from './ReplyWaiters.js';
 /** The part of the configuration an entity and its deliveries and reminder read. */
 export type EntityConfig = Pick<Config, 'delivery' | 'remind'> & {
   broker: Pick<Config['broker'], 'inboxMaxLength'>;
-  limits: Pick<Config['limits'], 'inboxMaxBytes'>;
+  limits: Pick<Config['limits'], 'inboxMaxBytes' | 'senderInboxShare'>;
 };
 
 /** The delivery and remind machines with one gateway's effects, shared by all its entities. */
@@ -104,6 +104,8 @@ export class EntityActor {
   private pumpScheduled = false;
   /** Text bytes of the undelivered messages: with their count, the inbox's load (R-H1). */
   private bytes = 0;
+  /** The same load per sender (gid), for each sender's share (R-H8). */
+  private readonly bySender = new Map<string, { count: number; bytes: number }>();
   private loadReportScheduled = false;
   /** Deliveries in `held`: the reminder's one input, and what wakes a parked drain. */
   private held = 0;
@@ -194,6 +196,17 @@ export class EntityActor {
   /** The undelivered messages and their bytes, against the inbox caps (R-H1). */
   get load(): InboxLoad {
     return { count: this.deliveries.size, bytes: this.bytes };
+  }
+
+  /**
+   * Why this inbox takes no more of `sender`'s messages, `size` bytes more, or undefined: the
+   * sender holds its share of the inbox (limits.senderInboxShare). A message it has already is
+   * never refused: its copy again is a duplicate, acked as such.
+   */
+  senderShareRefusal(envelope: Envelope, size: number): string | undefined {
+    if (!takesRoom(envelope.kind) || this.deliveries.has(envelope.msgId)) return undefined;
+    const mine = this.bySender.get(envelope.from.gid) ?? { count: 0, bytes: 0 };
+    return senderShareRefusal(mine, this.cap, this.deps.config.limits.senderInboxShare, size);
   }
 
   /** The caps every inbox has: messages (broker.inboxMaxLength) and bytes (limits.inboxMaxBytes). */
@@ -413,6 +426,7 @@ export class EntityActor {
   private track(delivery: Delivery): void {
     this.deliveries.set(delivery.msgId, delivery);
     this.bytes += delivery.context.size;
+    this.countSender(delivery, +1);
     this.reportLoad();
   }
 
@@ -424,6 +438,15 @@ export class EntityActor {
       this.loadReportScheduled = false;
       this.deps.onInboxLoad?.(this);
     });
+  }
+
+  private countSender(delivery: Delivery, delta: 1 | -1): void {
+    const { sender, size } = delivery.context;
+    const load = this.bySender.get(sender) ?? { count: 0, bytes: 0 };
+    load.count += delta;
+    load.bytes += delta * size;
+    if (load.count <= 0) this.bySender.delete(sender);
+    else this.bySender.set(sender, load);
   }
 
   private countHeld(delta: number): void {
@@ -471,6 +494,7 @@ export class EntityActor {
     if (transition.done) {
       this.deliveries.delete(delivery.msgId);
       this.bytes -= delivery.context.size;
+      this.countSender(delivery, -1);
       this.reportLoad();
     }
     this.schedulePump();

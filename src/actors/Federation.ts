@@ -20,6 +20,7 @@ import type { Signer } from '../security/messageSigning.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
 import { encodeEnvelope } from '../wire/codec.js';
 import { BridgeHeader, type DeadLetterView, type RequeueResult } from '../wire/deadLetterView.js';
+import { byteLength } from '../wire/digest.js';
 import { type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
@@ -330,6 +331,12 @@ export class Federation implements DeadLetterSink {
       id: entity.gid,
       target: { kind: 'inbox', gid: entity.gid, name: entity.record.name, groups: entity.record.groups },
       refusesReply: this.deps.refusesReply,
+      refusesSender: (envelope) => {
+        const share = entity.senderShareRefusal(envelope, byteLength(envelope.text));
+        return share === undefined
+          ? undefined
+          : `${entity.record.name}'s inbox takes no more from its sender now: ${share}`;
+      },
       accept: (envelope, message) =>
         entity.accept(
           envelope.kind === WireKind.broadcast ? envelope : { ...envelope, to: entity.gid },

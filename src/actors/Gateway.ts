@@ -26,6 +26,7 @@ import { Federation } from './Federation.js';
 import { GatewayStatus, type RosterEntry } from './GatewayStatus.js';
 import type { Handover, InboundHandle } from './handover.js';
 import { createMessageStatusLookup, type MessageStatus, type MessageStatusLookup } from './messageStatus.js';
+import { ParkedCalls } from './ParkedCalls.js';
 import { Receipts } from './Receipts.js';
 import { newToken, type RegisterRequest, type Registration, Registrations } from './Registrations.js';
 import type { Nudge } from './Reminder.js';
@@ -90,6 +91,8 @@ export class Gateway {
   private stopping = false;
   private readonly nudgeListeners = new Set<(nudge: Nudge) => void>();
   private readonly mcpUrl: { readonly promise: Promise<string>; resolve: (url: string) => void };
+  /** Calls parked open, against limits.maxParkedPerEntity and limits.maxParked (R-H8). */
+  private readonly parked: ParkedCalls;
 
   constructor(private readonly options: GatewayOptions) {
     this.config = options.config;
@@ -100,6 +103,11 @@ export class Gateway {
     this.metrics = createMetrics(() => [...this.directory.all()].map((e) => [e.record.name, e.depth]), {
       runtime: this.config.metrics.runtime,
     });
+    const { maxParkedPerEntity, maxParked } = this.config.limits;
+    this.parked = new ParkedCalls(
+      { perEntity: maxParkedPerEntity, perGateway: maxParked },
+      this.metrics.parkedCalls,
+    );
     let resolve: (url: string) => void = () => {};
     const promise = new Promise<string>((settle) => {
       resolve = settle;
@@ -353,7 +361,10 @@ export class Gateway {
    * message back from the recipient (or answering this one) arrives (R-DL3).
    */
   async send(sender: EntityActor, options: SendOptions): Promise<SendOutcome> {
-    return this.live().sends.send(sender, options);
+    const sends = this.live().sends;
+    const waits = (options.waitMs ?? 0) > 0 || options.waitFor !== undefined;
+    if (!waits) return sends.send(sender, options);
+    return this.parked.park(sender.gid, sender.record.name, () => sends.send(sender, options));
   }
 
   /** Where a message sent from this gateway is now (R-RC1); see MessageStatusLookup. */
@@ -363,7 +374,8 @@ export class Gateway {
 
   /** Asks and parks the caller until the answer comes or the turn's deadline passes (U2). */
   async ask(asker: EntityActor, options: AskOptions): Promise<AskOutcome> {
-    return this.live().asks.ask(asker, options);
+    const asks = this.live().asks;
+    return this.parked.park(asker.gid, asker.record.name, () => asks.ask(asker, options));
   }
 
   /** Answers an ASK this entity received (only the first answer counts). */
@@ -400,7 +412,9 @@ export class Gateway {
     this.assertRunning();
     const { maxDrain, maxWaitMs } = this.config.limits;
     const ms = Math.min(waitMs ?? 0, maxWaitMs);
-    return entity.drain(Math.min(max ?? maxDrain, maxDrain), ms > 0 ? { ms, signal } : undefined);
+    const most = Math.min(max ?? maxDrain, maxDrain);
+    if (ms <= 0) return entity.drain(most);
+    return this.parked.park(entity.gid, entity.record.name, () => entity.drain(most, { ms, signal }));
   }
 
   /** Local entities first, then every remote host's, as their presence announced them (U5). */

@@ -18,6 +18,8 @@ export interface Destination {
   readonly target: AdmissionTarget;
   /** Why a reply may not name the message it answers, or undefined (inboxes). */
   refusesReply?: ((envelope: Envelope) => string | undefined) | undefined;
+  /** Why the destination takes no more of this sender's messages now (its share, R-H8), or undefined. */
+  refusesSender?(envelope: Envelope): string | undefined;
   accept(envelope: Envelope, message: InboundMessage): void;
   /** A SPAWN refused for its content, dead-lettered; the control queue answers its requester. */
   answerSpawn?(request: SpawnHeader, why: string): void;
@@ -72,7 +74,7 @@ export class Inbound {
     const admission = admitInbound(
       {
         content: message.content,
-        signature: signer.verify(message.content, message.headers),
+        verify: () => signer.verify(message.content, message.headers),
         target: destination.target,
         now: clock.now(),
         refusesReply: destination.refusesReply,
@@ -155,6 +157,11 @@ export class Inbound {
       return undefined;
     }
     this.deps.hlc.receive(envelope.hlc);
+    const overShare = destination.refusesSender?.(envelope);
+    if (overShare !== undefined) {
+      this.reject(message, destination.queue, 'maxlen', overShare);
+      return undefined;
+    }
     try {
       destination.accept(envelope, message);
       if (envelope.kind !== WireKind.receipt) metrics.accepted.inc({ route: 'broker' });

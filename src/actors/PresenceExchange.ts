@@ -7,14 +7,21 @@ import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Signer } from '../security/messageSigning.js';
 import { schemaVersionString, WireKind } from '../wire/envelope.js';
-import { decodePresence, encodePresence, judgePresenceAge, type PresenceEntry } from '../wire/presence.js';
+import {
+  decodePresence,
+  encodePresence,
+  judgePresenceAge,
+  type PresenceEntry,
+  presenceLimits,
+} from '../wire/presence.js';
+import { boundedDetail, oversized } from '../wire/wireSize.js';
 import type { BrokerActor } from './BrokerActor.js';
 import type { RemoteRoster } from './RemoteRoster.js';
 
 export interface PresenceExchangeDeps {
   broker: BrokerActor;
   roster: RemoteRoster;
-  config: Pick<Config, 'hostId' | 'broker' | 'security'>;
+  config: Pick<Config, 'hostId' | 'broker' | 'security' | 'limits'>;
   hlc: Hlc;
   clock: Clock;
   logger: Logger;
@@ -36,6 +43,8 @@ const announceCoalesceMs = 50;
 export class PresenceExchange {
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   private announceTimer: ReturnType<typeof setTimeout> | undefined;
+  /** This gateway's own snapshot is past what peers with its limits take: warned once until it fits. */
+  private ownTooLarge = false;
 
   constructor(private readonly deps: PresenceExchangeDeps) {}
 
@@ -75,6 +84,7 @@ export class PresenceExchange {
       entities: this.deps.entries(),
     };
     const content = encodePresence(presence);
+    this.checkOwnSize(content, presence.entities.length);
     await broker
       .publish({
         exchange: Exchange.roster,
@@ -92,22 +102,32 @@ export class PresenceExchange {
       );
   }
 
-  /** The roster queue's consumer: a snapshot from another gateway. */
+  /**
+   * The roster queue's consumer: a snapshot from another gateway. Checked in the order that
+   * reads least of someone else's bytes first (R-H8): size, the signature over the raw bytes,
+   * and only then the JSON; a refusal is logged with its reason, never with the payload.
+   */
   receive(message: InboundMessage): void {
     const { config, roster, signer } = this.deps;
     message.ack();
-    const decoded = decodePresence(message.content);
+    const limits = presenceLimits(config.limits);
+    const tooLarge = oversized(message.content, limits.maxBytes, 'limits.maxPresenceBytes');
+    if (tooLarge !== undefined) {
+      this.ignore('oversized', tooLarge, message.routingKey);
+      return;
+    }
+    const signature = signer.verify(message.content, message.headers);
+    if (!signature.ok) {
+      this.ignore('bad-signature', signature.detail, message.routingKey);
+      return;
+    }
+    const decoded = decodePresence(message.content, limits.maxEntries);
     if (!decoded.ok) {
       this.ignore('malformed', decoded.detail, message.routingKey);
       return;
     }
     const presence = decoded.presence;
     if (presence.host === config.hostId) return;
-    const signature = signer.verify(message.content, message.headers);
-    if (!signature.ok) {
-      this.ignore('bad-signature', signature.detail, message.routingKey);
-      return;
-    }
     if (signer.enabled && signature.signer !== presence.host) {
       // A host may only announce its own entities (invariant 6).
       this.ignore(
@@ -133,6 +153,23 @@ export class PresenceExchange {
 
   private ignore(reason: string, detail: string, routingKey: string): void {
     this.deps.metrics.presenceIgnored.inc({ reason });
-    this.deps.logger.warn({ reason, detail, routingKey }, 'ignored a PRESENCE announcement');
+    this.deps.logger.warn(
+      { reason, detail: boundedDetail(detail), routingKey: boundedDetail(routingKey) },
+      'ignored a PRESENCE announcement',
+    );
+  }
+
+  /** Peers with this gateway's limits would ignore its snapshot: say so, once, with the fix. */
+  private checkOwnSize(content: Buffer, entries: number): void {
+    const limits = presenceLimits(this.deps.config.limits);
+    const tooLarge = content.length > limits.maxBytes || entries > limits.maxEntries;
+    if (tooLarge && !this.ownTooLarge) {
+      this.deps.logger.error(
+        { bytes: content.length, entries, ...limits },
+        'this gateway announces more than limits.maxPresenceEntries / limits.maxPresenceBytes allow: ' +
+          'peers with those limits ignore its PRESENCE; raise them on every gateway, or host fewer entities here',
+      );
+    }
+    this.ownTooLarge = tooLarge;
   }
 }

@@ -8,7 +8,7 @@ import { readActorHead } from '../store/actorHeads.js';
 import { readActorInput } from '../store/readActorInput.js';
 import { byteLength } from '../wire/digest.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
-import { inboxRefusal } from '../wire/inboxCap.js';
+import { inboxRefusal, takesRoom } from '../wire/inboxCap.js';
 import { judgeReply } from '../wire/judgeReply.js';
 import { composeEnvelope, type EnvelopeExtras } from './composeEnvelope.js';
 import type { Directory } from './Directory.js';
@@ -77,14 +77,6 @@ export interface RouterDeps extends RuntimeDeps {
   directory: Directory;
   federation?: Federation | undefined;
 }
-
-/** What a sender puts in an inbox, and a full inbox refuses (R-H1). */
-const cappedKinds: ReadonlySet<string> = new Set([
-  WireKind.send,
-  WireKind.reply,
-  WireKind.ask,
-  WireKind.broadcast,
-]);
 
 /**
  * Accepts messages from local senders and routes them. A recipient on this host gets the
@@ -281,15 +273,20 @@ export class Router {
     }
     let localCopies = 0;
     let partial = false;
+    let overShare: BridgeError | undefined;
     for (const entity of this.deps.directory.all()) {
       if (entity === sender) continue;
       if (request.group !== undefined && !entity.record.groups.includes(request.group)) continue;
-      if (this.roomRefusal(entity, envelope, size) !== undefined) {
+      const refusal = this.roomRefusal(entity, envelope, size);
+      if (refusal !== undefined) {
         partial = true; // a full inbox refused its copy; the others have theirs (SPEC §12)
+        if (refusal.code === ErrorCode.inboxShareFull) overShare ??= refusal;
         continue;
       }
       if (entity.accept({ ...envelope, to: entity.gid }) === 'accepted') localCopies++;
     }
+    // Every copy refused, some for the sender's own share: it is told why, not sent nowhere.
+    if (localCopies === 0 && overShare) return this.cells.fail(cell, overShare);
     cell.send({ type: 'send.routedLocal' });
     this.deps.metrics.accepted.inc({ route: 'local' });
     await this.deps.store.batch.flush();
@@ -310,9 +307,7 @@ export class Router {
       return;
     }
     const refusal = this.roomRefusal(local, envelope, size);
-    if (refusal !== undefined) {
-      return this.cells.fail(cell, new BridgeError(ErrorCode.inboxFull, refusal, { retryable: true }));
-    }
+    if (refusal !== undefined) return this.cells.fail(cell, refusal);
     try {
       local.accept(envelope);
     } catch (err) {
@@ -337,32 +332,45 @@ export class Router {
   }
 
   /**
-   * Why `recipient`'s inbox refuses `envelope`, or undefined if it has room. A full local inbox
-   * refuses like a full broker queue (R-H1): INBOX_FULL to the sender, and a dead letter with
-   * reason maxlen, counted; federated, a copy goes to bridge.dlq as the broker's
-   * reject-publish-dlx would put it there.
+   * Why `recipient`'s inbox refuses `envelope`, or undefined if it has room: the sender holds
+   * its share of it (INBOX_SHARE_FULL, R-H8), or it is full (INBOX_FULL). A refusal is told to
+   * the sender and counts as a dead letter with reason maxlen, as a full broker queue refuses
+   * (R-H1); federated, a copy goes to bridge.dlq as the broker's reject-publish-dlx would put it.
    */
-  private roomRefusal(recipient: EntityActor, envelope: Envelope, size: number): string | undefined {
-    // What the gateway writes (SPAWN_RESULT, TOO_LATE) and answers (handed to the parked turn,
-    // never held) take no room an entity's senders could fill.
-    if (!cappedKinds.has(envelope.kind)) return undefined;
-    const full = inboxRefusal(recipient.load, recipient.cap, size);
-    if (full === undefined) return undefined;
+  private roomRefusal(recipient: EntityActor, envelope: Envelope, size: number): BridgeError | undefined {
+    // What the gateway writes (SPAWN_RESULT, TOO_LATE) and answers take no room (takesRoom).
+    if (!takesRoom(envelope.kind)) return undefined;
+    const name = recipient.record.name;
+    const share = recipient.senderShareRefusal(envelope, size);
+    const full = share === undefined ? inboxRefusal(recipient.load, recipient.cap, size) : undefined;
+    if (share === undefined && full === undefined) return undefined;
     const refusal =
-      `${recipient.record.name}'s inbox is full: ${full}; the message was not accepted. ` +
-      'Retry later, or ask its owner to drain it';
+      share !== undefined
+        ? new BridgeError(
+            ErrorCode.inboxShareFull,
+            `${name}'s inbox takes no more from you now: ${share}; the message was not accepted. ` +
+              `Wait until ${name} has taken some of your messages, then retry`,
+            { retryable: true },
+          )
+        : new BridgeError(
+            ErrorCode.inboxFull,
+            `${name}'s inbox is full: ${full}; the message was not accepted. ` +
+              'Retry later, or ask its owner to drain it',
+            { retryable: true },
+          );
     const { metrics, logger, federation } = this.deps;
     metrics.deadLetters.inc({ reason: 'maxlen' });
     logger.warn(
       {
         traceId: envelope.traceId,
         msgId: envelope.msgId,
-        recipient: recipient.record.name,
+        recipient: name,
+        code: refusal.code,
         ...recipient.load,
       },
-      'refused a message for a full inbox; dead-lettered as maxlen',
+      "refused a message for a full inbox (or its sender's full share); dead-lettered as maxlen",
     );
-    federation?.deadLetter({ ...envelope, to: recipient.gid }, 'maxlen', refusal);
+    federation?.deadLetter({ ...envelope, to: recipient.gid }, 'maxlen', refusal.message);
     return refusal;
   }
 

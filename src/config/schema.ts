@@ -177,6 +177,12 @@ export const configSchema = z.strictObject({
        * on the session's GET stream, and a parked call is an open request.
        */
       responses: z.enum(['json', 'sse']).default('json'),
+      /**
+       * Most HTTP connections open at once (each a file descriptor); one more is closed at once
+       * and counted (bridge_http_connections_dropped_total). Keep it under the process's open-file
+       * limit (`ulimit -n`, often 1024) less what the gateway holds besides.
+       */
+      maxConnections: z.number().int().min(16).default(768),
       /** A session with no request open and none for this long is closed (its client has gone). */
       sessionIdleMs: z
         .number()
@@ -208,6 +214,34 @@ export const configSchema = z.strictObject({
       maxWaitMs: z.number().int().min(0).default(600_000),
       /** Most messages one bridge_drain returns. */
       maxDrain: z.number().int().min(1).default(100),
+      /**
+       * Tool calls one entity may have parked open at once: drains with wait_ms, asks, sends
+       * with wait_ms or wait_for. One more is refused with TOO_MANY_PARKED (R-H8).
+       */
+      maxParkedPerEntity: z.number().int().min(1).default(64),
+      /** The same, for all the entities of this gateway together. */
+      maxParked: z.number().int().min(1).default(512),
+      /**
+       * The share of every inbox cap (broker.inboxMaxLength, limits.inboxMaxBytes) one sender's
+       * undelivered messages may take: past it that sender gets INBOX_SHARE_FULL, so no one
+       * sender fills an inbox, or every inbox with broadcasts (R-H8). 1 turns it off.
+       */
+      senderInboxShare: z.number().gt(0).max(1).default(0.25),
+      /**
+       * Most entities a peer's PRESENCE may announce (U5, R-H8); one announcing more is ignored
+       * whole. Also the most this gateway announces without a loud warning.
+       */
+      maxPresenceEntries: z.number().int().min(1).default(10_000),
+      /**
+       * Largest PRESENCE read at all, in bytes: a bigger one is refused before it is verified or
+       * parsed. Default: maxPresenceEntries × 512 (an entry with a few groups is ~200).
+       */
+      maxPresenceBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(128 * 1024 * 1024)
+        .optional(),
     })
     .prefault({}),
   delivery: z

@@ -20,6 +20,9 @@ export interface HttpServerHandle {
   close(): Promise<void>;
 }
 
+/** A flood of dropped connections is one warning this often, and a counter. */
+const dropLogEveryMs = 10_000;
+
 /** JSON-RPC error code for transport-level refusals (the MCP SDK uses -32000 upward). */
 const jsonRpcServerError = -32001;
 
@@ -62,6 +65,21 @@ export async function startHttpServer(
       if (!res.headersSent) refuse(res, 500, ErrorCode.internal, 'internal error; see the gateway log');
       else res.end();
     });
+  });
+
+  // Each connection is a file descriptor, a parked call's for as long as it waits: past the cap
+  // one more is closed at once, before it costs anything (R-H8), and counted.
+  server.maxConnections = gateway.config.mcp.maxConnections;
+  let lastDropLog = 0;
+  server.on('drop', () => {
+    gateway.metrics.droppedConnections.inc();
+    const now = gateway.clock.now();
+    if (now - lastDropLog < dropLogEveryMs) return;
+    lastDropLog = now;
+    gateway.logger.warn(
+      { maxConnections: server.maxConnections },
+      'closed an HTTP connection at once: mcp.maxConnections are open (see bridge_http_connections_dropped_total)',
+    );
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -20,6 +20,8 @@ export interface Metrics {
   readonly deliveryLatency: Histogram<'mode'>;
   readonly inboxDepth: Gauge<'entity'>;
   readonly mcpSessions: Gauge<'entity'>;
+  readonly parkedCalls: Gauge;
+  readonly droppedConnections: Counter;
   readonly brokerConnected: Gauge;
   readonly rejectedRequests: Counter<'code'>;
   readonly presenceIgnored: Counter<'reason'>;
@@ -83,6 +85,16 @@ export function createMetrics(
       name: 'bridge_mcp_sessions',
       help: 'Open MCP sessions per local entity (at most mcp.maxSessionsPerEntity)',
       labelNames: ['entity'] as const,
+      registers: [registry],
+    }),
+    parkedCalls: new Gauge({
+      name: 'bridge_parked_calls',
+      help: 'Tool calls parked open (drains with wait_ms, asks, sends that wait): at most limits.maxParked',
+      registers: [registry],
+    }),
+    droppedConnections: new Counter({
+      name: 'bridge_http_connections_dropped_total',
+      help: 'HTTP connections closed at once because mcp.maxConnections were open',
       registers: [registry],
     }),
     nudges: new Counter({

@@ -4,6 +4,7 @@ import type { SignatureCheck } from '../security/messageSigning.js';
 import { decodeEnvelope } from './codec.js';
 import { byteLength } from './digest.js';
 import { type Envelope, type SpawnHeader, WireKind } from './envelope.js';
+import { oversized } from './wireSize.js';
 
 /** Where an arrival is headed: an entity's inbox, or a gateway's control queue. */
 export type AdmissionTarget =
@@ -24,8 +25,11 @@ export interface AdmissionLimits {
 
 export interface InboundArrival {
   content: Buffer;
-  /** The signature check of `content` with its headers (done by the gateway's signer). */
-  signature: SignatureCheck;
+  /**
+   * Checks the signature over `content`, the raw bytes, with its headers (the gateway's
+   * signer); called only once the size is known to be within limits, before anything is decoded.
+   */
+  verify(): SignatureCheck;
   target: AdmissionTarget;
   now: number;
   /** Why a reply may not name the message it answers, or undefined (inboxes only). */
@@ -66,12 +70,20 @@ const controlKinds: ReadonlySet<string> = new Set<WireKind>([
 const broadcastPrefix = 'broadcast.';
 
 /**
- * The checks an arrival passes before anything is done with it, in order: signature, schema,
- * own copy, destination, sender on the signing host, clock stamp, expiry. The roster check
- * (the sender lives on the signer) comes after, in `judgeSender`. Pure: no I/O, time is `now`.
+ * The checks an arrival passes before anything is done with it, in order: size, signature
+ * (over the raw bytes), schema, own copy, destination, sender on the signing host, clock stamp,
+ * expiry (R-H8: nothing unsigned or oversized is ever decoded). The roster check (the sender
+ * lives on the signer) comes after, in `judgeSender`. Pure: no I/O, time is `now`.
  */
 export function admitInbound(arrival: InboundArrival, limits: AdmissionLimits): Admission {
-  const { signature, target, now } = arrival;
+  const { target, now } = arrival;
+  const tooLarge = oversized(
+    arrival.content,
+    limits.maxWireBytes,
+    'limits.maxTextBytes and the envelope around it',
+  );
+  if (tooLarge !== undefined) return refuse('rejected', `oversized: ${tooLarge}`);
+  const signature = arrival.verify();
   if (!signature.ok) return refuse('bad-signature', signature.detail);
   const decoded = decodeEnvelope(arrival.content, limits.maxWireBytes);
   if (!decoded.ok) {

@@ -8,6 +8,7 @@ import {
   schemaVersionString,
   spawnHeaderSchema,
 } from './envelope.js';
+import { boundedDetail, oversized } from './wireSize.js';
 
 /**
  * Envelope bytes on the wire: UTF-8 JSON. Pure: no sockets here (the broker actor owns those).
@@ -38,20 +39,19 @@ export function encodeEnvelope(envelope: Envelope): Buffer {
 
 const versionOnly = z.object({ v: z.string().regex(/^\d+\.\d+$/) });
 
-/** Decodes a received message body; `maxBytes` bounds what is parsed at all. */
+/** Decodes a received message body; `maxBytes` bounds what is parsed at all (`oversized`). */
 export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
-  if (bytes.length > maxBytes) {
-    return {
-      ok: false,
-      reason: DecodeFailure.oversized,
-      detail: `${bytes.length} bytes; the limit is ${maxBytes}`,
-    };
-  }
+  const tooLarge = oversized(bytes, maxBytes, 'limits.maxTextBytes and the envelope around it');
+  if (tooLarge !== undefined) return { ok: false, reason: DecodeFailure.oversized, detail: tooLarge };
   let raw: unknown;
   try {
     raw = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    return { ok: false, reason: DecodeFailure.malformed, detail: `not JSON: ${(err as Error).message}` };
+    return {
+      ok: false,
+      reason: DecodeFailure.malformed,
+      detail: boundedDetail(`not JSON: ${(err as Error).message}`),
+    };
   }
   const version = versionOnly.safeParse(raw);
   if (!version.success) {

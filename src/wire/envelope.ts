@@ -85,8 +85,16 @@ function lengthOf(value: unknown): number {
 
 /** zod issues as one line: `path: message; ...` (`whole` names an issue at the root). */
 export function describeIssues(error: z.ZodError, whole = '(root)'): string {
-  return error.issues.map((i) => `${i.path.join('.') || whole}: ${i.message}`).join('; ');
+  const shown = error.issues
+    .slice(0, maxIssuesShown)
+    .map((i) => `${i.path.join('.') || whole}: ${i.message}`);
+  const more = error.issues.length - shown.length;
+  // Someone else's input decides how many issues there are: a refusal stays one short line.
+  return more > 0 ? `${shown.join('; ')}; and ${more} more` : shown.join('; ');
 }
+
+/** Schema issues named in a refusal; the rest are counted. */
+const maxIssuesShown = 10;
 
 export const addressSchema = z.object({
   gid: z.string().uuid(),

@@ -1,3 +1,5 @@
+import { WireKind } from './envelope.js';
+
 /**
  * One entity's inbox on its own gateway: the messages accepted for it and not yet finished
  * (pending, typed, waiting for its pane, held, handed over), and their text bytes. The local
@@ -50,4 +52,51 @@ export function brokerMayDeliver(
   const limit = Math.max(1, cap.maxLength - inFlight);
   if (deliveringNow) return load.count < limit && load.bytes < cap.maxBytes;
   return load.count < Math.min(limit, Math.ceil(cap.maxLength / 2)) && load.bytes < cap.maxBytes / 2;
+}
+
+/** Kinds that take room in an inbox: what an entity's senders write. */
+const roomKinds: ReadonlySet<string> = new Set([
+  WireKind.send,
+  WireKind.reply,
+  WireKind.ask,
+  WireKind.broadcast,
+]);
+
+/**
+ * Whether a message of `kind` counts against the caps. What the gateway writes (SPAWN_RESULT,
+ * TOO_LATE) and answers (handed to the parked turn, never held) take no room an entity's
+ * senders could fill.
+ */
+export function takesRoom(kind: string): boolean {
+  return roomKinds.has(kind);
+}
+
+/**
+ * Why one more message of `size` bytes from a sender whose undelivered messages in an inbox
+ * are `mine` is past that sender's share of the inbox (`share` of each cap), or undefined.
+ * No one sender can then fill an inbox, nor every inbox with broadcasts (R-H8); a share of 1
+ * leaves the inbox caps alone.
+ */
+export function senderShareRefusal(
+  mine: InboxLoad,
+  cap: InboxCap,
+  share: number,
+  size: number,
+): string | undefined {
+  if (share >= 1) return undefined;
+  const most = Math.max(1, Math.floor(cap.maxLength * share));
+  if (mine.count + 1 > most) {
+    return (
+      `it holds ${mine.count} of your undelivered messages, your whole share of it ` +
+      `(limits.senderInboxShare ${share} of broker.inboxMaxLength ${cap.maxLength})`
+    );
+  }
+  const mostBytes = Math.floor(cap.maxBytes * share);
+  if (mine.bytes + size > mostBytes) {
+    return (
+      `your undelivered messages in it hold ${mine.bytes} bytes and this one ${size}, past your share ` +
+      `(limits.senderInboxShare ${share} of limits.inboxMaxBytes ${cap.maxBytes})`
+    );
+  }
+  return undefined;
 }

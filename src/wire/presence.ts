@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { decodeHlc } from '../clock/hlc.js';
-import { entityKindSchema, entityNamePattern, hlcSchema, schemaVersion, WireKind } from './envelope.js';
+import {
+  describeIssues,
+  entityKindSchema,
+  entityNamePattern,
+  hlcSchema,
+  schemaVersion,
+  WireKind,
+} from './envelope.js';
+import { boundedDetail } from './wireSize.js';
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
 export const presenceEntrySchema = z.object({
@@ -8,7 +16,7 @@ export const presenceEntrySchema = z.object({
   name: z.string().regex(entityNamePattern, 'not an entity name'),
   kind: entityKindSchema,
   groups: z.array(z.string().regex(entityNamePattern, 'not a group name')).max(32),
-  status: z.string(),
+  status: z.string().max(64),
   /** When it was last active on its host (ms; EntityActor.lastActiveAt); a 1.2 peer leaves it out. */
   lastActiveAt: z.number().int().nonnegative().optional(),
 });
@@ -31,15 +39,46 @@ export function encodePresence(presence: Presence): Buffer {
 
 export type DecodedPresence = { ok: true; presence: Presence } | { ok: false; detail: string };
 
-export function decodePresence(bytes: Buffer): DecodedPresence {
+/** What a peer's PRESENCE may be at most (R-H8), from `limits` of the config. */
+export interface PresenceLimits {
+  maxEntries: number;
+  maxBytes: number;
+}
+
+/** The bytes a PRESENCE may take per entry it may announce, unless limits.maxPresenceBytes says. */
+export const presenceEntryBudgetBytes = 512;
+
+export function presenceLimits(limits: {
+  maxPresenceEntries: number;
+  maxPresenceBytes?: number | undefined;
+}): PresenceLimits {
+  return {
+    maxEntries: limits.maxPresenceEntries,
+    maxBytes: limits.maxPresenceBytes ?? limits.maxPresenceEntries * presenceEntryBudgetBytes,
+  };
+}
+
+/**
+ * Parses a PRESENCE whose size and signature were checked already (the bytes are bounded by
+ * `PresenceLimits.maxBytes`). An entry list longer than `maxEntries` is refused before the
+ * entries are validated; a refusal's detail is bounded, whatever the input.
+ */
+export function decodePresence(bytes: Buffer, maxEntries: number): DecodedPresence {
   let raw: unknown;
   try {
     raw = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    return { ok: false, detail: `not JSON: ${(err as Error).message}` };
+    return { ok: false, detail: boundedDetail(`not JSON: ${(err as Error).message}`) };
+  }
+  const entities = (raw as { entities?: unknown } | null)?.entities;
+  if (Array.isArray(entities) && entities.length > maxEntries) {
+    return {
+      ok: false,
+      detail: `announces ${entities.length} entities; this gateway takes at most ${maxEntries} (limits.maxPresenceEntries)`,
+    };
   }
   const parsed = presenceSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, detail: parsed.error.issues.map((i) => i.message).join('; ') };
+  if (!parsed.success) return { ok: false, detail: boundedDetail(describeIssues(parsed.error)) };
   if (Number(parsed.data.v.split('.')[0]) > schemaVersion.major) {
     return { ok: false, detail: `presence schema ${parsed.data.v} is newer than this gateway's` };
   }

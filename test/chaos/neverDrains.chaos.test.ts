@@ -85,6 +85,8 @@ describe('a main that never drains, under a flood', () => {
       env: { BRIDGE_BROKER_URI: brokerUri },
       config: {
         broker: { heartbeatMs: 300, prefetch: 20, inboxMaxLength: 30 },
+        // One sender fills the inbox here: the caps themselves are under test, not the share.
+        limits: { senderInboxShare: 1 },
         remind: { firstMs: 500, maxMs: 1_000 },
       },
     });

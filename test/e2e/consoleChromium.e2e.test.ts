@@ -38,7 +38,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
     beta = new GatewayProcess({
       hostId: uniqueHostId('console-b'),
       env: { BRIDGE_BROKER_URI: brokerUri },
-      config: { broker: { inboxMaxLength: 2 } },
+      config: { broker: { inboxMaxLength: 2 }, limits: { senderInboxShare: 1 } },
     });
     await Promise.all([alpha.start(), beta.start()]);
     tmux = await startTmuxServer();

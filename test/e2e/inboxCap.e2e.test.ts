@@ -38,7 +38,11 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
     receiver = new GatewayProcess({
       hostId: `receiver-${queueMode}-${suffix}`,
       env: { BRIDGE_BROKER_URI: brokerUri },
-      config: { broker: { heartbeatMs: 300, prefetch: 2, inboxMaxLength: 3, queueMode } },
+      config: {
+        broker: { heartbeatMs: 300, prefetch: 2, inboxMaxLength: 3, queueMode },
+        // One sender fills the inbox: the cap itself is under test, not the sender's share.
+        limits: { senderInboxShare: 1 },
+      },
     });
     gateways.push(origin, receiver);
     await Promise.all(gateways.map((g) => g.start()));

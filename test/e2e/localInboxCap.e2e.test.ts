@@ -42,7 +42,11 @@ describe('same-host holds are bounded like a broker inbox', () => {
 
   beforeAll(async () => {
     gateway = new GatewayProcess({
-      config: { broker: { inboxMaxLength: maxLength }, limits: { inboxMaxBytes: maxBytes } },
+      // One sender fills the inbox: the caps themselves are under test, not the sender's share.
+      config: {
+        broker: { inboxMaxLength: maxLength },
+        limits: { inboxMaxBytes: maxBytes, senderInboxShare: 1 },
+      },
     });
     await gateway.start();
     const s = await register(gateway, 'flood');
@@ -119,7 +123,7 @@ describe('a same-host refusal on a federated gateway', () => {
     gateway = new GatewayProcess({
       hostId: `localcap-${Math.random().toString(36).slice(2, 7)}`,
       env: { BRIDGE_BROKER_URI: brokerUri },
-      config: { broker: { inboxMaxLength: 2 } },
+      config: { broker: { inboxMaxLength: 2 }, limits: { senderInboxShare: 1 } },
     });
     await gateway.start();
     const s = await register(gateway, 'flood');

@@ -239,7 +239,11 @@ describe('a message routed on this host leaves no body once its send is over', (
     home = mkdtempSync(join(tmpdir(), 'bridge-bodies-local-'));
     const { config } = loadConfig({ env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'h1' } });
     gateway = new Gateway({
-      config: { ...config, broker: { ...config.broker, inboxMaxLength: 1 } },
+      config: {
+        ...config,
+        broker: { ...config.broker, inboxMaxLength: 1 },
+        limits: { ...config.limits, senderInboxShare: 1 },
+      },
       logger: silentLogger(),
       createInjector: () => new RecordingPane(),
     });

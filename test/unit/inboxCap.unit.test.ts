@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { brokerMayDeliver, inboxPrefetch, inboxRefusal } from '../../src/wire/inboxCap.js';
+import {
+  brokerMayDeliver,
+  inboxPrefetch,
+  inboxRefusal,
+  senderShareRefusal,
+} from '../../src/wire/inboxCap.js';
 
 const cap = { maxLength: 10, maxBytes: 1_000 };
 
@@ -67,5 +72,28 @@ describe('the broker stops delivering to a full inbox (brokerMayDeliver)', () =>
     expect(inFlight).toBe(1);
     expect(brokerMayDeliver({ count: 0, bytes: 0 }, one, inFlight, false)).toBe(true);
     expect(brokerMayDeliver({ count: 1, bytes: 10 }, one, inFlight, true)).toBe(false);
+  });
+});
+
+describe('a sender’s share of an inbox (limits.senderInboxShare)', () => {
+  const cap = { maxLength: 40, maxBytes: 4_000 };
+
+  it('refuses the message past a quarter of the count, naming the key', () => {
+    expect(senderShareRefusal({ count: 9, bytes: 90 }, cap, 0.25, 10)).toBeUndefined();
+    expect(senderShareRefusal({ count: 10, bytes: 100 }, cap, 0.25, 10)).toMatch(
+      /^it holds 10 of your undelivered messages, your whole share of it \(limits.senderInboxShare 0.25/,
+    );
+  });
+
+  it('refuses by bytes past the share of limits.inboxMaxBytes', () => {
+    expect(senderShareRefusal({ count: 1, bytes: 900 }, cap, 0.25, 100)).toBeUndefined();
+    expect(senderShareRefusal({ count: 1, bytes: 900 }, cap, 0.25, 101)).toMatch(/limits.inboxMaxBytes 4000/);
+  });
+
+  it('a share of 1 leaves the inbox caps alone; a tiny inbox still takes one message of each sender', () => {
+    expect(senderShareRefusal({ count: 39, bytes: 3_900 }, cap, 1, 100)).toBeUndefined();
+    expect(
+      senderShareRefusal({ count: 0, bytes: 0 }, { maxLength: 2, maxBytes: 4_000 }, 0.25, 1),
+    ).toBeUndefined();
   });
 });

@@ -60,6 +60,7 @@ describe('loadConfig: defaults', () => {
       port: 7433,
       allowedHosts: [],
       maxSessionsPerEntity: 16,
+      maxConnections: 768,
       responses: 'json',
       sessionIdleMs: 30 * 60_000,
     });
@@ -68,6 +69,10 @@ describe('loadConfig: defaults', () => {
       inboxMaxBytes: 16 * 1024 * 1024,
       maxWaitMs: 600_000,
       maxDrain: 100,
+      maxParkedPerEntity: 64,
+      maxParked: 512,
+      senderInboxShare: 0.25,
+      maxPresenceEntries: 10_000,
     });
     expect(config.delivery).toEqual({
       ttlMs: 86_400_000,

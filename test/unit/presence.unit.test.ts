@@ -13,7 +13,12 @@ import {
   type Presence,
   type PresenceEntry,
   PresenceRefusal,
+  presenceLimits,
 } from '../../src/wire/presence.js';
+
+/** The default limits: limits.maxPresenceEntries 10,000. */
+const maxEntries = 10_000;
+const decode = (bytes: Buffer): DecodedPresence => decodePresence(bytes, maxEntries);
 
 const ttlMs = 15_000;
 const hlcAt = (wall: number, counter = 0): string => encodeHlc({ wall, counter });
@@ -62,16 +67,16 @@ describe('presence: decode', () => {
   const snapshot = presence('host-b', hlcAt(1_700_000_000_000), [alice, bob]);
 
   it('decode(encode(presence)) gives the snapshot back', () => {
-    expect(decodePresence(encodePresence(snapshot))).toEqual({ ok: true, presence: snapshot });
+    expect(decode(encodePresence(snapshot))).toEqual({ ok: true, presence: snapshot });
   });
 
   it('a snapshot with no entities is valid (a host with nobody on it)', () => {
     const empty = presence('host-b', hlcAt(1), []);
-    expect(decodePresence(encodePresence(empty))).toEqual({ ok: true, presence: empty });
+    expect(decode(encodePresence(empty))).toEqual({ ok: true, presence: empty });
   });
 
   it('not JSON → refused with a detail, not thrown', () => {
-    expect(detailOf(decodePresence(Buffer.from('{"kind":"PRES', 'utf8')))).toMatch(/^not JSON: /);
+    expect(detailOf(decode(Buffer.from('{"kind":"PRES', 'utf8')))).toMatch(/^not JSON: /);
   });
 
   it.each([
@@ -86,7 +91,7 @@ describe('presence: decode', () => {
     ['an entity of an unknown kind', { entities: [{ ...alice, kind: 'robot' }] }],
     ['an entity without groups', { entities: [{ ...bob, groups: undefined }] }],
   ])('%s → refused', (_label, patch) => {
-    expect(detailOf(decodePresence(bytesOf({ ...snapshot, ...patch })))).not.toBe('');
+    expect(detailOf(decode(bytesOf({ ...snapshot, ...patch })))).not.toBe('');
   });
 
   it.each([
@@ -94,11 +99,11 @@ describe('presence: decode', () => {
     ['a list', [snapshot]],
     ['a number', 5],
   ])('JSON that is %s → refused', (_label, value) => {
-    expect(detailOf(decodePresence(bytesOf(value)))).not.toBe('');
+    expect(detailOf(decode(bytesOf(value)))).not.toBe('');
   });
 
   it('a newer major (2.0) → refused, saying it is newer', () => {
-    expect(detailOf(decodePresence(bytesOf({ ...snapshot, v: '2.0' })))).toMatch(/newer/);
+    expect(detailOf(decode(bytesOf({ ...snapshot, v: '2.0' })))).toMatch(/newer/);
   });
 
   it('a newer minor with extra fields is accepted; the extras are dropped', () => {
@@ -108,7 +113,7 @@ describe('presence: decode', () => {
       region: 'eu',
       entities: [{ ...alice, depth: 3 }, bob],
     });
-    expect(decodePresence(bytes)).toEqual({ ok: true, presence: { ...snapshot, v: '1.4' } });
+    expect(decode(bytes)).toEqual({ ok: true, presence: { ...snapshot, v: '1.4' } });
   });
 
   it('the gateway cannot merge an hlc that is not a hybrid-logical-clock time (it throws)', () => {
@@ -118,7 +123,33 @@ describe('presence: decode', () => {
   // Regression: the schema once took any string as `hlc`, and hlc.receive threw inside the
   // AMQP consumer callback; RemoteRoster also orders snapshots by it.
   it('an hlc that is not a hybrid-logical-clock time → refused', () => {
-    expect(decodePresence(bytesOf({ ...snapshot, hlc: 'yesterday' })).ok).toBe(false);
+    expect(decode(bytesOf({ ...snapshot, hlc: 'yesterday' })).ok).toBe(false);
+  });
+
+  it('more entries than limits.maxPresenceEntries → refused before any entry is validated', () => {
+    const bytes = bytesOf({ ...snapshot, entities: [alice, bob, alice] });
+    expect(detailOf(decodePresence(bytes, 2))).toBe(
+      'announces 3 entities; this gateway takes at most 2 (limits.maxPresenceEntries)',
+    );
+    expect(decodePresence(bytes, 3).ok).toBe(true);
+  });
+
+  it('a refusal stays short however many entries are wrong', () => {
+    const wrong = { ...alice, gid: 'not-a-uuid' };
+    const detail = detailOf(decode(bytesOf({ ...snapshot, entities: Array(5_000).fill(wrong) })));
+    expect(detail.length).toBeLessThan(600);
+    expect(detail).toMatch(/and 4990 more$/);
+  });
+
+  it('the byte cap is the entry cap × 512 unless limits.maxPresenceBytes says otherwise', () => {
+    expect(presenceLimits({ maxPresenceEntries: 10_000 })).toEqual({
+      maxEntries: 10_000,
+      maxBytes: 5_120_000,
+    });
+    expect(presenceLimits({ maxPresenceEntries: 10, maxPresenceBytes: 4096 })).toEqual({
+      maxEntries: 10,
+      maxBytes: 4096,
+    });
   });
 
   it('property: arbitrary bytes never throw and are either a snapshot or a refusal with a detail', () => {
@@ -130,7 +161,7 @@ describe('presence: decode', () => {
     );
     fc.assert(
       fc.property(bytes, (raw) => {
-        const decoded = decodePresence(Buffer.from(raw));
+        const decoded = decode(Buffer.from(raw));
         if (decoded.ok) {
           // What it accepts is a snapshot, one it would accept again as it stands.
           expect(decoded.presence).toMatchObject({
@@ -139,7 +170,7 @@ describe('presence: decode', () => {
             ttlMs: expect.any(Number),
             entities: expect.any(Array),
           });
-          expect(decodePresence(encodePresence(decoded.presence))).toEqual(decoded);
+          expect(decode(encodePresence(decoded.presence))).toEqual(decoded);
         } else {
           expect(decoded.detail).not.toBe('');
         }
@@ -152,8 +183,8 @@ describe('presence: decode', () => {
     const fields = ['v', 'kind', 'host', 'hlc', 'ttlMs', 'entities', 'extra'];
     fc.assert(
       fc.property(fc.jsonValue(), fc.constantFrom(...fields), (value, field) => {
-        expect(() => decodePresence(bytesOf(value))).not.toThrow();
-        expect(() => decodePresence(bytesOf({ ...snapshot, [field]: value }))).not.toThrow();
+        expect(() => decode(bytesOf(value))).not.toThrow();
+        expect(() => decode(bytesOf({ ...snapshot, [field]: value }))).not.toThrow();
       }),
     );
   });
