@@ -166,7 +166,8 @@ async function runCat({ work, settings, progress, teardown, sockets, log }) {
     verified: await startCatPane(socket, 'verified', files.verified),
     baseline: await startCatPane(socket, 'baseline', files.baseline),
   };
-  const injector = createTmuxInjector({ target: panes.verified, socket });
+  // The cat was just started: it takes input at once, so no wait for a new program to settle.
+  const injector = createTmuxInjector({ target: panes.verified, socket, timing: { programSettleMs: 0 } });
   teardown.add(() => injector.close());
 
   const total = settings.catWarmup + settings.messages;

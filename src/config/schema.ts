@@ -270,7 +270,7 @@ export const configSchema = z.strictObject({
       enterPauseMs: z.number().int().min(0).max(60_000).default(0),
       /** …and how many Enters, at most, before the attempt counts as not submitted. */
       enterAttempts: z.number().int().min(1).max(10).default(3),
-      /** How long a pane whose program just changed, or whose screen is blank, is held before it is read as a line reader. */
+      /** How long a pane whose program just changed (a TUI restarted) is held before it is read as a line reader. */
       programSettleMs: z.number().int().min(0).max(60_000).default(1_500),
       /** Longest a bridge_send with wait_for waits for the stage it names (R-RC1). */
       receiptWaitMs: z.number().int().min(0).default(120_000),

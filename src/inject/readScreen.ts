@@ -24,6 +24,8 @@ export interface Screen {
    * and its terminal's foreground process group): a change means a new program started.
    */
   readonly program?: string | undefined;
+  /** When that program started (epoch ms), where the multiplexer can tell. */
+  readonly programStartedAt?: number | undefined;
 }
 
 export interface ScreenReading {
@@ -202,14 +204,15 @@ export function shows(text: string, message: PaneMessage): boolean {
  * paste is there". An agent's input holds it when it reads exactly as the message (compacted,
  * since the input wraps and indents), or when it is exactly the collapsed paste that showed
  * when this message was pasted into the empty input (`shownAs`, remembered by the procedure
- * that pasted it). A line reader's holds it while the screen up to the cursor ends with the
- * whole one line it was typed as.
+ * that pasted it). A line reader's holds it while the cursor's line is not empty and the screen
+ * up to the cursor ends with the whole one line it was typed as (an Enter moves the cursor to
+ * a new line, empty or a prompt).
  */
 export function inputHolds(reading: ScreenReading, message: PaneMessage, shownAs?: string): boolean {
   if (reading.input === null) return false;
   const own = compact(shownTo(reading, message.text));
   if (own === '') return false;
-  if (isLineReader(reading.agent)) return reading.typed.endsWith(own);
+  if (isLineReader(reading.agent)) return reading.input !== '' && reading.typed.endsWith(own);
   if (reading.input === own) return true;
   return shownAs !== undefined && reading.pasted && reading.input === shownAs;
 }

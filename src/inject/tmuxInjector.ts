@@ -51,26 +51,35 @@ function toScreen(out: string): Screen {
   const cursorY = Number(y);
   const cursor =
     Number.isInteger(cursorX) && Number.isInteger(cursorY) ? { x: cursorX, y: cursorY } : undefined;
-  return { text: out.slice(newline + 1), cursor, program: programOf(pid, command.join(' ')) };
+  return { text: out.slice(newline + 1), cursor, ...programOf(pid, command.join(' ')) };
 }
 
 /**
- * Which program runs in a pane: its process and the foreground process group of its terminal
- * (from `/proc`, where there is one), else the command tmux names. A program started anew in
- * the same pane, even the same one, has a new foreground group.
+ * Which program runs in a pane, and when it started: its process and the foreground process
+ * group of its terminal, from `/proc` where there is one (a program started anew in the same
+ * pane, even the same one, has a new group, and the group leader's start time says how long
+ * ago); else the command tmux names, and no start time.
  */
-function programOf(pid: string | undefined, command: string): string {
+function programOf(pid: string | undefined, command: string): Pick<Screen, 'program' | 'programStartedAt'> {
   if (pid !== undefined && /^\d+$/.test(pid)) {
     try {
-      // Field 8 of /proc/PID/stat, after the parenthesised command name: tpgid.
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return `${pid}:${fields[5]}`;
+      const group = statFields(pid)[5];
+      // Field 22 of /proc/PID/stat: start time in clock ticks after boot (USER_HZ, 100 on Linux).
+      const ticks = Number(statFields(group ?? '')[19]);
+      const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+      const programStartedAt = Date.now() - (uptime - ticks / 100) * 1000;
+      return { program: `${pid}:${group}`, programStartedAt };
     } catch {
       // Not Linux, or the process is gone: the name will do.
     }
   }
-  return `${pid ?? ''}:${command}`;
+  return { program: `${pid ?? ''}:${command}` };
+}
+
+/** The fields of /proc/PID/stat after the parenthesised command name (field 3 first). */
+function statFields(pid: string): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 const defaultContainsLines = 500;
 

@@ -63,8 +63,8 @@ export interface SubmissionTiming {
   /** The least pause between an agent's paste and its Enter (the agent table's own applies when longer). */
   readonly enterPauseMs: number;
   /**
-   * How long a pane whose program just changed, or whose screen is blank, must stay so before
-   * it is read as a line reader (a TUI that has just started has not drawn its prompt yet).
+   * How long after a new program started in a pane it may still be read as a line reader (a
+   * TUI that has just started has not drawn its prompt yet).
    */
   readonly programSettleMs: number;
 }
@@ -136,35 +136,36 @@ export function createVerifiedSubmission(
    * may start from it (a line reader has no dialog to open between two looks).
    */
   let confirmed: { reading: ScreenReading; at: number } | undefined;
-  /** The pane's program as last seen, since when, and since when the screen has been blank. */
+  /** The pane's program as last seen, and since when (long ago for the first one seen). */
   let program: { id: string | undefined; since: number } | undefined;
-  let blankSince: number | undefined;
 
   async function read(screen?: Screen): Promise<ScreenReading> {
     const seen = screen ?? (await port.capture());
     const reading = readScreen(seen);
     const now = Date.now();
-    if (program === undefined) program = { id: seen.program, since: Number.NEGATIVE_INFINITY };
-    else if (seen.program !== program.id) program = { id: seen.program, since: now };
-    blankSince = reading.blank ? (blankSince ?? now) : undefined;
+    // Its start time where the pane tells it; else the moment a change was seen (the first
+    // program seen counts as long settled).
+    if (program === undefined || seen.program !== program.id) {
+      const since = program === undefined ? Number.NEGATIVE_INFINITY : now;
+      program = { id: seen.program, since: seen.programStartedAt ?? since };
+    }
     confirmed = undefined;
     return reading;
   }
 
   /**
-   * A pane whose program has just changed, or whose screen is blank, is not read as a line
-   * reader until it has stayed so for `programSettleMs`: a new TUI draws its prompt a moment
-   * after it starts, and typing into it before then loses the text in its start-up.
+   * A pane whose program has just changed (a new program started in it, even the same one) is
+   * not read as a line reader until `programSettleMs` have passed: a TUI that has just started
+   * shows a blank or half-drawn screen before its prompt, and typing into it then loses the
+   * text in its start-up. The program's first prompt ends the wait at once.
    */
   function starting(reading: ScreenReading): PaneHold | undefined {
-    if (!isLineReader(reading.agent)) return undefined;
-    const now = Date.now();
-    const changed = program !== undefined && now - program.since < timing.programSettleMs;
-    const blank = blankSince !== undefined && now - blankSince < timing.programSettleMs;
-    if (!changed && !blank) return undefined;
+    if (!isLineReader(reading.agent) || program === undefined) return undefined;
+    if (Date.now() - program.since >= timing.programSettleMs) return undefined;
+    const screen = reading.blank ? 'shows a blank screen' : 'has not drawn a prompt the agent table knows';
     return {
       reason: DeferReason.busy,
-      detail: `the pane's program ${changed ? 'has just changed' : 'shows a blank screen'}: held until it settles`,
+      detail: `a new program started in the pane and ${screen}: held until it settles`,
     };
   }
 

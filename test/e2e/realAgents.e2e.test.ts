@@ -287,6 +287,36 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     expect(promptsWith(held.msgId)).toHaveLength(1);
   });
 
+  it("claude: a person's 12-line paste left in the input (collapsed) is never submitted by us; ours goes in once after they send theirs", async () => {
+    const session = agent('claude');
+    const draft = Array.from({ length: 12 }, (_, i) => `owner draft line ${i + 1}`).join('\n');
+    await session.paste(draft);
+    await session.waitForScreen("the person's collapsed paste", (s) =>
+      /\[Pasted text #\d+ \+\d+ lines\]/.test(s) ? s : undefined,
+    );
+    const held = await send('claude', 'M6: please review PR 42', { wait_for: 'queued' });
+    // Held, and honestly so: not typed, not submitted, nothing reached the model.
+    await sleep(3_000);
+    expect((await status(held.msgId)).stage).toBe('queued');
+    expect(deliveryTrail(held.msgId)).not.toContain('submitted');
+    expect(promptsWith(held.msgId)).toHaveLength(0);
+    expect(api.prompts().filter((p) => p.includes('owner draft line'))).toHaveLength(0);
+    // The person sends their draft; then ours goes in, on its own.
+    await session.sendKeys('Enter');
+    await waitFor(
+      'the held message to be submitted',
+      async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
+      60_000,
+    );
+    await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
+    await sleep(1_000);
+    const owners = api.prompts().filter((p) => p.includes('owner draft line 12'));
+    expect(owners).toHaveLength(1);
+    expect(owners[0]).not.toContain(held.msgId);
+    expect(promptsWith(held.msgId)).toHaveLength(1);
+    expect(promptsWith(held.msgId)[0]).not.toContain('owner draft line');
+  });
+
   it('claude and gemini under CPU load: every message submitted exactly once', async () => {
     const load = startCpuLoad();
     try {

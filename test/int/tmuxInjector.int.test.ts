@@ -72,10 +72,16 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
+/**
+ * These drive a program the moment it started, to test typing itself: the wait for a new
+ * program to settle (delivery.programSettleMs) is tested in sharedPane.unit and sharedPane.e2e.
+ */
+const settled = { programSettleMs: 0 };
+
 describe('tmux injector against real tmux panes', () => {
   it('types one message as exactly one line', async () => {
     const { paneId, file } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     await deliver(injector, 'hello from bridge');
     // The sentinel shows nothing else (no empty line, no second Enter) arrived in between.
     await deliver(injector, 'sentinel');
@@ -86,7 +92,7 @@ describe('tmux injector against real tmux panes', () => {
 
   it('delivers multi-line text to a line-reading program as one line (one message, one input), trailing newline dropped', async () => {
     const { paneId, file } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     await deliver(injector, 'first\r\nsecond\nthird\n\n');
     await deliver(injector, 'sentinel');
     expect(await linesOf(file, 2)).toEqual(['first ⏎ second ⏎ third', 'sentinel']);
@@ -95,7 +101,7 @@ describe('tmux injector against real tmux panes', () => {
 
   it('delivers 200 messages one after another in order, each exactly once and verified', async () => {
     const { paneId, file } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     const sent = Array.from({ length: 200 }, (_, i) => `msg ${String(i).padStart(3, '0')} ${randomUUID()}`);
 
     const started = performance.now();
@@ -116,7 +122,7 @@ describe('tmux injector against real tmux panes', () => {
       `it's "quoted" $(touch ${pwned}) \`touch ${pwned}\` ; touch ${pwned} && echo no | tee ${pwned} ` +
       `\\ back\\\\slash \\; \\n %% %s #{pane_id} #(touch ${pwned}) ~ * ? [a] {b} <c> ! & ` +
       `tab\there ünïcødé 日本語 🚀 -t %0`;
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     await deliver(injector, text);
     await deliver(injector, '-sentinel starting with a dash');
     expect(await linesOf(file, 2)).toEqual([text, '-sentinel starting with a dash']);
@@ -126,7 +132,7 @@ describe('tmux injector against real tmux panes', () => {
 
   it('neutralises control characters so a message cannot interrupt or end the program', async () => {
     const { paneId, file } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     // Raw, ^C would kill cat, ^D would end its input and ^U would erase the line.
     await deliver(injector, 'a\u0003b\u0004c\u0015d\u001b[201~e\u009bf');
     // Bidi overrides, zero-width characters and line separators would change what is read.
@@ -171,7 +177,7 @@ describe('tmux injector against real tmux panes', () => {
       (t) => t.includes('READY'),
     );
 
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     await deliver(injector, 'line one\nline two');
     await deliver(injector, 'x\u001b[201~y');
     const expected =
@@ -191,7 +197,7 @@ describe('tmux injector against real tmux panes', () => {
     const { paneId, file } = await catPane();
     await server.run('copy-mode', '-t', paneId);
     expect((await server.run('display-message', '-p', '-t', paneId, '#{pane_in_mode}')).trim()).toBe('1');
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     await deliver(injector, 'typed while scrolling');
     await deliver(injector, 'sentinel');
     expect(await linesOf(file, 2)).toEqual(['typed while scrolling', 'sentinel']);
@@ -205,7 +211,7 @@ describe('tmux injector against real tmux panes', () => {
     ).trim();
     expect(target).toMatch(/^bridge-test:\d+\.0$/);
     expect(await tmuxPaneExists(target, server.socket)).toBe(true);
-    const injector = createTmuxInjector({ target, socket: server.socket });
+    const injector = createTmuxInjector({ target, socket: server.socket, timing: settled });
     await deliver(injector, 'by name');
     expect(await linesOf(file, 1)).toEqual(['by name']);
     await injector.close();
@@ -213,7 +219,7 @@ describe('tmux injector against real tmux panes', () => {
 
   it('finds a typed marker in the pane and not an untyped one', async () => {
     const { paneId } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     const typed = `bridge-msg-${randomUUID()}`;
     const untyped = `bridge-msg-${randomUUID()}`;
     expect(await injector.contains(typed)).toBe(false);
@@ -238,7 +244,7 @@ describe('tmux injector against real tmux panes', () => {
   });
 
   it('reports a missing pane as PANE_UNAVAILABLE with a message naming it and what to do', async () => {
-    const injector = createTmuxInjector({ target: '%999', socket: server.socket });
+    const injector = createTmuxInjector({ target: '%999', socket: server.socket, timing: settled });
     const err = await rejection(deliver(injector, 'hello'));
     expect(err).toBeInstanceOf(BridgeError);
     expect(err).toMatchObject({ code: ErrorCode.paneUnavailable });
@@ -254,8 +260,8 @@ describe('tmux injector against real tmux panes', () => {
 
   it('leaves no paste buffers behind, after successes and failures', async () => {
     const { paneId, file } = await catPane();
-    const ok = createTmuxInjector({ target: paneId, socket: server.socket });
-    const missing = createTmuxInjector({ target: '%998', socket: server.socket });
+    const ok = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
+    const missing = createTmuxInjector({ target: '%998', socket: server.socket, timing: settled });
     await deliver(ok, 'one');
     await rejection(deliver(missing, 'two'));
     await deliver(ok, 'three');
@@ -268,7 +274,7 @@ describe('tmux injector against real tmux panes', () => {
     try {
       const paneId = await doomed.newPane('exec cat > /dev/null');
       expect(await tmuxPaneExists(paneId, doomed.socket)).toBe(true);
-      const injector = createTmuxInjector({ target: paneId, socket: doomed.socket });
+      const injector = createTmuxInjector({ target: paneId, socket: doomed.socket, timing: settled });
       await deliver(injector, 'before the crash');
       await doomed.kill();
 
@@ -300,17 +306,21 @@ describe('tmux injector against real tmux panes', () => {
   });
 
   it('rejects targets that tmux would parse as a command separator, and empty text', async () => {
-    expect(() => createTmuxInjector({ target: '%1;', socket: server.socket })).toThrow(BridgeError);
-    expect(() => createTmuxInjector({ target: '', socket: server.socket })).toThrow(/not a tmux pane target/);
+    expect(() => createTmuxInjector({ target: '%1;', socket: server.socket, timing: settled })).toThrow(
+      BridgeError,
+    );
+    expect(() => createTmuxInjector({ target: '', socket: server.socket, timing: settled })).toThrow(
+      /not a tmux pane target/,
+    );
     await expect(tmuxPaneExists('%1\n', server.socket)).rejects.toMatchObject({ code: ErrorCode.badRequest });
     const { paneId } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     expect(await rejection(deliver(injector, '\n\n'))).toMatchObject({ code: ErrorCode.badRequest });
   });
 
   it('reports idle once, and refuses injects after close', async () => {
     const { paneId, file } = await catPane();
-    const injector = createTmuxInjector({ target: paneId, socket: server.socket });
+    const injector = createTmuxInjector({ target: paneId, socket: server.socket, timing: settled });
     const seen: PaneStatus[] = [];
     injector.watchStatus((status) => seen.push(status));
     const unsubscribed: PaneStatus[] = [];
