@@ -184,12 +184,13 @@ export function compact(text: string): string {
  * What identifies a message on screen: its header up to the closing bracket, compacted
  * (`[bridgeSENDfromlead@alphamsg<uuid>]`): the full msg id, after the sender, which no body can
  * forge (`frameBody` defuses `[bridge` in bodies). The same in both framings: the one line a
- * line reader gets starts with it. A text without a header is identified by its marker.
+ * line reader gets starts with it. A text whose header does not carry its marker (a nudge,
+ * `[bridge NUDGE] 2 messages waiting…`) is identified by its whole first line.
  */
 export function messageKey(message: PaneMessage): string {
   const firstLine = message.text.split('\n', 1)[0] ?? '';
-  const close = firstLine.startsWith('[bridge ') ? firstLine.indexOf(']') : -1;
-  return compact(close > 0 ? firstLine.slice(0, close + 1) : message.marker);
+  const header = firstLine.startsWith('[bridge ') ? firstLine.slice(0, firstLine.indexOf(']') + 1) : '';
+  return compact(header.includes(message.marker) ? header : firstLine);
 }
 
 /** Whether `text` (a transcript, a pane's history) shows this message. */

@@ -157,12 +157,17 @@ describe('remind/backoff: mains that have not drained are nudged (U3, R-DL3)', (
     senderClient = await connectMcp(gateway.mcpUrl, sender.token);
     clients.push(senderClient);
   };
+  // Nudges go into `cat` panes started a moment before: no wait for a new program to settle.
+  const delivery = { programSettleMs: 0 };
   const writeConfig = (enabled: boolean): void =>
-    writeFileSync(join(gateway.home, 'config.json'), JSON.stringify({ remind: { enabled, firstMs, maxMs } }));
+    writeFileSync(
+      join(gateway.home, 'config.json'),
+      JSON.stringify({ remind: { enabled, firstMs, maxMs }, delivery }),
+    );
 
   beforeAll(async () => {
     tmux = await startTmuxServer();
-    gateway = new GatewayProcess({ config: { remind: { firstMs, maxMs } } });
+    gateway = new GatewayProcess({ config: { remind: { firstMs, maxMs }, delivery } });
     await gateway.start();
     // Another main, without a pane: it sends everything and never has anything waiting.
     sender = await register(['--kind', 'main', '--name', 'sender']);

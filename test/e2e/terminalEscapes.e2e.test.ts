@@ -189,7 +189,7 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
       {},
       randomUUID(),
     );
-    const line = await waitFor('the malformed PRESENCE logged', () =>
+    const line = await waitFor('the hostile PRESENCE logged', () =>
       gateway.log
         .split('\n')
         .find(
@@ -198,7 +198,8 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
     );
     expect(rawControls(line)).toEqual([]);
     expect(line).not.toContain('\u2028');
-    expect(JSON.parse(line)).toMatchObject({ reason: 'malformed', routingKey });
+    // Unsigned: refused at its signature, before anything parses it.
+    expect(JSON.parse(line)).toMatchObject({ reason: 'bad-signature', routingKey });
     expect(rawControls(gateway.log)).toEqual([]);
   });
 });
