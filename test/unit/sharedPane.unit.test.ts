@@ -250,4 +250,16 @@ describe('what a person leaves in the input', () => {
     expect(await submission.type(msg)).toEqual({ kind: 'typed' });
     expect(await submission.submit(msg)).toMatchObject({ kind: 'submitted' });
   });
+
+  it('a nudge, whose header carries no id, is told apart from the last by its whole line', async () => {
+    const pane = new SimulatedPane('shell');
+    const submission = createVerifiedSubmission(pane, timing);
+    const nudge = (ago: number): PaneMessage => ({
+      text: `[bridge NUDGE] 2 messages waiting for you (oldest from lead@alpha, ${ago} s ago): call bridge_drain`,
+      marker: `NUDGE ${ago}`,
+    });
+    expect(await submission.type(nudge(3))).toMatchObject({ kind: 'submitted' });
+    expect(await submission.type(nudge(5))).toMatchObject({ kind: 'submitted' });
+    expect(pane.gatewayEnters).toEqual([nudge(3).text, nudge(5).text]);
+  });
 });
