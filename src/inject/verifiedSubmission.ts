@@ -219,12 +219,11 @@ export function createVerifiedSubmission(
       const before = recentLineReader() ?? (await read());
       if (holds(before, message)) return { kind: 'typed' };
       // Typed and submitted already (by an Enter while it was held, or before a crash): the
-      // transcript on screen shows it, so it is not typed again.
-      if (shows(before.above, message)) return { kind: 'submitted', how: 'found in the transcript' };
-      // Pasted before and not seen to show: it may have gone in and scrolled away since.
-      if (pastedAt.has(message.marker) && (await locateIn(before, message)) === 'submitted') {
+      // transcript on screen shows it, so it is not typed again. One pasted before and not
+      // seen to show may have gone in and scrolled away since: the scrollback is searched too.
+      if (await submittedBefore(before, message, pastedAt.has(message.marker))) {
         settled(message);
-        return { kind: 'submitted', how: 'found in the scrollback' };
+        return { kind: 'submitted', how: 'found in the transcript' };
       }
       const hold = starting(before) ?? holdReason(before);
       if (hold) return { kind: 'deferred', ...hold };
@@ -257,7 +256,8 @@ export function createVerifiedSubmission(
         };
       }
       if (lineReader) {
-        if (shown || (!holds(after, message) && (await inScrollback(after, message)))) {
+        // A line longer than the screen: its echo has scrolled up out of sight.
+        if (shown || (!holds(after, message) && (await submittedBefore(after, message, true)))) {
           settled(message);
           confirmed = { reading: after, at: Date.now() };
           return { kind: 'submitted', how: `${after.agent.name} echoed it and read the line` };
@@ -344,14 +344,13 @@ export function createVerifiedSubmission(
    */
   async function locateIn(reading: ScreenReading, message: PaneMessage): Promise<Whereabouts> {
     if (holds(reading, message)) return 'typed';
-    if (shows(reading.above, message)) return 'submitted';
-    return shows(await port.scrollback(timing.historyLines), message) ? 'submitted' : 'absent';
+    return (await submittedBefore(reading, message, true)) ? 'submitted' : 'absent';
   }
 
-  /** A line reader's line longer than the screen: its echo is looked for in the scrollback too. */
-  async function inScrollback(reading: ScreenReading, message: PaneMessage): Promise<boolean> {
-    const line = compact(shownTo(reading, message.text));
-    return compact(`${await port.scrollback(timing.historyLines)}${reading.above}`).includes(line);
+  /** Whether the transcript above the input area shows the message, or (`scrollback`) the lines above the screen. */
+  async function submittedBefore(reading: ScreenReading, message: PaneMessage, scrollback: boolean) {
+    if (shows(reading.above, message)) return true;
+    return scrollback && shows(await port.scrollback(timing.historyLines), message);
   }
 }
 
