@@ -90,11 +90,13 @@ export function readAs(agent: AgentScreen, screen: Screen): ScreenReading {
   let pasted = false;
   let placeholder: ScreenReading['placeholder'];
   if (raw !== null) {
-    const kept = raw
+    // An empty input's hint is the whole input, never one wrapped line of a longer one.
+    const whole = raw
       .split('\n')
       .map((line) => line.trim())
-      .filter((line) => !agent.emptyInput.some((pattern) => pattern.test(line)));
-    input = compact(kept.join(''));
+      .join(' ')
+      .trim();
+    input = agent.emptyInput.some((pattern) => pattern.test(whole)) ? '' : compact(whole);
     for (const { pattern, counts } of agent.pastePlaceholders) {
       const match = pattern.exec(raw);
       if (!match) continue;

@@ -262,4 +262,17 @@ describe('what a person leaves in the input', () => {
     expect(await submission.type(nudge(5))).toMatchObject({ kind: 'submitted' });
     expect(pane.gatewayEnters).toEqual([nudge(3).text, nudge(5).text]);
   });
+
+  it("a wrapped line of ours that reads as an agent's empty-input hint is still ours", async () => {
+    const pane = new SimulatedPane('gemini');
+    const submission = createVerifiedSubmission(pane, timing);
+    // Wrapped at the pane's width, its second row is exactly Gemini's hint.
+    const msg = message(
+      '00000000-0000-7000-8000-000000000000',
+      'Ask Codex to do anything  Type your message or @path/to/file',
+    );
+    expect(await submission.type(msg)).toEqual({ kind: 'typed' });
+    expect(await submission.submit(msg)).toMatchObject({ kind: 'submitted' });
+    expect(pane.gatewayEnters).toEqual([msg.text]);
+  });
 });
