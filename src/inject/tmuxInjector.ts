@@ -43,37 +43,53 @@ export const defaultTimeoutMs = 10_000;
 /** How long after a paste or an Enter the screen is first read, in the same tmux client. */
 const settleSeconds = 0.005;
 
-/** `#{cursor_x} #{cursor_y} #{pane_pid} #{pane_current_command}` on the first line, then the screen. */
-function toScreen(out: string): Screen {
-  const newline = out.indexOf('\n');
-  const [x, y, pid, ...command] = out.slice(0, newline).split(' ');
-  const cursorX = Number(x);
-  const cursorY = Number(y);
-  const cursor =
-    Number.isInteger(cursorX) && Number.isInteger(cursorY) ? { x: cursorX, y: cursorY } : undefined;
-  return { text: out.slice(newline + 1), cursor, ...programOf(pid, command.join(' ')) };
+/**
+ * Reads `#{cursor_x} #{cursor_y} #{pane_pid} #{pane_current_command}` on the first line, then
+ * the screen; one reader per pane, which remembers when the program it last saw started.
+ */
+function createScreenReader(): (out: string) => Screen {
+  let known: Pick<Screen, 'program' | 'programStartedAt'> = {};
+  return (out) => {
+    const newline = out.indexOf('\n');
+    const [x, y, pid, ...command] = out.slice(0, newline).split(' ');
+    const cursorX = Number(x);
+    const cursorY = Number(y);
+    const cursor =
+      Number.isInteger(cursorX) && Number.isInteger(cursorY) ? { x: cursorX, y: cursorY } : undefined;
+    const program = programOf(pid, command.join(' '));
+    if (program !== known.program) known = { program, programStartedAt: startedAt(program) };
+    return { text: out.slice(newline + 1), cursor, ...known };
+  };
 }
 
 /**
- * Which program runs in a pane, and when it started: its process and the foreground process
- * group of its terminal, from `/proc` where there is one (a program started anew in the same
- * pane, even the same one, has a new group, and the group leader's start time says how long
- * ago); else the command tmux names, and no start time.
+ * Which program runs in a pane: its process and the foreground process group of its terminal,
+ * from `/proc` where there is one (a program started anew in the same pane, even the same one,
+ * has a new group), else the command tmux names.
  */
-function programOf(pid: string | undefined, command: string): Pick<Screen, 'program' | 'programStartedAt'> {
+function programOf(pid: string | undefined, command: string): string {
   if (pid !== undefined && /^\d+$/.test(pid)) {
     try {
-      const group = statFields(pid)[5];
-      // Field 22 of /proc/PID/stat: start time in clock ticks after boot (USER_HZ, 100 on Linux).
-      const ticks = Number(statFields(group ?? '')[19]);
-      const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-      const programStartedAt = Date.now() - (uptime - ticks / 100) * 1000;
-      return { program: `${pid}:${group}`, programStartedAt };
+      return `${pid}:${statFields(pid)[5]}`;
     } catch {
       // Not Linux, or the process is gone: the name will do.
     }
   }
-  return { program: `${pid ?? ''}:${command}` };
+  return `${pid ?? ''}:${command}`;
+}
+
+/** When the group leader of `program` (`pid:group`) started, in epoch ms; undefined where /proc cannot say. */
+function startedAt(program: string): number | undefined {
+  const group = program.split(':')[1] ?? '';
+  if (!/^\d+$/.test(group)) return undefined;
+  try {
+    // Field 22 of /proc/PID/stat: start time in clock ticks after boot (USER_HZ, 100 on Linux).
+    const ticks = Number(statFields(group)[19]);
+    const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    return Date.now() - (uptime - ticks / 100) * 1000;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The fields of /proc/PID/stat after the parenthesised command name (field 3 first). */
@@ -113,6 +129,7 @@ export function createTmuxInjector(options: TmuxInjectorOptions): PaneInjector {
     }
   };
 
+  const toScreen = createScreenReader();
   // The cursor and the screen, read by one client so the cursor belongs to its screen.
   // biome-ignore format: one tmux command per line reads better than a wrapped list
   const look = [
