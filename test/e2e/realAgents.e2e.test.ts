@@ -109,6 +109,30 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     }
   };
 
+  /**
+   * With the owner's draft (`draft` names it) in `name`'s input: a message sent there is held,
+   * honestly (queued, not submitted, nothing reached the model, the draft not sent by us);
+   * the owner presses Enter; ours then goes in. The prompts the model got with the draft.
+   */
+  const heldUntilOwnerSends = async (name: string, text: string, draft: string) => {
+    const held = await send(name, text, { wait_for: 'queued' });
+    await sleep(3_000);
+    expect((await status(held.msgId)).stage).toBe('queued');
+    expect(deliveryTrail(held.msgId)).not.toContain('submitted');
+    expect(promptsWith(held.msgId)).toHaveLength(0);
+    expect(api.prompts().filter((p) => p.includes(draft))).toHaveLength(0);
+    await agent(name).sendKeys('Enter');
+    await waitFor(
+      'the held message to be submitted',
+      async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
+      60_000,
+    );
+    // Recorded as submitted once its pane took it; the prompt reaches the model a moment later.
+    await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
+    await sleep(1_000);
+    return { held, owners: api.prompts().filter((p) => p.includes(draft)) };
+  };
+
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'bridge-real-agents-'));
     socket = join(dir, 'tmux.sock');
@@ -266,22 +290,11 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     await session.waitForScreen('the half-typed input', (s) =>
       s.includes('a thought the owner') ? s : undefined,
     );
-    const held = await send('claude', 'a message for later', { wait_for: 'queued' });
-    await sleep(3_000);
-    expect(promptsWith(held.msgId)).toHaveLength(0);
-    expect((await status(held.msgId)).stage).toBe('queued');
-    // The owner's text was not submitted with ours, nor by ours.
-    expect(api.prompts().filter((p) => p.includes('a thought the owner'))).toHaveLength(0);
-    await session.sendKeys('Enter');
-    await waitFor(
-      'the held message to be submitted',
-      async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
-      60_000,
+    const { held, owners } = await heldUntilOwnerSends(
+      'claude',
+      'a message for later',
+      'a thought the owner',
     );
-    // Recorded as submitted once its pane took it; the prompt reaches the model a moment later.
-    await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
-    await sleep(1_000);
-    const owners = api.prompts().filter((p) => p.includes('a thought the owner'));
     expect(owners).toHaveLength(1);
     expect(owners[0]).not.toContain(held.msgId);
     expect(promptsWith(held.msgId)).toHaveLength(1);
@@ -294,24 +307,13 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     await session.waitForScreen("the person's collapsed paste", (s) =>
       /\[Pasted text #\d+ \+\d+ lines\]/.test(s) ? s : undefined,
     );
-    const held = await send('claude', 'M6: please review PR 42', { wait_for: 'queued' });
-    // Held, and honestly so: not typed, not submitted, nothing reached the model.
-    await sleep(3_000);
-    expect((await status(held.msgId)).stage).toBe('queued');
-    expect(deliveryTrail(held.msgId)).not.toContain('submitted');
-    expect(promptsWith(held.msgId)).toHaveLength(0);
-    expect(api.prompts().filter((p) => p.includes('owner draft line'))).toHaveLength(0);
-    // The person sends their draft; then ours goes in, on its own.
-    await session.sendKeys('Enter');
-    await waitFor(
-      'the held message to be submitted',
-      async () => ((await status(held.msgId)).stage === 'submitted' ? true : undefined),
-      60_000,
+    const { held, owners } = await heldUntilOwnerSends(
+      'claude',
+      'M6: please review PR 42',
+      'owner draft line',
     );
-    await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
-    await sleep(1_000);
-    const owners = api.prompts().filter((p) => p.includes('owner draft line 12'));
     expect(owners).toHaveLength(1);
+    expect(owners[0]).toContain('owner draft line 12');
     expect(owners[0]).not.toContain(held.msgId);
     expect(promptsWith(held.msgId)).toHaveLength(1);
     expect(promptsWith(held.msgId)[0]).not.toContain('owner draft line');

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayProcess } from '../support/GatewayProcess.js';
+import { registerEntity, startPaneWorker } from '../support/paneWorker.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -29,21 +30,9 @@ describe('a pane a person shares with the gateway (real daemon, real tmux)', () 
   let sender: Registered;
   let dir: string;
 
-  const register = async (args: string[]): Promise<Registered> => {
-    const result = await gateway.cli(['register', ...args, '--json']);
-    expect(result.code, result.stderr).toBe(0);
-    return JSON.parse(result.stdout) as Registered;
-  };
-
-  /** A worker on a new pane running `command`, once `ready` shows on its screen. */
-  const worker = async (name: string, command: string, ready: RegExp): Promise<string> => {
-    const pane = await tmux.newPane(command);
-    await waitFor(`${name}'s pane to start`, async () =>
-      ready.test(await tmux.capture(pane)) ? true : undefined,
-    );
-    await register(['--kind', 'worker', '--name', name, '--tmux', pane, '--tmux-socket', tmux.socket]);
-    return pane;
-  };
+  const register = (args: string[]): Promise<Registered> => registerEntity<Registered>(gateway, args);
+  const worker = (name: string, command: string, ready: RegExp): Promise<string> =>
+    startPaneWorker(gateway, tmux, name, command, ready);
 
   const send = async (to: string, text: string, waitFor = 'submitted'): Promise<Sent> => {
     const result = await gateway.cli(['send', to, text, '--wait-for', waitFor, '--json'], {
