@@ -13,6 +13,9 @@ import { SimulatedPane } from '../support/SimulatedPane.js';
  * own text, "submitted" means the delivery's own text left the input, and once the person has
  * sent or cleared their draft the message goes in, once.
  */
+/** Random by default; `FUZZ_SEED` replays a run (the seed is printed when one fails). */
+const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
+
 const timing: SubmissionTiming = {
   showTimeoutMs: 30,
   submitTimeoutMs: 20,
@@ -157,7 +160,7 @@ describe('a shared pane: the gateway presses Enter only on its own text', () => 
           // And once the draft is gone it goes in: no body holds the pane.
           expect(submitted, JSON.stringify(outcomes)).toBe(true);
         }),
-        { numRuns: 40 },
+        { numRuns: 40, seed },
       );
     }, 60_000);
   }
