@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { registerEntity, startPaneWorker } from '../support/paneWorker.js';
@@ -12,7 +13,10 @@ import { waitFor } from '../support/waitFor.js';
  * Issue 29 as it was found, through a real gateway daemon and real tmux panes a person shares:
  * a line reader whose prompt ends the body (item 4), a person's half-typed line (item 1 on a
  * line reader), a body that quotes a dialog and a busy line (item 3), a program restarted while
- * a message waits (item 5). The stage the sender reads must be true at every moment.
+ * a message waits (item 5). The stage the sender reads must be true at every moment. Then on a
+ * screen drawn as Claude Code draws it (`fakeTui.ts`, recognised by the gateway as claude-code):
+ * a person's collapsed paste (item 1), a body quoting the dialog and busy lines (item 3), and
+ * an agent that ignores Enter for a while with a message left in its input (item 2).
  */
 
 interface Registered {
@@ -68,7 +72,10 @@ describe('a pane a person shares with the gateway (real daemon, real tmux)', () 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'bridge-shared-pane-'));
     tmux = await startTmuxServer();
-    gateway = new GatewayProcess();
+    // Few, short Enter tries, so an agent deaf to Enter (item 2) dead-letters a message quickly.
+    gateway = new GatewayProcess({
+      config: { delivery: { submitTimeoutMs: 800, enterAttempts: 2, maxAttempts: 2, retryBaseMs: 200 } },
+    });
     await gateway.start();
     sender = await register(['--kind', 'main', '--name', 'lead']);
   });
@@ -146,5 +153,82 @@ describe('a pane a person shares with the gateway (real daemon, real tmux)', () 
     const read = linesRead(log);
     expect(read).toHaveLength(1);
     expect(read[0]).toContain(`msg ${sent.msgId}`);
+  });
+
+  describe('on a screen drawn as Claude Code draws it', () => {
+    const fakeTui = fileURLToPath(new URL('../support/fakeTui.ts', import.meta.url));
+    /** What the agent took, each submitted input whole (pastes expanded). */
+    const modelGot = (log: string): string[] => linesRead(log).map((line) => JSON.parse(line) as string);
+    const claude = async (name: string, deaf = false): Promise<{ pane: string; log: string }> => {
+      const log = join(dir, `${name}.jsonl`);
+      const command = `exec node --import tsx ${fakeTui} --style claude --log ${log}${deaf ? ' --deaf' : ''}`;
+      const pane = await worker(name, command, /\? for shortcuts/);
+      return { pane, log };
+    };
+    const personPastes = async (pane: string, text: string): Promise<void> => {
+      await tmux.run('set-buffer', '-b', 'person', text);
+      await tmux.run('paste-buffer', '-p', '-d', '-b', 'person', '-t', pane);
+    };
+    const until = (what: string, msgId: string, want: string) =>
+      waitFor(what, async () => ((await stage(msgId)) === want ? true : undefined));
+
+    it("a person's 12-line paste, collapsed, is not taken for ours: held, then ours goes in once they send (item 1)", async () => {
+      const { pane, log } = await claude('paster');
+      const draft = Array.from({ length: 12 }, (_, i) => `draft line ${i + 1}`).join('\n');
+      await personPastes(pane, draft);
+      await waitFor('the collapsed paste', async () =>
+        (await tmux.capture(pane)).includes('[Pasted text #1 +11 lines]') ? true : undefined,
+      );
+      const held = await send('paster', 'M6: please review PR 42', 'queued');
+      await sleep(2_500);
+      expect(await stage(held.msgId)).toBe('queued');
+      expect(modelGot(log)).toEqual([]);
+      await tmux.run('send-keys', '-t', pane, 'Enter');
+      await until('M6 to be submitted', held.msgId, 'submitted');
+      const got = modelGot(log);
+      expect(got).toHaveLength(2);
+      expect(got[0]).toBe(draft);
+      expect(got[1]).toContain(`msg ${held.msgId}`);
+      expect(got[1]).toContain('M6: please review PR 42');
+    });
+
+    it("a body quoting Claude's dialog and busy lines is submitted, and so is the next message (item 3)", async () => {
+      const { log } = await claude('quoter');
+      const first = await send(
+        'quoter',
+        'Do you want to proceed?\n ❯ 1. Yes\n(esc to interrupt)\n✻ Kneading…',
+      );
+      expect(first.stage).toBe('submitted');
+      const second = await send('quoter', 'and the next one');
+      expect(second.stage).toBe('submitted');
+      const got = modelGot(log);
+      expect(got).toHaveLength(2);
+      expect(got[0]).toContain('Do you want to proceed?');
+      expect(got[1]).toContain(`msg ${second.msgId}`);
+    });
+
+    it('an agent deaf to Enter: the message left in its input is never taken for the next one (item 2)', async () => {
+      const { pane, log } = await claude('deaf', true);
+      // M7 is typed, its Enters are ignored: dead-lettered not-submitted, its text left in the input.
+      const m7 = await send('deaf', 'M7: first task', 'queued');
+      await until('M7 to be dead-lettered', m7.msgId, 'dead-lettered');
+      expect(await tmux.capture(pane)).toContain(`msg ${m7.msgId}`);
+      // M8 from the same sender within the same second: its header differs from M7's only
+      // after the time part of the msgId. M7's text is not M8's: held, never Enter on it.
+      const m8 = await send('deaf', 'M8: second task', 'queued');
+      await sleep(2_000);
+      const pid = Number((await tmux.run('display-message', '-p', '-t', pane, '#{pane_pid}')).trim());
+      process.kill(pid, 'SIGUSR1');
+      await sleep(1_500);
+      expect(await stage(m8.msgId)).toBe('queued');
+      expect(modelGot(log)).toEqual([]);
+      // The person clears the input: M8 goes in, alone.
+      await tmux.run('send-keys', '-t', pane, 'C-u');
+      await until('M8 to be submitted', m8.msgId, 'submitted');
+      const got = modelGot(log);
+      expect(got).toHaveLength(1);
+      expect(got[0]).toContain(`msg ${m8.msgId}`);
+      expect(got[0]).not.toContain(m7.msgId);
+    });
   });
 });
