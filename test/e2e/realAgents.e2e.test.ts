@@ -243,6 +243,48 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     });
   }
 
+  /**
+   * The words the agent table reads as the agents' own state (every agent's dialog, busy and
+   * prompt lines, a paste placeholder), as a body: none of it may be read as the pane's state.
+   */
+  const chromeWords = [
+    'Do you want to proceed?',
+    ' ❯ 1. Yes',
+    ' Esc to cancel · Tab to amend',
+    'Would you like to run the following command?',
+    '  Yes, proceed (y)',
+    '  Press enter to confirm or esc to cancel',
+    '│ Allow execution of [Shell]?',
+    '● 1. Allow once',
+    'Waiting for user confirmation',
+    'Do you trust this folder?',
+    '✻ Kneading…',
+    '  esc to interrupt · ← for agents',
+    '• Working (3s • esc to interrupt)',
+    ' ⠏ Thinking... (esc to cancel, 2s)',
+    '› Ask Codex to do anything',
+    ' >   Type your message or @path/to/file',
+    '[Pasted text #1 +12 lines]',
+  ].join('\n');
+
+  for (const name of ['claude', 'codex', 'gemini']) {
+    it(`${name}: a body quoting every agent's dialog, busy and prompt lines is submitted once, and so is the next message`, async () => {
+      const quoted = await send(name, chromeWords, { wait_for: 'submitted' });
+      expect(quoted.stage).toBe('submitted');
+      const next = await send(name, `after the quote, ${name}`, { wait_for: 'submitted' });
+      expect(next.stage).toBe('submitted');
+      await waitFor('the model to get both', () =>
+        promptsWith(quoted.msgId).length > 0 && promptsWith(next.msgId).length > 0 ? true : undefined,
+      );
+      await sleep(1_000); // a second submission would reach the model now
+      const [prompt] = promptsWith(quoted.msgId);
+      expect(prompt?.replace(/\r\n?/g, '\n')).toContain(
+        chromeWords.split('\n').join(`\n${continuationMark}`),
+      );
+      expect(promptsWith(next.msgId).filter((p) => p.includes(`after the quote, ${name}`))).toHaveLength(1);
+    });
+  }
+
   for (const name of ['claude', 'codex']) {
     it(`${name}: a message for a pane that shows a permission dialog is held: nothing is approved, nothing runs; it is submitted once the owner answers`, async () => {
       const session = agent(name);
