@@ -209,7 +209,7 @@ export class Federation implements DeadLetterSink {
       // The lock queue (exclusive to this connection) keeps invariant 1 loud: quorum queues
       // ignore `exclusive`, and a classic inbox whose consumer is paused (full) has none.
       lock: inboxLockSpec(entity.gid),
-      prefetch: inboxPrefetch(broker.prefetch, entity.cap),
+      prefetch: inboxPrefetch(broker.prefetch, entity.cap, this.deps.config.limits.senderInboxShare),
       paused: this.pausedNow(entity),
       // Quorum queues ignore `exclusive`; the lock queue keeps invariant 1 loud instead.
       exclusive: !quorum,
@@ -246,7 +246,8 @@ export class Federation implements DeadLetterSink {
   }
 
   private mayDeliver(entity: EntityActor): boolean {
-    const inFlight = inboxPrefetch(this.deps.config.broker.prefetch, entity.cap);
+    const { broker, limits } = this.deps.config;
+    const inFlight = inboxPrefetch(broker.prefetch, entity.cap, limits.senderInboxShare);
     return brokerMayDeliver(entity.load, entity.cap, inFlight, !this.paused.has(entity.gid));
   }
 

@@ -31,9 +31,15 @@ export function inboxRefusal(load: InboxLoad, cap: InboxCap, size: number): stri
   return undefined;
 }
 
-/** How many messages the broker may have on their way to the gateway for one inbox. */
-export function inboxPrefetch(prefetch: number, cap: InboxCap): number {
-  return Math.max(1, Math.min(prefetch, cap.maxLength));
+/**
+ * How many messages the broker may have on their way to the gateway for one inbox: the
+ * prefetch, but never more than one sender's share of the inbox (`share` of its count). The
+ * inbox then pauses (brokerMayDeliver) only once it holds more than a share could fill, so one
+ * sender past its share is dead-lettered here as its copies arrive, and cannot leave the
+ * broker's queue full of them for everyone else.
+ */
+export function inboxPrefetch(prefetch: number, cap: InboxCap, share: number): number {
+  return Math.max(1, Math.min(prefetch, Math.floor(cap.maxLength * Math.min(1, share))));
 }
 
 /**

@@ -33,9 +33,10 @@ describe('the broker stops delivering to a full inbox (brokerMayDeliver)', () =>
         fc.integer({ min: 1, max: 1_000 }),
         fc.integer({ min: 0, max: 600 }),
         fc.boolean(),
-        (maxLength, prefetch, count, delivering) => {
+        fc.double({ min: 0.01, max: 1, noNaN: true }),
+        (maxLength, prefetch, count, delivering, share) => {
           const c = { maxLength, maxBytes: 1e12 };
-          const inFlight = inboxPrefetch(prefetch, c);
+          const inFlight = inboxPrefetch(prefetch, c, share);
           if (brokerMayDeliver({ count, bytes: 0 }, c, inFlight, delivering)) {
             expect(count + inFlight).toBeLessThanOrEqual(Math.max(maxLength, inFlight));
           }
@@ -48,7 +49,7 @@ describe('the broker stops delivering to a full inbox (brokerMayDeliver)', () =>
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 500 }), fc.integer({ min: 0, max: 600 }), (maxLength, count) => {
         const c = { maxLength, maxBytes: 1e12 };
-        const inFlight = inboxPrefetch(200, c);
+        const inFlight = inboxPrefetch(200, c, 1);
         const resumes = brokerMayDeliver({ count, bytes: 0 }, c, inFlight, false);
         // Whatever resumes keeps delivering: no state pauses and resumes at one load.
         if (resumes) expect(brokerMayDeliver({ count, bytes: 0 }, c, inFlight, true)).toBe(true);
@@ -66,9 +67,25 @@ describe('the broker stops delivering to a full inbox (brokerMayDeliver)', () =>
     expect(brokerMayDeliver({ count: 1, bytes: 400 }, cap, 2, false)).toBe(true);
   });
 
+  it("one sender's whole share never pauses an inbox: its further copies come to be dead-lettered", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 3, max: 20_000 }),
+        fc.integer({ min: 1, max: 65_535 }),
+        fc.double({ min: 0.001, max: 0.49, noNaN: true }),
+        (maxLength, prefetch, share) => {
+          const c = { maxLength, maxBytes: 1e12 };
+          const most = Math.max(1, Math.floor(maxLength * share));
+          const inFlight = inboxPrefetch(prefetch, c, share);
+          expect(brokerMayDeliver({ count: most, bytes: 0 }, c, inFlight, true)).toBe(true);
+        },
+      ),
+    );
+  });
+
   it('an inbox of one still receives', () => {
     const one = { maxLength: 1, maxBytes: 1_000 };
-    const inFlight = inboxPrefetch(200, one);
+    const inFlight = inboxPrefetch(200, one, 0.25);
     expect(inFlight).toBe(1);
     expect(brokerMayDeliver({ count: 0, bytes: 0 }, one, inFlight, false)).toBe(true);
     expect(brokerMayDeliver({ count: 1, bytes: 10 }, one, inFlight, true)).toBe(false);
