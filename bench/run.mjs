@@ -187,16 +187,21 @@ function mergeConfig(base, over) {
   return merged;
 }
 
+/** What every bench gateway sets over the production defaults. */
+const benchDefaults = { limits: { senderInboxShare: 1 } };
+
 /**
- * The gateways' config: BENCH_GATEWAY_CONFIG with `overrides` merged over it, written to a file
- * in the temp dir (`gatewayConfigFile`, undefined when there is nothing to write: the defaults),
- * and loaded as a gateway would load it (`gatewayConfig`).
+ * The gateways' config: the bench defaults, BENCH_GATEWAY_CONFIG and `overrides` merged in that
+ * order, written to a file in the temp dir (`gatewayConfigFile`), and loaded as a gateway would
+ * load it (`gatewayConfig`).
  */
 function gatewayConfigFor(name, overrides) {
-  const fromEnv = process.env.BENCH_GATEWAY_CONFIG ? JSON.parse(process.env.BENCH_GATEWAY_CONFIG) : undefined;
-  const wanted = overrides ? mergeConfig(fromEnv ?? {}, overrides) : fromEnv;
-  const gatewayConfigFile = wanted ? join(dir, `${name}.json`) : undefined;
-  if (gatewayConfigFile) writeFileSync(gatewayConfigFile, JSON.stringify(wanted));
+  const fromEnv = process.env.BENCH_GATEWAY_CONFIG ? JSON.parse(process.env.BENCH_GATEWAY_CONFIG) : {};
+  // One sender sends every message to one recipient, which holds thousands: its share of the
+  // inbox (limits.senderInboxShare) would refuse most of them, so here it may fill the inbox.
+  const wanted = mergeConfig(mergeConfig(benchDefaults, fromEnv), overrides ?? {});
+  const gatewayConfigFile = join(dir, `${name}.json`);
+  writeFileSync(gatewayConfigFile, JSON.stringify(wanted));
   const gatewayConfig = loadConfig({ file: gatewayConfigFile, env: { BRIDGE_HOME: dir } }).config;
   return { gatewayConfigFile, gatewayConfig };
 }
