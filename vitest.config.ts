@@ -6,9 +6,16 @@ import { defineConfig } from 'vitest/config';
 // The shared topology on the test broker, as an operator's `bridge broker setup` would make it.
 const sharedTopology = './test/support/sharedTopology.ts';
 
+// Test files in parallel, three at a time by default (BRIDGE_TEST_WORKERS): on two cores most
+// int and e2e time is spent waiting on processes, the broker and panes, not computing, and
+// vitest's own default (cores − 1) would run them one after another.
+const workers = Number(process.env.BRIDGE_TEST_WORKERS ?? 3);
+
 export default defineConfig({
   test: {
     pool: 'forks',
+    maxWorkers: workers,
+    minWorkers: 1,
     reporters: ['default', './test/support/SummaryReporter.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.test.ts'] } },
