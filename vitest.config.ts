@@ -1,8 +1,10 @@
 import { defineConfig } from 'vitest/config';
+import CostSequencer from './test/support/CostSequencer.js';
 
 // Projects named by cost (STYLE.md): unit tests are pure and fast; int tests use real SQLite
 // files, tmux and RabbitMQ; e2e tests run the CLI and daemon as separate processes; chaos tests
-// stop the shared broker, so they run last and alone.
+// inject faults (kills, cut links, a cluster's node loss); alone tests stop the shared broker or
+// change a broker-wide setting, so they run last, by themselves.
 // The shared topology on the test broker, as an operator's `bridge broker setup` would make it.
 const sharedTopology = './test/support/sharedTopology.ts';
 
@@ -17,6 +19,7 @@ export default defineConfig({
     maxWorkers: workers,
     minWorkers: 1,
     reporters: ['default', './test/support/SummaryReporter.ts'],
+    sequence: { sequencer: CostSequencer },
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.test.ts'] } },
       {
@@ -30,16 +33,28 @@ export default defineConfig({
         },
       },
       {
-        // Tests that stop the shared broker or cut links: run alone, after everything else.
+        // Faults under traffic on links, gateways and a RabbitMQ cluster of their own (names of
+        // their own on the shared broker): beside the other projects.
         extends: true,
         test: {
           name: 'chaos',
           include: ['test/**/*.chaos.test.ts'],
           testTimeout: 300_000,
+          hookTimeout: 180_000,
+          globalSetup: [sharedTopology],
+        },
+      },
+      {
+        // Tests that stop the shared broker or change a broker-wide setting: alone, one file at a
+        // time, after everything else.
+        extends: true,
+        test: {
+          name: 'alone',
+          include: ['test/**/*.alone.test.ts'],
+          testTimeout: 300_000,
           hookTimeout: 120_000,
           sequence: { groupOrder: 1 },
           globalSetup: [sharedTopology],
-          // One file at a time: one stops the broker, another cuts a link, another kills gateways.
           poolOptions: { forks: { singleFork: true } },
         },
       },

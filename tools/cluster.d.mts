@@ -22,6 +22,11 @@ export interface StartClusterOptions extends ClusterOptions {
   port?: number;
   /** Node k is `<name>-k@localhost` (default bridge-cluster). */
   name?: string;
+  /**
+   * Seconds without a sign of life before the nodes take a peer for down (Erlang's
+   * net_ticktime, default 60); for a new cluster only.
+   */
+  netTicktime?: number;
 }
 
 export interface NodeStatus {

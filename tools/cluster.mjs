@@ -227,8 +227,12 @@ function brokerEnv(layout, node) {
   };
 }
 
-/** @param {Layout} layout */
-function writeLayout(layout) {
+/**
+ * @param {Layout} layout
+ * @param {number} [netTicktime] seconds without a sign of life after which the nodes take a
+ *   peer for down (Erlang's net_ticktime, default 60)
+ */
+function writeLayout(layout, netTicktime) {
   mkdirSync(layout.dir, { recursive: true });
   writeFileSync(
     join(layout.dir, 'rabbitmq-env.conf'),
@@ -236,7 +240,8 @@ function writeLayout(layout) {
   );
   writeFileSync(
     join(layout.dir, 'rabbitmq.conf'),
-    '# Listeners, names and paths come from the environment.\n',
+    '# Listeners, names and paths come from the environment.\n' +
+      (netTicktime === undefined ? '' : `net_ticktime = ${netTicktime}\n`),
   );
   writeFileSync(join(layout.dir, 'enabled_plugins'), '[].\n');
   mkdirSync(join(layout.dir, 'conf.d'), { recursive: true });
@@ -538,7 +543,7 @@ export async function startCluster(opts = {}) {
       opts.port ?? DEFAULT_PORT,
       opts.name ?? DEFAULT_NAME,
     );
-    writeLayout(layout);
+    writeLayout(layout, opts.netTicktime);
   }
   try {
     // All at once: faster, and nodes restarted from kept data wait for their peers at boot.

@@ -10,7 +10,7 @@ import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 const messages = Number(process.env.BRIDGE_CRASH_MESSAGES ?? 1000);
-const rounds = Number(process.env.BRIDGE_CRASH_ROUNDS ?? 3);
+const rounds = Number(process.env.BRIDGE_CRASH_ROUNDS ?? 2);
 const killsPerRound = 4;
 
 /**

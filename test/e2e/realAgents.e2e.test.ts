@@ -303,8 +303,13 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       expect(existsSync(marker(name))).toBe(false);
       expect(await session.capture()).toMatch(dialogOf[session.agent]);
       expect(promptsWith(held.msgId)).toHaveLength(0);
-      expect((await status(held.msgId)).stage).toBe('queued');
-      expect(deliveryTrail(held.msgId).at(-1)).toBe('waiting-pane');
+      // On failure: how the gateway got there, and what the pane showed it.
+      const story = `trail ${deliveryTrail(held.msgId).join(' → ')}\nscreen:\n${await session.capture()}\nlog:\n${gateway.log
+        .split('\n')
+        .filter((line) => line.includes(held.msgId))
+        .join('\n')}`;
+      expect((await status(held.msgId)).stage, story).toBe('queued');
+      expect(deliveryTrail(held.msgId).at(-1), story).toBe('waiting-pane');
 
       // Its owner answers the dialog (approves: the command runs by the owner's choice).
       await session.sendKeys('Enter');

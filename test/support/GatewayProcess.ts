@@ -38,7 +38,9 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, cwd = repoRo
     execFile(
       process.execPath,
       [cliPath, ...args],
-      { cwd, env: { ...process.env, ...env }, timeout: 60_000 },
+      // Beyond execFile's 1 MiB default: `dlq list --max 10000` lists the shared broker's DLQ,
+      // which holds the letters of every test running beside this one.
+      { cwd, env: { ...process.env, ...env }, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
         // Not an exit of its own (killed at the timeout, or not started): say which, or a

@@ -14,6 +14,7 @@ import {
   stopCluster,
   stopNode,
 } from '../../tools/cluster.mjs';
+import { waitFor } from './waitFor.js';
 
 export type { ClusterStatus, NodeStatus };
 
@@ -22,6 +23,8 @@ export interface TestClusterOptions {
   nodes?: number;
   /** Progress lines; default none. */
   log?: (line: string) => void;
+  /** Seconds before the nodes take a hung peer for down (net_ticktime); default 10, not 60. */
+  netTicktime?: number;
 }
 
 /** A RabbitMQ cluster of its own, started by tools/cluster.mjs for one test file. */
@@ -39,8 +42,22 @@ export interface TestCluster {
   stopNode(node: NodeRef): Promise<void>;
   /** `rabbitmqctl -n <node k> ...args` with the cluster's cookie; resolves to its stdout. */
   rabbitmqctl(node: NodeRef, ...args: string[]): Promise<string>;
+  /**
+   * Every node running in the cluster again, whatever a test did to it: a stopped VM
+   * (SIGSTOP) is woken, a killed or shut-down node started. For tests that share the cluster.
+   */
+  restore(): Promise<void>;
   /** Stops every node and removes the directory. Safe to call twice, and after a failed start. */
   stop(): Promise<void>;
+}
+
+/** SIGCONT to a VM a test may have stopped; one that is gone already has nothing to wake. */
+function wake(pid: number): void {
+  try {
+    process.kill(pid, 'SIGCONT');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
 }
 
 /**
@@ -56,7 +73,14 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
   const opts = { dir, log };
   const port = await findFreePortBase(nodes, 5800);
   try {
-    const started = await startCluster({ ...opts, nodes, port, name: `bridge-test-${process.pid}` });
+    const started = await startCluster({
+      ...opts,
+      nodes,
+      port,
+      name: `bridge-test-${process.pid}`,
+      // A hung node is found out in seconds, as a test can wait for, not in a minute.
+      netTicktime: options.netTicktime ?? 10,
+    });
     return {
       dir,
       uris: started.nodes.map((node) => node.uri),
@@ -70,6 +94,20 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
         await stopNode(node, opts);
       },
       rabbitmqctl: (node, ...args) => clusterCtl(node, args, opts),
+      restore: async () => {
+        for (const node of (await clusterStatus(opts)).nodes) if (node.pid !== null) wake(node.pid);
+        for (const node of (await clusterStatus(opts)).nodes) {
+          if (node.pid === null) {
+            log(`restoring ${node.name}`);
+            await startNode(node.index, opts);
+          }
+        }
+        await waitFor(
+          'every node running in the cluster',
+          async () => ((await clusterStatus(opts)).nodes.every((node) => node.inCluster) ? true : undefined),
+          60_000,
+        );
+      },
       stop: async () => {
         await stopCluster(opts);
         rmSync(dir, { recursive: true, force: true });

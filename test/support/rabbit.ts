@@ -50,16 +50,26 @@ export async function consumerCounts(queues: readonly string[]): Promise<Map<str
   return counts;
 }
 
-/** Sets RabbitMQ's consumer_timeout (ms) for channels opened from now on; returns the value it had. */
-export async function setConsumerTimeout(ms: number): Promise<string> {
-  const before = (await rabbitmqctl('eval', 'application:get_env(rabbit, consumer_timeout).')).trim();
-  await rabbitmqctl('eval', `application:set_env(rabbit, consumer_timeout, ${ms}).`);
+/**
+ * Sets one of RabbitMQ's broker-wide settings (`rabbit`'s application env, in ms) for channels
+ * opened from now on (a running channel's timers read it as they rearm); returns the value it
+ * had, for `restoreRabbitSetting` in a `finally`: the broker is shared.
+ */
+export async function setRabbitSetting(key: RabbitSetting, ms: number): Promise<string> {
+  const before = (await rabbitmqctl('eval', `application:get_env(rabbit, ${key}).`)).trim();
+  await rabbitmqctl('eval', `application:set_env(rabbit, ${key}, ${ms}).`);
   return before;
 }
 
-/** Puts back what `setConsumerTimeout` returned (`{ok,N}` or `undefined`). */
-export async function restoreConsumerTimeout(before: string): Promise<void> {
+/** Puts back what `setRabbitSetting` returned (`{ok,N}` or `undefined`). */
+export async function restoreRabbitSetting(key: RabbitSetting, before: string): Promise<void> {
   const value = /^\{ok,(\d+)\}$/.exec(before)?.[1];
-  if (value) await rabbitmqctl('eval', `application:set_env(rabbit, consumer_timeout, ${value}).`);
-  else await rabbitmqctl('eval', 'application:unset_env(rabbit, consumer_timeout).');
+  if (value) await rabbitmqctl('eval', `application:set_env(rabbit, ${key}, ${value}).`);
+  else await rabbitmqctl('eval', `application:unset_env(rabbit, ${key}).`);
 }
+
+/**
+ * The settings tests change: `consumer_timeout` (default 30 minutes) and how often a channel
+ * looks at its consumers' deliveries against it, `channel_tick_interval` (default 60 s).
+ */
+export type RabbitSetting = 'consumer_timeout' | 'channel_tick_interval';

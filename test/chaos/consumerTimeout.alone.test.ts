@@ -6,12 +6,17 @@ import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
-import { consumerCounts, restoreConsumerTimeout, setConsumerTimeout } from '../support/rabbit.js';
+import { consumerCounts, restoreRabbitSetting, setRabbitSetting } from '../support/rabbit.js';
 
 /** The broker's consumer_timeout for this test, far below its default of 30 minutes. */
 const consumerTimeoutMs = 3_000;
-/** RabbitMQ looks at its consumers' deliveries about once a minute: this spans two looks or more. */
-const holdMs = 130_000;
+/**
+ * How often the broker's channels look at their consumers' deliveries against that timeout, far
+ * below its default of a minute: the one broker-wide timer this test must outwait.
+ */
+const channelTickMs = 1_000;
+/** Well past the timeout, spanning several of the channels' looks. */
+const holdMs = consumerTimeoutMs + 6 * channelTickMs;
 
 async function register(g: GatewayProcess, name: string): Promise<Registered> {
   const r = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
@@ -29,6 +34,7 @@ async function register(g: GatewayProcess, name: string): Promise<Registered> {
  */
 describe('a main that drains only after several consumer timeouts', () => {
   let previousTimeout: string | undefined;
+  let previousTick: string | undefined;
   const gateways: GatewayProcess[] = [];
   const clients: Client[] = [];
   const queues: string[] = [];
@@ -39,7 +45,8 @@ describe('a main that drains only after several consumer timeouts', () => {
 
   beforeAll(async () => {
     // Before any consumer's channel opens: a channel takes the timeout in force when it opens.
-    previousTimeout = await setConsumerTimeout(consumerTimeoutMs);
+    previousTimeout = await setRabbitSetting('consumer_timeout', consumerTimeoutMs);
+    previousTick = await setRabbitSetting('channel_tick_interval', channelTickMs);
     const broker = { heartbeatMs: 500, retryBaseMs: 200 };
     alpha = new GatewayProcess({
       hostId: uniqueHostId('ct-a'),
@@ -77,7 +84,8 @@ describe('a main that drains only after several consumer timeouts', () => {
 
   afterAll(async () => {
     // Put the broker's default back first, whatever happened: the next test and CI share it.
-    if (previousTimeout !== undefined) await restoreConsumerTimeout(previousTimeout);
+    if (previousTimeout !== undefined) await restoreRabbitSetting('consumer_timeout', previousTimeout);
+    if (previousTick !== undefined) await restoreRabbitSetting('channel_tick_interval', previousTick);
     for (const c of clients) await c.close().catch(() => {});
     for (const g of gateways) await g.dispose();
     await deleteQueues(queues);
@@ -100,7 +108,7 @@ describe('a main that drains only after several consumer timeouts', () => {
           return (s.deliveries.held ?? 0) === 2 ? true : undefined;
         });
       }
-      // The mains do not drain while the broker looks at its consumers, twice or more.
+      // The mains do not drain while the broker looks at its consumers, several times.
       await sleep(holdMs);
       for (const m of mains) for (const text of ['after 1', 'after 2']) await send(m, text);
 
