@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import amqp from 'amqplib';
+import { brokerUri } from './federation.js';
 
 function rabbitmqctl(...args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -38,14 +40,44 @@ export async function closeConsumerChannels(queues: readonly string[]): Promise<
   return Number(out.trim());
 }
 
-/** Consumers of each queue, as the broker counts them (absent: no such queue). */
+/** Up to this many queues are asked about one by one over AMQP; more, in one listing. */
+const askedOneByOne = 20;
+
+/**
+ * Consumers of each queue, as the broker counts them (absent: no such queue). A few queues are
+ * asked about over AMQP (a passive declare each): tests poll this, and a `rabbitmqctl` per poll
+ * would boot an Erlang VM each time and list every queue on the shared broker. Thousands are
+ * read from one `rabbitmqctl list_queues`.
+ */
 export async function consumerCounts(queues: readonly string[]): Promise<Map<string, number>> {
-  const out = await rabbitmqctl('list_queues', '--quiet', '--no-table-headers', 'name', 'consumers');
-  const wanted = new Set(queues);
   const counts = new Map<string, number>();
-  for (const line of out.split('\n')) {
-    const [name, consumers] = line.trim().split(/\s+/);
-    if (name && wanted.has(name)) counts.set(name, Number(consumers));
+  if (queues.length > askedOneByOne) {
+    const out = await rabbitmqctl('list_queues', '--quiet', '--no-table-headers', 'name', 'consumers');
+    const wanted = new Set(queues);
+    for (const line of out.split('\n')) {
+      const [name, consumers] = line.trim().split(/\s+/);
+      if (name && wanted.has(name)) counts.set(name, Number(consumers));
+    }
+    return counts;
+  }
+  const connection = await amqp.connect(brokerUri);
+  const open = async () => {
+    const channel = await connection.createChannel();
+    channel.on('error', () => {});
+    return channel;
+  };
+  try {
+    let channel = await open();
+    for (const queue of queues) {
+      try {
+        counts.set(queue, (await channel.checkQueue(queue)).consumerCount);
+      } catch {
+        // No such queue: the broker closed the channel (404); the queue is left out.
+        channel = await open();
+      }
+    }
+  } finally {
+    await connection.close().catch(() => undefined);
   }
   return counts;
 }
