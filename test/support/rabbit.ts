@@ -46,20 +46,26 @@ const askedOneByOne = 20;
 /**
  * Consumers of each queue, as the broker counts them (absent: no such queue). A few queues are
  * asked about over AMQP (a passive declare each): tests poll this, and a `rabbitmqctl` per poll
- * would boot an Erlang VM each time and list every queue on the shared broker. Thousands are
- * read from one `rabbitmqctl list_queues`.
+ * would boot an Erlang VM each time and list every queue on the shared broker. Thousands of
+ * queues, and those a passive declare cannot see (none such, or exclusive to another
+ * connection: 404, 405), are read from one `rabbitmqctl list_queues`.
  */
 export async function consumerCounts(queues: readonly string[]): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
-  if (queues.length > askedOneByOne) {
-    const out = await rabbitmqctl('list_queues', '--quiet', '--no-table-headers', 'name', 'consumers');
-    const wanted = new Set(queues);
-    for (const line of out.split('\n')) {
-      const [name, consumers] = line.trim().split(/\s+/);
-      if (name && wanted.has(name)) counts.set(name, Number(consumers));
-    }
-    return counts;
+  const unseen = queues.length > askedOneByOne ? [...queues] : await askEach(queues, counts);
+  if (unseen.length === 0) return counts;
+  const out = await rabbitmqctl('list_queues', '--quiet', '--no-table-headers', 'name', 'consumers');
+  const wanted = new Set(unseen);
+  for (const line of out.split('\n')) {
+    const [name, consumers] = line.trim().split(/\s+/);
+    if (name && wanted.has(name)) counts.set(name, Number(consumers));
   }
+  return counts;
+}
+
+/** Puts each queue's consumer count in `counts` by a passive declare; returns those it could not. */
+async function askEach(queues: readonly string[], counts: Map<string, number>): Promise<string[]> {
+  const unseen: string[] = [];
   const connection = await amqp.connect(brokerUri);
   const open = async () => {
     const channel = await connection.createChannel();
@@ -72,14 +78,15 @@ export async function consumerCounts(queues: readonly string[]): Promise<Map<str
       try {
         counts.set(queue, (await channel.checkQueue(queue)).consumerCount);
       } catch {
-        // No such queue: the broker closed the channel (404); the queue is left out.
+        // Refused: the broker closed the channel.
+        unseen.push(queue);
         channel = await open();
       }
     }
   } finally {
     await connection.close().catch(() => undefined);
   }
-  return counts;
+  return unseen;
 }
 
 /**
