@@ -20,7 +20,7 @@ import { readUntil } from '../support/readUntil.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 const typed = Number(process.env.BRIDGE_XHOST_MESSAGES ?? 1000);
-const drained = Number(process.env.BRIDGE_XHOST_DRAINED ?? 1000);
+const drained = Number(process.env.BRIDGE_XHOST_DRAINED ?? 500);
 const kills = Number(process.env.BRIDGE_XHOST_KILLS ?? 4);
 const drainKills = Number(process.env.BRIDGE_XHOST_DRAIN_KILLS ?? 8);
 
