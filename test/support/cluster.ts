@@ -50,10 +50,10 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-/** SIGCONT to a VM a test may have stopped; one that is gone already has nothing to wake. */
-function wake(pid: number): void {
+/** Signals a node's VM (a test stops, wakes or kills one); one that is gone has nothing to signal. */
+export function signalNode(pid: number, name: NodeJS.Signals): void {
   try {
-    process.kill(pid, 'SIGCONT');
+    process.kill(pid, name);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
   }
@@ -97,7 +97,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
         // One look (each `rabbitmqctl` boots an Erlang VM): a node whose VM is alive is woken;
         // one that is gone is started, and startNode waits until it runs in the cluster.
         const { nodes: all } = await clusterStatus(opts);
-        for (const node of all) if (node.pid !== null) wake(node.pid);
+        for (const node of all) if (node.pid !== null) signalNode(node.pid, 'SIGCONT');
         for (const node of all) {
           if (node.pid !== null) continue;
           log(`restoring ${node.name}`);

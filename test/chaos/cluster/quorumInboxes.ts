@@ -29,7 +29,7 @@ import { createNoSigner } from '../../../src/security/messageSigning.js';
 import { openStore, type Store } from '../../../src/store/openStore.js';
 import { uniqueHostId } from '../../support/broker.js';
 import { createBrokerActor } from '../../support/brokerActor.js';
-import type { TestCluster } from '../../support/cluster.js';
+import { signalNode, type TestCluster } from '../../support/cluster.js';
 import { waitFor } from '../../support/federation.js';
 import { TcpForwarder } from '../../support/netns.js';
 
@@ -387,7 +387,7 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         await waitFor('G1 got it', () => (received.length > count ? true : undefined), 30_000);
         expect(received.at(-1)).toBe(2 * MESSAGES + 1);
       } finally {
-        signal(pid, 'SIGKILL');
+        signalNode(pid, 'SIGKILL');
       }
     });
 
@@ -467,15 +467,6 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
       figures.fullInboxTook = taken;
     });
   });
-
-  function signal(pid: number, name: NodeJS.Signals): void {
-    try {
-      process.kill(pid, name);
-    } catch (err) {
-      // Gone already (ESRCH): nothing left to signal.
-      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-    }
-  }
 
   async function freePort(): Promise<number> {
     const server = createServer();
