@@ -10,10 +10,9 @@ import type {
 import type { BroadcastResult } from '../actors/Router.js';
 import type { BrokerNodeView } from '../broker/BrokerNodes.js';
 import { loadConfig } from '../config/loadConfig.js';
-import { adminSocketPath } from '../daemon/startDaemon.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
-import { adminRoutes } from '../interfaces/adminProtocol.js';
+import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import { neutraliseLine } from '../text/neutralise.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';

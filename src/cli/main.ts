@@ -1,25 +1,7 @@
 #!/usr/bin/env node
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
-import { parseCli } from './cliOptions.js';
-import {
-  runBroadcast,
-  runConsole,
-  runDeregister,
-  runDlq,
-  runDrain,
-  runRegister,
-  runRoster,
-  runSend,
-  runSpawn,
-  runStatus,
-  runStop,
-} from './commands.js';
+import { type CliValues, parseCli } from './cliOptions.js';
 import { writeHuman, writeJson } from './output.js';
-import { runBroker } from './provision.js';
-import { runExport, runReplay } from './replay.js';
-import { runKeys, runTrust } from './security.js';
-import { runStart } from './start.js';
-import { runViz } from './viz.js';
 
 const usage = `bridge — cross-host messaging for AI coding agents
 
@@ -82,48 +64,42 @@ async function main(argv: string[]): Promise<number> {
     writeHuman(process.stdout, usage);
     return 0;
   }
-  switch (command) {
-    case 'start':
-      return runStart(values);
-    case 'register':
-      return runRegister(values);
-    case 'deregister':
-      return runDeregister(values, rest);
-    case 'send':
-      return runSend(values, rest);
-    case 'drain':
-      return runDrain(values);
-    case 'spawn':
-      return runSpawn(values, rest);
-    case 'stop':
-      return runStop(values, rest);
-    case 'broadcast':
-      return runBroadcast(values, rest);
-    case 'dlq':
-      return runDlq(values, rest);
-    case 'console':
-      return runConsole(values);
-    case 'roster':
-      return runRoster(values);
-    case 'status':
-      return runStatus(values, rest);
-    case 'export':
-      return runExport(values, rest);
-    case 'replay':
-      return runReplay(values, rest);
-    case 'viz':
-      // Logs as positionals or as --db (several allowed).
-      return runViz(values, [...rest, ...(values.db ?? [])]);
-    case 'keys':
-      return runKeys(values, rest);
-    case 'trust':
-      return runTrust(values, rest);
-    case 'broker':
-      return runBroker(values, rest);
-    default:
-      throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
-  }
+  const load = commands[command];
+  if (load === undefined)
+    throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
+  return (await load())(values, rest);
 }
+
+type Command = (values: CliValues, rest: string[]) => number | Promise<number>;
+
+/**
+ * Each command's module, loaded when it runs: a client command (register, send, status...) does
+ * not load the gateway, so it starts in a fraction of the time `start` takes.
+ */
+const commands: Record<string, () => Promise<Command>> = {
+  start: async () => (await import('./start.js')).runStart,
+  register: async () => (await import('./commands.js')).runRegister,
+  deregister: async () => (await import('./commands.js')).runDeregister,
+  send: async () => (await import('./commands.js')).runSend,
+  drain: async () => (await import('./commands.js')).runDrain,
+  spawn: async () => (await import('./commands.js')).runSpawn,
+  stop: async () => (await import('./commands.js')).runStop,
+  broadcast: async () => (await import('./commands.js')).runBroadcast,
+  dlq: async () => (await import('./commands.js')).runDlq,
+  console: async () => (await import('./commands.js')).runConsole,
+  roster: async () => (await import('./commands.js')).runRoster,
+  status: async () => (await import('./commands.js')).runStatus,
+  export: async () => (await import('./replay.js')).runExport,
+  replay: async () => (await import('./replay.js')).runReplay,
+  // Logs as positionals or as --db (several allowed).
+  viz: async () => {
+    const { runViz } = await import('./viz.js');
+    return (values, rest) => runViz(values, [...rest, ...(values.db ?? [])]);
+  },
+  keys: async () => (await import('./security.js')).runKeys,
+  trust: async () => (await import('./security.js')).runTrust,
+  broker: async () => (await import('./provision.js')).runBroker,
+};
 
 main(process.argv.slice(2)).then(
   (code) => {

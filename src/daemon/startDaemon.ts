@@ -1,8 +1,8 @@
-import { join } from 'node:path';
 import { Gateway } from '../actors/Gateway.js';
 import type { Clock } from '../clock/clock.js';
 import { agentDirs, type Config } from '../config/schema.js';
 import { checkPane, createInjectorFactory, submissionTiming } from '../inject/createInjector.js';
+import { adminSocketPath } from '../interfaces/adminProtocol.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
 import { ConsoleSessions } from '../interfaces/ConsoleSessions.js';
 import { startHttpServer } from '../interfaces/httpServer.js';
@@ -21,10 +21,6 @@ export interface DaemonOptions {
   logger: Logger;
   clock?: Clock;
   onFatal?: (err: unknown) => void;
-}
-
-export function adminSocketPath(config: Config): string {
-  return join(config.home, 'admin.sock');
 }
 
 /**

@@ -1,4 +1,6 @@
+import { join } from 'node:path';
 import { z } from 'zod';
+import type { Config } from '../config/schema.js';
 import {
   entityKindSchema,
   entityNameSchema,
@@ -8,6 +10,11 @@ import {
   WireKind,
 } from '../wire/envelope.js';
 import { paneTargetSchema } from '../wire/paneTarget.js';
+
+/** Where a gateway listens for the CLI: `admin.sock` in its home. */
+export function adminSocketPath(config: Config): string {
+  return join(config.home, 'admin.sock');
+}
 
 /** The admin socket's requests: operator commands from the CLI to the running gateway. */
 export const registerBody = z.strictObject({
