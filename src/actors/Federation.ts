@@ -301,6 +301,15 @@ export class Federation implements DeadLetterSink {
     }));
   }
 
+  /**
+   * Messages waiting in an entity's inbox on the broker, or undefined when the broker does not
+   * answer. A quorum queue whose leader cannot be reached (a cluster without its majority)
+   * reads as 0.
+   */
+  inboxDepth(gid: string): Promise<number | undefined> {
+    return this.broker.queueDepth(inboxName(gid));
+  }
+
   /** DeadLetterSink: a cross-host message that failed here goes to the DLQ with its reason. */
   deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void {
     this.deadLetters.deadLetter(envelope, reason, detail);

@@ -76,14 +76,31 @@ export class SendPublisher {
       return cells.fail(cell, failure);
     }
     if (!outcome.ok && outcome.reason === 'rejected') {
+      const quorumInbox =
+        federation.queueMode === QueueMode.quorum &&
+        exchange === 'msg' &&
+        envelope.kind !== WireKind.broadcast;
+      // A quorum inbox nacks at its cap (reject-publish), but a cluster that lost its majority
+      // nacks quorum-queue publishes too, and then reads such a queue as empty (RabbitMQ answers
+      // 0 when the queue's leader cannot be reached) or not at all. A full inbox holds at least
+      // its cap: an empty or unreadable one was not full, and nothing is dead-lettered for it.
+      if (quorumInbox && !((await federation.inboxDepth(routingKey)) ?? 0)) {
+        return cells.fail(
+          cell,
+          new BridgeError(
+            ErrorCode.brokerUnavailable,
+            `the broker refused the message to ${routingKey} (${outcome.detail}) while its inbox is not ` +
+              'full: a cluster that lost its majority refuses quorum-queue publishes until it is back ' +
+              '(same-host messages still flow). Nothing was dead-lettered: retry later with the same ' +
+              'idempotency_key',
+            { retryable: true },
+          ),
+        );
+      }
       metrics.deadLetters.inc({ reason: 'maxlen' });
       // A quorum inbox refuses with plain reject-publish (there is no -dlx variant): the broker
       // keeps no copy, so the sender's gateway puts one in bridge.dlq, as a classic inbox would.
-      if (
-        federation.queueMode === QueueMode.quorum &&
-        exchange === 'msg' &&
-        envelope.kind !== WireKind.broadcast
-      ) {
+      if (quorumInbox) {
         federation.deadLetter(
           { ...envelope, to: routingKey },
           'maxlen',
