@@ -2,7 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
 import { deleteQueues } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
@@ -103,15 +103,15 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
     const metrics = await (await fetch(`http://127.0.0.1:${origin.port}/metrics`)).text();
     expect(metrics).toMatch(/bridge_dead_letters_total\{reason="maxlen"\} 2/);
 
-    const letters = JSON.parse(
-      (await origin.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout,
-    ) as Array<{
-      msgId: string;
-      reason: string;
-      routingKey: string;
-      body: string;
-    }>;
-    const mine = letters.filter((l) => l.routingKey === sinkGid);
+    type Letter = { msgId: string; reason: string; routingKey: string; body: string };
+    const mine = await dlqUntilSeen(
+      'the refused message in bridge.dlq',
+      async () =>
+        (
+          JSON.parse((await origin.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout) as Letter[]
+        ).filter((l) => l.routingKey === sinkGid),
+      (letters) => letters.length > 0,
+    );
     expect(mine.map((l) => l.reason)).toEqual(['maxlen']);
     const last = `m${accepted + 1}`;
     expect(JSON.parse(mine[0]?.body ?? '{}')).toMatchObject({ text: last });
@@ -125,8 +125,11 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
       );
       return drained.filter((t) => t.startsWith('m')).length >= accepted ? true : undefined;
     });
-    const requeue = JSON.parse(
-      (await origin.cli(['dlq', 'requeue', mine[0]?.msgId as string, '--json'])).stdout,
+    const requeue = await dlqUntilSeen(
+      'a requeue that sees the letter',
+      async () =>
+        JSON.parse((await origin.cli(['dlq', 'requeue', mine[0]?.msgId as string, '--json'])).stdout),
+      (result: { requeued: number }) => result.requeued !== 0,
     );
     expect(requeue).toEqual({ requeued: 1, skipped: {} });
     await waitFor('the requeued one', async () => {

@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { brokerUri, removeDeadLettersOf } from '../support/federation.js';
+import { brokerUri, dlqUntilSeen, removeDeadLettersOf } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { rssMb } from '../support/processMemory.js';
@@ -142,15 +142,15 @@ describe('a same-host refusal on a federated gateway', () => {
       expect((await callTool(sender, 'bridge_send', { to: 'sink', text })).isError).toBeFalsy();
     const refused = await callTool(sender, 'bridge_send', { to: 'sink', text: 'c' });
     expect((refused.structuredContent as { error: { code: string } }).error.code).toBe('INBOX_FULL');
-    const letters = JSON.parse(
-      (await gateway.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout,
-    ) as Array<{
-      msgId: string;
-      reason: string;
-      host: string;
-      body: string;
-    }>;
-    const mine = letters.filter((l) => l.host === gateway.hostId);
+    type Letter = { msgId: string; reason: string; host: string; body: string };
+    const mine = await dlqUntilSeen(
+      'the refused message in bridge.dlq',
+      async () =>
+        (
+          JSON.parse((await gateway.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout) as Letter[]
+        ).filter((l) => l.host === gateway.hostId),
+      (letters) => letters.length > 0,
+    );
     expect(mine.map((l) => [l.reason, JSON.parse(l.body).text])).toEqual([['maxlen', 'c']]);
   });
 });

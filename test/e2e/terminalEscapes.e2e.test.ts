@@ -5,7 +5,7 @@ import { controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
 import { DeadLetterHeader } from '../../src/wire/deadLetterView.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { openConsoleSession } from '../support/consoleSession.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
@@ -132,8 +132,11 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
 
   it('bridge dlq show and list of a forged letter: escapes in its body and headers printed inert', async () => {
     const msgId = await forgeDeadLetter(body);
-    const show = await gateway.cli(['dlq', 'show', msgId, '--max', '10000']);
-    expect(show.code, show.stderr).toBe(0);
+    const show = await dlqUntilSeen(
+      'dlq show of the letter',
+      () => gateway.cli(['dlq', 'show', msgId, '--max', '10000']),
+      (r) => r.code === 0,
+    );
     expect(rawControls(show.stdout)).toEqual([]);
     expect(show.stdout).toContain(
       'reason:  rejected\uFFFD[31mred\uFFFD[0m\uFFFD[2J\uFFFD[H ' +
@@ -142,13 +145,18 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
     expect(show.stdout).toContain('queue:   inbox\uFFFD]0;pwned-title\uFFFD\n');
     expect(show.stdout).toContain(`body:    ${shownLines.join(`\n${' '.repeat('body:    '.length)}`)}\n`);
 
-    const list = await gateway.cli(['dlq', 'list', '--max', '10000']);
-    expect(list.code, list.stderr).toBe(0);
+    const list = await dlqUntilSeen(
+      'dlq list with the letter',
+      () => gateway.cli(['dlq', 'list', '--max', '10000']),
+      (r) => r.code === 0 && r.stdout.includes(msgId),
+    );
     expect(rawControls(list.stdout)).toEqual([]);
-    expect(list.stdout).toContain(msgId);
 
-    const json = await gateway.cli(['dlq', 'show', msgId, '--max', '10000', '--json']);
-    expect(json.code, json.stderr).toBe(0);
+    const json = await dlqUntilSeen(
+      'dlq show --json of the letter',
+      () => gateway.cli(['dlq', 'show', msgId, '--max', '10000', '--json']),
+      (r) => r.code === 0,
+    );
     expect(rawControls(json.stdout)).toEqual([]);
     expect(JSON.parse(json.stdout)).toMatchObject({
       msgId,
@@ -164,11 +172,12 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
     const printed = await gateway.cli(['console', '--json']);
     expect(printed.code, printed.stderr).toBe(0);
     const session = await openConsoleSession((JSON.parse(printed.stdout) as { url: string }).url);
-    const res = await fetch(`${session.origin}/ui/api/dlq`, { headers: { cookie: session.cookie } });
-    expect(res.status).toBe(200);
-    const reply = (await res.json()) as { letters: Array<Record<string, string>> };
-    const letter = reply.letters.find((l) => l.msgId === msgId);
-    expect(letter).toBeDefined();
+    const letter = await waitFor('the console listing the letter', async () => {
+      const res = await fetch(`${session.origin}/ui/api/dlq`, { headers: { cookie: session.cookie } });
+      expect(res.status).toBe(200);
+      const reply = (await res.json()) as { letters: Array<Record<string, string>> };
+      return reply.letters.find((l) => l.msgId === msgId);
+    });
     for (const [field, value] of Object.entries(letter ?? {})) {
       expect(rawControls(value), field).toEqual([]);
     }

@@ -16,7 +16,7 @@ import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 import {
   announcePresence,
@@ -195,7 +195,11 @@ describe('signed envelopes', () => {
     }
     expect(await drained()).toEqual([]); // none of them reached the recipient
 
-    const letters = await daemon.gateway.listDeadLetters(10_000);
+    const letters = await dlqUntilSeen(
+      'every case in bridge.dlq',
+      () => daemon.gateway.listDeadLetters(10_000),
+      (listed) => cases.every(([, env]) => listed.some((l) => l.msgId === env.msgId)),
+    );
     for (const [name, env, , reason] of cases) {
       expect(letters.find((l) => l.msgId === env.msgId)?.reason, name).toBe(reason);
     }

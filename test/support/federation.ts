@@ -1,7 +1,32 @@
 /** The shared test broker (SPEC: RabbitMQ on 127.0.0.1:5672, guest/guest). */
 export const brokerUri = process.env.BRIDGE_TEST_BROKER_URI ?? 'amqp://guest:guest@127.0.0.1:5672';
 
-export { waitFor } from './waitFor.js';
+import { waitFor } from './waitFor.js';
+
+export { waitFor };
+
+/**
+ * A read of the shared broker's `bridge.dlq` (a CLI call, the console's listing), repeated until
+ * `seen` finds in its result what the test looks for. Several tests read bridge.dlq at once, and
+ * a reader holds the letters it reads until it is done (a RabbitMQ queue cannot be browsed), so
+ * a letter another reader holds is out of sight for that moment. A call that did not see its
+ * letter changed nothing, so it is simply made again.
+ */
+export function dlqUntilSeen<T>(
+  what: string,
+  read: () => Promise<T>,
+  seen: (result: T) => boolean,
+  ms = 30_000,
+): Promise<T> {
+  return waitFor(
+    what,
+    async () => {
+      const result = await read();
+      return seen(result) ? result : undefined;
+    },
+    ms,
+  );
+}
 
 /**
  * Removes the dead letters a test produced from the shared `bridge.dlq` (those published by
