@@ -275,7 +275,11 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       expect(next.stage).toBe('submitted');
       await waitFor('the model to get both', () =>
         promptsWith(quoted.msgId).length > 0 && promptsWith(next.msgId).length > 0 ? true : undefined,
-      );
+      ).catch(async (err: Error) => {
+        throw new Error(
+          `${err.message}; got the quote: ${promptsWith(quoted.msgId).length}, the next: ${promptsWith(next.msgId).length}; last prompts: ${JSON.stringify(api.prompts().slice(-3))}; screen:\n${await agent(name).capture()}`,
+        );
+      });
       await sleep(1_000); // a second submission would reach the model now
       const [prompt] = promptsWith(quoted.msgId);
       expect(prompt?.replace(/\r\n?/g, '\n')).toContain(

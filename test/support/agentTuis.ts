@@ -14,7 +14,18 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import {
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  realpath,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -118,6 +129,7 @@ export async function launchAgentTui(
     // The session may be gone already (the agent exited, or a test killed the server).
     await run('kill-session', '-t', `=${session}`).catch(() => undefined);
     await killProcessesWithHome(home);
+    if (agent === AgentTui.codex) await keepCodexRelease(home);
     await rm(home, { recursive: true, force: true });
     if (ownCwd) await rm(cwd, { recursive: true, force: true });
   };
@@ -292,7 +304,54 @@ async function prepareCodex(
   ].join('\n');
   // `codex login` writes only auth.json; Codex adds its own settings to config.toml later.
   await writeFile(join(home, '.codex', 'config.toml'), config);
+  await linkCodexRelease(home);
   return {};
+}
+
+/**
+ * Codex copies its app-server daemon release (424 MB for 0.171) into every new HOME at its first
+ * start (`.codex/packages/app-server-daemon/releases/<version>-<target>`) and runs it from there.
+ * The first session of a machine keeps its copy here when it stops (`keepCodexRelease`); every
+ * later HOME gets the release as hard links (`cp -al`: no bytes copied) and its own `current`
+ * link and small files, and Codex finds its release installed. Keyed by Codex's version.
+ */
+async function codexReleaseTemplate(): Promise<string> {
+  const { version } = JSON.parse(
+    await readFile(join(root, 'node_modules', '@openai', 'codex', 'package.json'), 'utf8'),
+  ) as { version: string };
+  return join(tmpdir(), 'bridge-test-codex-release', version);
+}
+
+const codexDaemonDir = (home: string): string => join(home, '.codex', 'packages', 'app-server-daemon');
+
+async function linkCodexRelease(home: string): Promise<void> {
+  const template = await codexReleaseTemplate();
+  const [release] = await readdir(join(template, 'releases')).catch(() => []);
+  if (release === undefined) return; // none kept yet: Codex copies its own
+  const daemon = codexDaemonDir(home);
+  await mkdir(join(daemon, 'releases'), { recursive: true });
+  await execFileWithInput(
+    'cp',
+    ['-al', join(template, 'releases', release), join(daemon, 'releases')],
+    { PATH: agentPath },
+    '',
+  );
+  // Codex rewrites these as it runs: copies, never links into the template.
+  for (const file of await readdir(template)) {
+    if (file !== 'releases') await writeFile(join(daemon, file), await readFile(join(template, file)));
+  }
+  await symlink(join(daemon, 'releases', release), join(daemon, 'current'));
+}
+
+/** Keeps the release a Codex session installed in `home`, if none is kept yet (see above). */
+async function keepCodexRelease(home: string): Promise<void> {
+  const template = await codexReleaseTemplate();
+  const daemon = codexDaemonDir(home);
+  if (existsSync(template) || !existsSync(join(daemon, 'releases'))) return;
+  await rm(join(daemon, 'current'), { force: true });
+  await mkdir(dirname(template), { recursive: true });
+  // One rename: a session stopping beside this one finds the template whole, or not at all.
+  await rename(daemon, template).catch(() => undefined);
 }
 
 async function prepareGemini(home: string, apiUrl: string | undefined): Promise<Record<string, string>> {
