@@ -59,10 +59,16 @@ async function registerPane(
   return JSON.parse(result.stdout) as Registered;
 }
 
+/**
+ * Each agent's permission dialog, as the agent draws it: its question at the start of a line
+ * (after blanks or a box side). An earlier test's message quotes these words, and the
+ * transcript shows them behind a message header or a continuation mark; only the dialog itself
+ * may end a wait for it.
+ */
 const dialogOf: Record<AgentTui, RegExp> = {
-  claude: /Do you want to proceed\?/,
-  codex: /Would you like to run the following command\?/,
-  gemini: /Allow execution of \[Shell\]\?/,
+  claude: /^[ \t]*Do you want to proceed\?/m,
+  codex: /^[ \t]*Would you like to run the following command\?/m,
+  gemini: /^[ \t│]*Allow execution of \[Shell\]\?/m,
 };
 
 describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tmux panes', () => {
