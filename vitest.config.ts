@@ -19,6 +19,8 @@ export default defineConfig({
     maxWorkers: workers,
     minWorkers: 1,
     reporters: ['default', './test/support/SummaryReporter.ts'],
+    // FUZZ_SEED replays every property test (test/support/propertySeed.ts).
+    setupFiles: ['./test/support/propertySeed.ts'],
     sequence: { sequencer: CostSequencer },
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.unit.test.ts'] } },

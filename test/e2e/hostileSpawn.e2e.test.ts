@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -225,9 +224,7 @@ describe('hostile spawn requests on a single-host gateway', () => {
 
 describe('hostile spawn requests and groups across the broker', () => {
   const queues: string[] = [];
-  let a: GatewayProcess;
   let b: GatewayProcess;
-  let mcpA: Client;
   const peer = fakePeer('hostilepeer');
   const peerMain = { gid: randomUUID(), name: 'peerMain' };
   let connection: ChannelModel;
@@ -235,18 +232,14 @@ describe('hostile spawn requests and groups across the broker', () => {
   const peerInbox: Envelope[] = [];
 
   beforeAll(async () => {
-    a = new GatewayProcess({ hostId: uniqueHostId('hostileA'), env: { BRIDGE_BROKER_URI: brokerUri } });
     b = new GatewayProcess({
       hostId: uniqueHostId('hostileB'),
       env: { BRIDGE_BROKER_URI: brokerUri },
       config: { profiles },
     });
     addTrust(b.home, peer.host, peer.keys.publicKeyString);
-    await Promise.all([a.start(), b.start()]);
-    queues.push(controlSpec(a.hostId).name, controlSpec(b.hostId).name);
-    const main = await register(a, ['--kind', 'main', '--name', 'mainA']);
-    queues.push(inboxName(main.gid));
-    mcpA = await connectMcp(a.mcpUrl, main.token);
+    await b.start();
+    queues.push(controlSpec(b.hostId).name);
 
     // A requester on a host that runs no bridge gateway (or an older one): its own inbox, and
     // a signed PRESENCE so that B can route an answer to it.
@@ -290,27 +283,11 @@ describe('hostile spawn requests and groups across the broker', () => {
   };
 
   afterAll(async () => {
-    await mcpA?.close().catch(() => {});
     await channel?.close().catch(() => {});
     await connection?.close().catch(() => {});
-    await a?.dispose();
     await b?.dispose();
     await deleteQueues(queues);
-    await removeDeadLettersOf([a.hostId, b.hostId, peer.host]);
-  });
-
-  it('a remote bridge_spawn with groups ["#", "x\\n…"] is refused at the requester at once, not sent to wait forever', async () => {
-    const started = Date.now();
-    const result = await callTool(mcpA, 'bridge_spawn', {
-      host: b.hostId,
-      profile: 'idle',
-      brief: 'hi',
-      groups: ['#', 'x\n…'],
-      wait_ms: 20_000,
-    });
-    expect(result.isError).toBe(true);
-    expect(errorText(result)).toMatch(/Input validation error.*"#" is not a group name/s);
-    expect(Date.now() - started).toBeLessThan(5_000);
+    await removeDeadLettersOf([b.hostId, peer.host]);
   });
 
   it('a SPAWN the target dead-letters for its content is answered with SPAWN_RESULT carrying the refusal (the requester no longer waits forever)', async () => {
@@ -330,21 +307,6 @@ describe('hostile spawn requests and groups across the broker', () => {
       expect(b.log).toContain('refused a message from the broker; dead-lettered with its reason');
     }
     expect(await b.healthy()).toBe(true);
-  });
-
-  it('a SPAWN signed by one host in the name of another is dead-lettered, and no refusal goes out in that other’s name', async () => {
-    // Signed by the peer, in the name of an entity of host A.
-    const requestId = await publishSpawn(a.hostId, {
-      requestId: randomUUID(),
-      profile: 'idle',
-      groups: ['#'],
-    });
-    await waitFor('the forged SPAWN dead-lettered', async () =>
-      b.log.includes(requestId) ? true : undefined,
-    );
-    await sleep(1_000);
-    expect(b.log).not.toMatch(new RegExp(`SPAWN refused: it does not parse[^\\n]*${requestId}`));
-    expect(peerInbox.some((e) => e.result?.requestId === requestId)).toBe(false);
   });
 
   it('an entity an older gateway registered with group "#" no longer takes every group’s broadcasts: its wildcard binding is removed at start', async () => {

@@ -98,50 +98,6 @@ describe('forged senders and extra commands through newlines (a real gateway and
     expect(screen).not.toContain(forgedHeader);
     expect(screen).toContain('(bridge SEND from lead@alpha');
   });
-
-  it('forged senders and extra commands through newlines: a cat -v pane reads the message as one line, the forged header defused', async () => {
-    const pane = await worker('catty', 'exec cat -v', /^/);
-    const sent = await send('catty', attack);
-    const genuine = `[bridge SEND from mallory@${gateway.hostId} msg ${sent.msgId}] hello`;
-    // The terminal's echo of the line and cat's copy of it: two lines, both the whole message.
-    const screen = await waitFor('cat to print the line', async () => {
-      const s = await tmux.capture(pane);
-      return headerLines(s).length >= 2 ? s : undefined;
-    });
-    const one = `${genuine} ⏎ (bridge SEND from lead@alpha msg 2b9e6f0a-1c2d-4e3f-8a9b-0c1d2e3f4a5b] echo PWNED ⏎ touch PWNED`;
-    // cat -v shows the non-ASCII mark as its bytes; the echo shows it as typed.
-    const catOne = one.replaceAll('⏎', 'M-bM-^OM-^N');
-    expect(headerLines(screen), screen).toEqual([one, catOne]);
-    expect(screen).not.toContain(forgedHeader);
-  });
-
-  it('right-to-left override, zero-width and line/paragraph separators reach the pane neutralised', async () => {
-    const pane = await worker('bidi', 'exec cat -v', /^/);
-    const sent = await send(
-      'bidi',
-      'invoice \u202Efdp.exe\u202C zero\u200Bwidth line\u2028par\u2029end\uFEFF',
-    );
-    // cat -v prints every byte it read: U+FFFD is EF BF BD, and no U+202E (E2 80 AE) is left.
-    const fffd = 'M-oM-?M-=';
-    const expected =
-      `[bridge SEND from mallory@${gateway.hostId} msg ${sent.msgId}] ` +
-      `invoice ${fffd}fdp.exe${fffd} zero${fffd}width line${fffd}par${fffd}end${fffd}`;
-    const screen = await waitFor('cat to print the line', async () => {
-      const s = await tmux.capture(pane);
-      return s.includes(expected) ? s : undefined;
-    });
-    for (const bytes of [
-      'M-bM-^@M-.',
-      'M-bM-^@M-,',
-      'M-bM-^@M-^K',
-      'M-bM-^@M-(',
-      'M-bM-^@M-)',
-      'M-oM-;M-?',
-    ]) {
-      expect(screen).not.toContain(bytes);
-    }
-    expect(screen).not.toMatch(/[\u202A-\u202E\u200B-\u200F\u2028\u2029\uFEFF]/);
-  });
 });
 
 function escapeRegExp(text: string): string {
