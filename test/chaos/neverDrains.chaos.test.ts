@@ -205,7 +205,17 @@ describe('a main that never drains, under a flood', () => {
     // Every message to the sink, confirmed or refused, is in the DLQ once with a reason.
     const lost = toSink.map((m) => m.msgId).filter((id) => !dead.has(id));
     const duplicated = [...dead.entries()].filter(([, list]) => list.length > 1).map(([id]) => id);
-    expect(lost, 'confirmed messages to the sink missing from the DLQ').toEqual([]);
+    // On failure: what each gateway logged of the first missing ones.
+    const trace = lost
+      .slice(0, 3)
+      .map((id) =>
+        [
+          `${id} (${toSink.find((m) => m.msgId === id)?.outcome}):`,
+          ...[origin, receiver].flatMap((g) => g.log.split('\n').filter((line) => line.includes(id))),
+        ].join('\n'),
+      )
+      .join('\n---\n');
+    expect(lost, `confirmed messages to the sink missing from the DLQ\n${trace}`).toEqual([]);
     expect(duplicated, 'dead-lettered twice').toEqual([]);
     expect([...reasons.keys()].every((r) => r !== '')).toBe(true);
     expect(reasons.get('expired') ?? 0).toBe(confirmed.length);
