@@ -86,11 +86,14 @@ describe('SIGKILL during a same-host stream', () => {
           }
         })();
 
+        // Kill k lands at a random point of the stream's k-th part, so every round has all its
+        // kills however fast the machine sends (a pause between kills ran out of stream).
         let kills = 0;
         const killer = (async () => {
+          const part = messages / killsPerRound;
           for (let k = 0; k < killsPerRound; k++) {
-            await sleep(300 + Math.random() * 1200);
-            if (sent >= messages) break;
+            const at = Math.floor(k * part + Math.random() * part * 0.8);
+            while (sent < at) await sleep(20);
             await gateway.kill9();
             kills++;
             await gateway.start();

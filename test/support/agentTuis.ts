@@ -330,11 +330,10 @@ async function linkCodexRelease(home: string): Promise<void> {
   if (release === undefined) return; // none kept yet: Codex copies its own
   const daemon = codexDaemonDir(home);
   await mkdir(join(daemon, 'releases'), { recursive: true });
-  await execFileWithInput(
-    'cp',
-    ['-al', join(template, 'releases', release), join(daemon, 'releases')],
-    { PATH: agentPath },
-    '',
+  await new Promise<void>((resolve, reject) =>
+    execFile('cp', ['-al', join(template, 'releases', release), join(daemon, 'releases')], (err) =>
+      err ? reject(err) : resolve(),
+    ),
   );
   // Codex rewrites these as it runs: copies, never links into the template.
   for (const file of await readdir(template)) {
