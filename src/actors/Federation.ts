@@ -89,7 +89,7 @@ export class Federation implements DeadLetterSink {
 
   constructor(private readonly deps: FederationDeps) {
     const { config, store, hlc, clock, host, logger, metrics, signer } = deps;
-    this.roster = new RemoteRoster(config.hostId, clock, logger);
+    this.roster = new RemoteRoster(config.hostId, clock, logger, config.broker.retryMaxMs);
     this.broker = new BrokerActor({
       store,
       hlc,

@@ -33,6 +33,12 @@ export class RemoteRoster {
     private readonly selfHost: string,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /**
+     * How long after this gateway is back on the broker a host may stay silent beyond its TTL:
+     * a peer that lost the broker when this gateway did reconnects on its own backoff (up to
+     * broker.retryMaxMs) before it announces itself again.
+     */
+    private readonly reconnectGraceMs = 0,
   ) {}
 
   /**
@@ -64,12 +70,12 @@ export class RemoteRoster {
   /**
    * Whether the broker can currently be reached. Remote statuses are only known then; while it
    * is not, remote hosts read as unknown rather than expire, and they get a fresh TTL when it
-   * comes back (their silence was ours).
+   * comes back (their silence was ours), and the reconnect grace (they may have lost it too).
    */
   setReachable(reachable: boolean): void {
     if (reachable && !this.reachable) {
       const now = this.clock.now();
-      for (const entry of this.hosts.values()) entry.expiresAt = now + entry.ttlMs;
+      for (const entry of this.hosts.values()) entry.expiresAt = now + entry.ttlMs + this.reconnectGraceMs;
       this.reachableSince = now;
     }
     this.reachable = reachable;

@@ -350,6 +350,24 @@ describe('RemoteRoster', () => {
       expect(roster.entries()).toEqual([]);
     });
 
+    it('after a reconnect a host may stay silent for the reconnect grace beyond its ttl: it may have lost the broker too', () => {
+      const graceMs = 15_000;
+      const graced = new RemoteRoster('host-a', clock, silentLogger(), graceMs);
+      graced.setReachable(true);
+      graced.apply(presence('host-b', hlcAt(1), [alice]));
+      graced.setReachable(false);
+      clock.increment(60_000);
+      graced.setReachable(true);
+      clock.increment(ttlMs + graceMs - 1);
+      expect(graced.entries().map((e) => e.name)).toEqual(['alice']);
+      clock.increment(1);
+      expect(graced.entries()).toEqual([]);
+      // A host's own silence while the broker is reachable gets no grace.
+      graced.apply(presence('host-b', hlcAt(2), [alice]));
+      clock.increment(ttlMs);
+      expect(graced.entries()).toEqual([]);
+    });
+
     it('saying reachable again while reachable does not extend anyone’s life', () => {
       roster.apply(presence('host-b', hlcAt(1), [alice]));
       clock.increment(ttlMs - 1);
