@@ -207,13 +207,9 @@ describe('remind/backoff: mains that have not drained are nudged (U3, R-DL3)', (
     gaps.forEach((gap, i) => {
       expectInterval(gap, i, 'event log');
     });
-    // Growing while below the cap, then flat at the cap.
-    for (let i = 1; i < gaps.length; i++) {
-      const gap = gaps[i] ?? 0;
-      const before = gaps[i - 1] ?? 0;
-      if (expectedInterval(i) < maxMs) expect(gap).toBeGreaterThan(before * 1.5);
-      else expect(gap).toBeLessThanOrEqual(maxMs + lateMs);
-    }
+    // Growing while below the cap, then flat at the cap: each gap is its own doubled interval
+    // (never early, at most lateMs late, above). Not one gap against the one before: a nudge
+    // logged late on a loaded machine makes its gap long and the next one short.
     expect(Math.max(...gaps)).toBeLessThanOrEqual(maxMs + lateMs);
 
     // The pane shows them (typed in; `cat` echoes each line back).
