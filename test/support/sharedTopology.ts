@@ -2,17 +2,71 @@ import { setupSharedTopology } from '../../src/broker/sharedTopology.js';
 import { brokerUri } from './federation.js';
 
 /**
+ * A test gateway's host id: `<prefix>-<pid>-<8 hex>` (support/broker uniqueHostId), or a prefix
+ * and 5 or 6 random base-36 characters (GatewayProcess's default, the outage and partition
+ * tests' `alpha-…`). The test broker is this project's own; a gateway of a deployment sharing it
+ * that is named this way and whose letters are 15 minutes old would lose them to the sweep.
+ */
+const testHost = /-(?:\d+-[0-9a-f]{8}|[0-9a-z]{5,6})$/;
+/** Letters younger than this may belong to a run still going beside this one. */
+const staleMs = 15 * 60_000;
+
+/**
  * Vitest global setup of the projects that use the shared broker: what an operator does once
  * per broker (`bridge broker setup`), done here with the test broker's guest login, so
  * gateways (which only check the shared topology) find it. Idempotent, so concurrent runs of
- * other worktrees do not mind.
+ * other worktrees do not mind. Then it clears `bridge.dlq` of what earlier test runs left there
+ * (see sweepStaleTestLetters).
  */
 export default async function setup(): Promise<void> {
   try {
     await setupSharedTopology({ uri: brokerUri });
+    const swept = await sweepStaleTestLetters();
+    if (swept > 0) process.stderr.write(`bridge.dlq: removed ${swept} letters earlier test runs left\n`);
   } catch (err) {
     // A broker that is down now is every federated test's own failure to report, with its
     // own message; the setup is not what they test.
     process.stderr.write(`shared broker topology not set up (${(err as Error).message})\n`);
+  }
+}
+
+/**
+ * Removes from the shared `bridge.dlq` the letters of test gateways (by their host id's form)
+ * older than `staleMs`: letters of tests that were killed, or that leave theirs. Left to grow,
+ * the queue passes what a reader looks at (the console reads the first 2,000), and a test's new
+ * letter at its tail is never seen. Everything else goes back untouched.
+ */
+async function sweepStaleTestLetters(): Promise<number> {
+  const { default: amqp } = await import('amqplib');
+  const connection = await amqp.connect(brokerUri);
+  try {
+    const channel = await connection.createChannel();
+    const now = Date.now();
+    let removed = 0;
+    for (;;) {
+      const message = await channel.get('bridge.dlq', { noAck: false });
+      if (message === false) break;
+      const headers = message.properties.headers ?? {};
+      const host = headers['x-bridge-host'];
+      const deaths = headers['x-death'] as Array<{ time?: { value?: number } | number }> | undefined;
+      const death = deaths?.[0]?.time;
+      const diedAt =
+        typeof headers['x-bridge-at'] === 'string'
+          ? Date.parse(headers['x-bridge-at'])
+          : typeof death === 'number'
+            ? death * 1000
+            : typeof death?.value === 'number'
+              ? death.value * 1000
+              : Number.NaN;
+      const stale = Number.isNaN(diedAt) || now - diedAt > staleMs;
+      if (typeof host === 'string' && testHost.test(host) && stale) {
+        channel.ack(message);
+        removed++;
+      }
+    }
+    await channel.close(); // the rest are requeued
+    return removed;
+  } finally {
+    await connection.close();
   }
 }
