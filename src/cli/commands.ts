@@ -278,9 +278,7 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
       if (!letter)
         throw new BridgeError(
           ErrorCode.badRequest,
-          `no dead letter with msgId ${msgId} in the first ${letters.length}; a letter another ` +
-            'reader (bridge dlq list, the console) is reading at this moment is out of sight until ' +
-            'it is done: try again, or raise --max',
+          `no dead letter with msgId ${msgId} in the first ${letters.length}; ${outOfSight}, or raise --max`,
         );
       return printResult(values, letter, () =>
         [
@@ -317,19 +315,20 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
   );
 }
 
+/**
+ * Why a letter may not be found: RabbitMQ queues cannot be browsed, and a reader holds what it
+ * reads until it is done.
+ */
+const outOfSight =
+  'a letter another reader (bridge dlq list, the console) is reading at this moment is out of sight until it is done: try again';
+
 /** What a requeue did, and for letters it left, why and how to send them anyway. */
 function describeRequeue(result: RequeueResult, target: string): string {
   const moved = `requeued ${result.requeued} dead letter${result.requeued === 1 ? '' : 's'}`;
   const skipped = Object.entries(result.skipped);
   const left = skipped.reduce((sum, [, n]) => sum + n, 0);
-  if (left === 0 && result.requeued === 0 && target !== '--all') {
-    // RabbitMQ queues cannot be browsed: a reader holds what it reads until it is done.
-    return (
-      `${moved}: none with msgId ${target} in bridge.dlq now. A letter another reader (bridge dlq ` +
-      'list, the console) is reading at this moment is out of sight until it is done: try again, ' +
-      'or see what is there with `bridge dlq list`'
-    );
-  }
+  if (left === 0 && result.requeued === 0 && target !== '--all')
+    return `${moved}: none with msgId ${target} in bridge.dlq now; ${outOfSight}, or see what is there with \`bridge dlq list\``;
   if (left === 0) return moved;
   const byReason = skipped.map(([reason, n]) => `${n} ${reason}`).join(', ');
   return (

@@ -64,7 +64,7 @@ async function main(argv: string[]): Promise<number> {
     writeHuman(process.stdout, usage);
     return 0;
   }
-  const load = commands[command];
+  const load = Object.hasOwn(commands, command) ? commands[command] : undefined;
   if (load === undefined)
     throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
   return (await load())(values, rest);

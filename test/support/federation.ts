@@ -32,7 +32,17 @@ export function dlqUntilSeen<T>(
  * Removes the dead letters a test produced from the shared `bridge.dlq` (those published by
  * one of `hosts`, per their x-bridge-host header); everything else goes back untouched.
  */
-export async function removeDeadLettersOf(hosts: readonly string[]): Promise<number> {
+export function removeDeadLettersOf(hosts: readonly string[]): Promise<number> {
+  return removeDeadLetters((headers) => {
+    const host = headers['x-bridge-host'];
+    return typeof host === 'string' && hosts.includes(host);
+  });
+}
+
+/** Removes from the shared `bridge.dlq` the letters whose headers `doomed` picks; the rest go back. */
+export async function removeDeadLetters(
+  doomed: (headers: Record<string, unknown>) => boolean,
+): Promise<number> {
   const { default: amqp } = await import('amqplib');
   const connection = await amqp.connect(brokerUri, { noDelay: true });
   try {
@@ -41,8 +51,7 @@ export async function removeDeadLettersOf(hosts: readonly string[]): Promise<num
     for (;;) {
       const message = await channel.get('bridge.dlq', { noAck: false });
       if (message === false) break;
-      const host = message.properties.headers?.['x-bridge-host'];
-      if (typeof host === 'string' && hosts.includes(host)) {
+      if (doomed(message.properties.headers ?? {})) {
         channel.ack(message);
         removed++;
       }

@@ -1,5 +1,5 @@
 import { setupSharedTopology } from '../../src/broker/sharedTopology.js';
-import { brokerUri } from './federation.js';
+import { brokerUri, removeDeadLetters } from './federation.js';
 
 /**
  * A test gateway's host id: `<prefix>-<pid>-<8 hex>` (support/broker uniqueHostId), or a prefix
@@ -36,37 +36,21 @@ export default async function setup(): Promise<void> {
  * the queue passes what a reader looks at (the console reads the first 2,000), and a test's new
  * letter at its tail is never seen. Everything else goes back untouched.
  */
-async function sweepStaleTestLetters(): Promise<number> {
-  const { default: amqp } = await import('amqplib');
-  const connection = await amqp.connect(brokerUri);
-  try {
-    const channel = await connection.createChannel();
-    const now = Date.now();
-    let removed = 0;
-    for (;;) {
-      const message = await channel.get('bridge.dlq', { noAck: false });
-      if (message === false) break;
-      const headers = message.properties.headers ?? {};
-      const host = headers['x-bridge-host'];
-      const deaths = headers['x-death'] as Array<{ time?: { value?: number } | number }> | undefined;
-      const death = deaths?.[0]?.time;
-      const diedAt =
-        typeof headers['x-bridge-at'] === 'string'
-          ? Date.parse(headers['x-bridge-at'])
-          : typeof death === 'number'
-            ? death * 1000
-            : typeof death?.value === 'number'
-              ? death.value * 1000
-              : Number.NaN;
-      const stale = Number.isNaN(diedAt) || now - diedAt > staleMs;
-      if (typeof host === 'string' && testHost.test(host) && stale) {
-        channel.ack(message);
-        removed++;
-      }
-    }
-    await channel.close(); // the rest are requeued
-    return removed;
-  } finally {
-    await connection.close();
-  }
+function sweepStaleTestLetters(): Promise<number> {
+  const now = Date.now();
+  return removeDeadLetters((headers) => {
+    const host = headers['x-bridge-host'];
+    const death = (headers['x-death'] as Array<{ time?: { value?: number } | number }> | undefined)?.[0]
+      ?.time;
+    const diedAt =
+      typeof headers['x-bridge-at'] === 'string'
+        ? Date.parse(headers['x-bridge-at'])
+        : typeof death === 'number'
+          ? death * 1000
+          : typeof death?.value === 'number'
+            ? death.value * 1000
+            : Number.NaN;
+    const stale = Number.isNaN(diedAt) || now - diedAt > staleMs;
+    return typeof host === 'string' && testHost.test(host) && stale;
+  });
 }
