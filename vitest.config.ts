@@ -5,7 +5,7 @@ import CostSequencer from './test/support/CostSequencer.js';
 // files, tmux and RabbitMQ; e2e tests run the CLI and daemon as separate processes; chaos tests
 // inject faults (kills, cut links, a cluster's node loss); alone tests stop the shared broker or
 // change a broker-wide setting, so they run last, by themselves.
-// The shared topology on the test broker, as an operator's `bridge broker setup` would make it.
+// The shared topology on the test broker, as an operator's `agentbridge broker setup` would make it.
 const sharedTopology = './test/support/sharedTopology.ts';
 
 // Test files in parallel, three at a time by default (BRIDGE_TEST_WORKERS): on two cores most

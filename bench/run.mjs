@@ -6,7 +6,7 @@
 // security.signing required, beside the same scenario with signing off as the baseline (a target
 // may carry `config`, merged over BENCH_GATEWAY_CONFIG into a config file of its own), and the
 // node:crypto Ed25519 sign and verify primitives on a 600-byte envelope.
-// (e) Replay throughput: `bridge replay`'s merge of three hosts' generated logs (at least
+// (e) Replay throughput: `agentbridge replay`'s merge of three hosts' generated logs (at least
 // BENCH_REPLAY_EVENTS events, cached in bench/.cache/), with and without the re-run check,
 // from the SQLite logs and from exports of them, beside a raw read-and-merge floor; each run in
 // a process of its own for its memory figures. It writes its own section of bench/results.md
@@ -29,7 +29,7 @@
 // (BENCH_SUBMISSION_MESSAGES, BENCH_SUBMISSION_CLAUDE, BENCH_SUBMISSION_GATEWAY, ...) are documented
 // in its file. A progress bar on stderr shows the step (BENCH_PROGRESS=0: off).
 // (h) The operator console under load (bench/scenarios/console.mjs): a gateway with 1,000 entities
-// and 10,000 recent deliveries beside an empty one, both `bridge start` daemons side by side; in
+// and 10,000 recent deliveries beside an empty one, both `agentbridge start` daemons side by side; in
 // headless Chromium, first contentful paint, time until the roster is complete, and the latency of
 // a new entity's row and of a send from the page, with the page's main-thread time, DOM, heap, and
 // the page's and daemon's cost idle and while the roster changes; ratios empty ÷ loaded. It writes its own section of bench/results.md (and the
@@ -282,7 +282,7 @@ async function main() {
       (consoleRun ? consoleSteps(consoleRun) : 0),
   );
   const rows = [];
-  // What the broker's operator does once (`bridge broker setup`); gateways only check it.
+  // What the broker's operator does once (`agentbridge broker setup`); gateways only check it.
   // Single-host scenarios need no broker, so one that is down is for them to report.
   await setupSharedTopology({ uri: brokerUri }).catch((err) =>
     process.stderr.write(`bench: shared broker topology not set up (${err.message})\n`),

@@ -86,7 +86,7 @@ try {
   });
   await probe.close();
 
-  say('the broker operator declares the shared exchanges and bridge.dlq once: bridge broker setup');
+  say('the broker operator declares the shared exchanges and bridge.dlq once: agentbridge broker setup');
   execFileSync(process.execPath, [cli, 'broker', 'setup'], {
     env: { ...process.env, BRIDGE_BROKER_URI: brokerUri },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -98,7 +98,7 @@ try {
   gateways.push(alpha, beta);
 
   say(
-    "each gateway trusts the other's signing key (made at first start): bridge keys show / bridge trust add",
+    "each gateway trusts the other's signing key (made at first start): agentbridge keys show / agentbridge trust add",
   );
   for (const [self, peer] of [
     [alpha, beta],
@@ -179,14 +179,16 @@ try {
       .join('\n'),
   );
 
-  say(`post-mortem of the task's flow (trace ${sent.traceId}): bridge export on each host, bridge replay`);
+  say(
+    `post-mortem of the task's flow (trace ${sent.traceId}): agentbridge export on each host, agentbridge replay`,
+  );
   const exports = [alpha, beta].map((g) => {
     const out = join(dir, `${g.host}.ndjson`);
     g.bridge('export', '--trace', sent.traceId, '--out', out);
-    console.log(`  bridge export --trace ${sent.traceId} --out ${out}   (on ${g.host})`);
+    console.log(`  agentbridge export --trace ${sent.traceId} --out ${out}   (on ${g.host})`);
     return out;
   });
-  console.log(`  bridge replay --trace ${sent.traceId} ${exports.join(' ')}`);
+  console.log(`  agentbridge replay --trace ${sent.traceId} ${exports.join(' ')}`);
   const replay = execFileSync(process.execPath, [cli, 'replay', '--trace', sent.traceId, ...exports], {
     env: alpha.env,
   }).toString();

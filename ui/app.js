@@ -517,7 +517,7 @@ function drawSequence(svg, { hosts, steps }) {
   svg.replaceChildren(...parts);
 }
 
-/** The state-machine diagrams of the machines the flow went through, its path marked (as bridge viz --trace). */
+/** The state-machine diagrams of the machines the flow went through, its path marked (as agentbridge viz --trace). */
 function showMachines(flow) {
   const note = document.getElementById('machines-note');
   const unmatched = flow.unmatched.length;
@@ -600,7 +600,7 @@ function renderDeadLetters(reply) {
   const held = depth ?? scanned;
   const shown = letters.length < held ? `, the newest ${letters.length} shown` : '';
   const reach =
-    scanned < scanLimit ? '' : ` of the first ${scanned} read; bridge dlq list --max N reads further`;
+    scanned < scanLimit ? '' : ` of the first ${scanned} read; agentbridge dlq list --max N reads further`;
   document.getElementById('dlq-count').textContent = `(${held} held${shown}${reach})`;
   const rows = letters.map((letter) => {
     const tr = document.createElement('tr');

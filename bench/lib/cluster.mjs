@@ -24,7 +24,7 @@ export function clusterHosts(tag, count) {
 
 /**
  * Gives each member (`{ host, home }`) a signing key and every other member's public key, as
- * `bridge keys init` and `bridge trust add` would.
+ * `agentbridge keys init` and `agentbridge trust add` would.
  */
 export function trustAll(members) {
   const keys = members.map((member) => initKeys(member.home));
@@ -51,7 +51,7 @@ export async function withCluster(brokerUri, body) {
 }
 
 /**
- * Starts `bridge start` daemons (separate OS processes) for `hosts`, each with its home under
+ * Starts `agentbridge start` daemons (separate OS processes) for `hosts`, each with its home under
  * `dir/name`, federated to `brokerUri`, trusting each other. Returns one handle per daemon:
  * the daemon (startDaemon's), its host, an admin client, `register(name, kind, groups)` and
  * `roster()` over the admin socket, and `kill()` (SIGKILL: a crash, no goodbye). `started`

@@ -9,7 +9,7 @@ import { freePort, runNode, spawnNode, waitFor } from './processes.mjs';
 const cliPath = new URL('../../dist/cli/main.js', import.meta.url).pathname;
 
 /**
- * `bridge start` as its own OS process: its own BRIDGE_HOME (`home`), a free BRIDGE_MCP_PORT and
+ * `agentbridge start` as its own OS process: its own BRIDGE_HOME (`home`), a free BRIDGE_MCP_PORT and
  * whatever else `env` sets (BRIDGE_HOST_ID, BRIDGE_BROKER_URI), with `configFile` if given.
  * Resolves once /healthz answers and the admin socket exists. With `cpuProf` ({ dir, name? }) it
  * runs under `node --cpu-prof`.
@@ -35,7 +35,7 @@ export async function startDaemon({ home, env = {}, configFile, cpuProf }) {
     await waitFor(
       async () =>
         (await fetch(`http://127.0.0.1:${port}/healthz`)).ok && existsSync(join(home, 'admin.sock')),
-      { what: 'bridge start', process: daemon },
+      { what: 'agentbridge start', process: daemon },
     );
   } catch (err) {
     await daemon.stop();
@@ -50,21 +50,21 @@ export async function startDaemon({ home, env = {}, configFile, cpuProf }) {
     adminSocket: join(home, 'admin.sock'),
     cpuMs: daemon.cpuMs,
     output: daemon.output,
-    /** `bridge register --json`: {gid, token, name, host, kind}. */
+    /** `agentbridge register --json`: {gid, token, name, host, kind}. */
     register: (name, kind = 'main') => cliJson(['register', '--kind', kind, '--name', name]),
-    /** `bridge roster --json`: local entities, then every remote host's. */
+    /** `agentbridge roster --json`: local entities, then every remote host's. */
     roster: () => cliJson(['roster']),
     /** SIGTERM; rejects if it did not exit cleanly (which also means no CPU profile). */
     async stop() {
       const code = await daemon.stop();
-      if (code !== 0) throw new Error(`bridge start (${home}) exited with ${code}:\n${daemon.output()}`);
+      if (code !== 0) throw new Error(`agentbridge start (${home}) exited with ${code}:\n${daemon.output()}`);
     },
   };
 }
 
 /**
- * A client of a daemon's admin socket (JSON over HTTP on a unix socket, as `bridge send` and
- * `bridge drain` use it), but with keep-alive connections, by default one per concurrent call
+ * A client of a daemon's admin socket (JSON over HTTP on a unix socket, as `agentbridge send` and
+ * `agentbridge drain` use it), but with keep-alive connections, by default one per concurrent call
  * (`agentOptions`, e.g. maxSockets, bound them). `call(route, body)` resolves with the reply's
  * result and throws the gateway's error.
  */

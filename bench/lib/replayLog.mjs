@@ -13,7 +13,7 @@ import { openStore } from '../../dist/store/openStore.js';
 /**
  * Generated event logs for the replay benchmark: three hosts' `events.db` files (opened through
  * the project's `openStore`, so the schema is the real one) holding what a busy federation
- * records, and a `bridge export` (exportTrace) of each. Cached under bench/.cache/ by size and
+ * records, and an `agentbridge export` (exportTrace) of each. Cached under bench/.cache/ by size and
  * generator version; a cache entry is complete once its manifest exists.
  *
  * What the logs hold: each host starts its broker actor and its entities (two mains and an

@@ -22,7 +22,7 @@ const memory = () => {
 
 /**
  * Federated: the AMQP connections, channels and inbox consumers the gateway's broker actor holds
- * (what `bridge status` shows as broker.usage), read through the accessor the tests use;
+ * (what `agentbridge status` shows as broker.usage), read through the accessor the tests use;
  * gateway.status() would also ask the broker for every inbox's depth. Null single-host.
  */
 const brokerUsage = (gateway) => gateway.federation?.broker.usage() ?? null;

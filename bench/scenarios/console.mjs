@@ -22,7 +22,7 @@ import { killTmuxServerSync, startCatPane } from '../lib/submissionTargets.mjs';
 
 /**
  * The operator console under load (`BENCH_ONLY=console`): "the console stays responsive with
- * 1,000 entities and 10,000 recent deliveries". Two `bridge start` daemons, each its own process,
+ * 1,000 entities and 10,000 recent deliveries". Two `agentbridge start` daemons, each its own process,
  * single host (no broker), side by side for the whole run:
  * - **loaded**: BENCH_CONSOLE_ENTITIES entities registered over the admin socket (POST
  *   /v1/register): the send target `target`, every 10th of the others a worker on one shared
@@ -38,7 +38,7 @@ import { killTmuxServerSync, startCatPane } from '../lib/submissionTargets.mjs';
  * scripts run (bench/lib/consolePage.mjs), BENCH_CONSOLE_ROUNDS rounds, each opening one page on
  * each gateway in turn (the order flipped every round), one at a time, each in a fresh browser
  * context with a fresh login URL (POST /v1/console/login on the admin socket: the route and the
- * URL `bridge console` prints):
+ * URL `agentbridge console` prints):
  * - first paint: First Contentful Paint, and until the roster is complete (every entity's row,
  *   the operator's included, in `#roster tbody` and the next frame done) and the flows listed,
  *   from the start of navigation (the login URL's redirect included); Chrome's main-thread time
@@ -734,13 +734,13 @@ function consoleSection(results) {
     '',
     consoleRatioNote,
     '',
-    `- **Gateways**: two \`bridge start\` daemons, single host, the bench's gateway config, alive side by side. Loaded: ` +
+    `- **Gateways**: two \`agentbridge start\` daemons, single host, the bench's gateway config, alive side by side. Loaded: ` +
       `${settings.entities} entities (\`target\`, ${setup.workers} workers on one shared \`cat\` pane, the rest mains) registered over the admin socket in ${setup.registerSeconds} s, ` +
       `${settings.deliveries} messages between the mains (POST /v1/send, ${sendConcurrency} in flight) in ${setup.sendSeconds} s, ` +
       `${setup.drained} of them drained, ${leavers} mains with messages deregistered. Deliveries by state: loaded ${states('loaded')}; empty ${states('empty')}. ` +
       `Roster at the end (the operator and the entities registered during the rounds included): loaded ${setup.rosterAtEnd.loaded}, empty ${setup.rosterAtEnd.empty}; ` +
       `flows listed: loaded ${setup.flowsListed.loaded}, empty ${setup.flowsListed.empty}.`,
-    '- **Page**: headless Chromium through playwright-core, one fresh context and login URL (POST /v1/console/login, what `bridge console` prints) per load, 1280×900; ' +
+    '- **Page**: headless Chromium through playwright-core, one fresh context and login URL (POST /v1/console/login, what `agentbridge console` prints) per load, 1280×900; ' +
       'instrumented before ui/app.js runs (bench/lib/consolePage.mjs): a MutationObserver stamps when the roster first holds every row and when a watched row or stage appears, ' +
       '"shown" being the task after the next animation frame (style, layout and paint of the change done); roster pushes are stamped as the event stream delivers them, before the page parses them. ' +
       'Main-thread time, DOM nodes and the JS heap are Chrome’s own counters (CDP Performance.getMetrics; the heap after HeapProfiler.collectGarbage).',

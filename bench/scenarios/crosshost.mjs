@@ -24,7 +24,7 @@ import { startGateway } from './router.mjs';
  * `src` on A and main `dst` on B; each message goes src → dst@B and counts once B hands it to a
  * drain loop on dst. Beside each, the amqplib floor: RabbitMQ alone with the same semantics.
  *
- * - `crosshost-mcp`, the required figure: two `bridge start` daemons as separate OS processes,
+ * - `crosshost-mcp`, the required figure: two `agentbridge start` daemons as separate OS processes,
  *   one MCP SDK client per lane sending with bridge_send on A, one draining with bridge_drain on B.
  * - `crosshost-admin`: the same two daemons driven through their admin sockets instead, which
  *   reach the same gateway calls with less transport (see `interfaces`).
@@ -43,7 +43,7 @@ export function crosshostScenarios({ count, concurrency, drainWaitMs }) {
     name: `crosshost-${via}`,
     label: `crosshost: 2 daemons via ${interfaces[via].label}, A → B drained`,
     measures:
-      'two bridge start daemons (separate processes, one broker), driven by ' +
+      'two agentbridge start daemons (separate processes, one broker), driven by ' +
       `${interfaces[via].how}; from the send to dst@B on daemon A until the drain on daemon B has returned ` +
       `the message; ${drain}`,
     open: (ctx) => withTeardown((teardown) => openDaemons({ ...ctx, drainWaitMs }, teardown, via)),
@@ -109,7 +109,7 @@ const interfaces = {
   },
   admin: {
     label: 'admin socket',
-    how: `POST ${adminRoutes.send} / ${adminRoutes.drain} on the admin socket (what bridge send / drain use), keep-alive`,
+    how: `POST ${adminRoutes.send} / ${adminRoutes.drain} on the admin socket (what agentbridge send / drain use), keep-alive`,
     async open({ daemon, token, teardown }) {
       const admin = adminClient(daemon.adminSocket);
       teardown.add(() => admin.close());
@@ -122,8 +122,8 @@ const interfaces = {
 };
 
 /**
- * Gives both gateways a signing key and each the other's public key, as `bridge keys init` and
- * `bridge trust add` would: messages are signed and verified as in production.
+ * Gives both gateways a signing key and each the other's public key, as `agentbridge keys init` and
+ * `agentbridge trust add` would: messages are signed and verified as in production.
  */
 function trustEachOther(dir, name, hosts) {
   const keys = { a: initKeys(join(dir, name, 'a')), b: initKeys(join(dir, name, 'b')) };
@@ -177,7 +177,7 @@ async function openDaemons(ctx, teardown, via) {
       'clients (this process)': processCpuMs,
     },
     op: (i, lane) => drain.deliveredAfter(i, () => sender.send(lane, to, messageText(i, ctx.textBytes))),
-    // Through the admin socket (`bridge roster --json`), whichever interface drove the run.
+    // Through the admin socket (`agentbridge roster --json`), whichever interface drove the run.
     verify: async () =>
       drain.verify(
         (await b.roster()).find((e) => e.name === 'dst' && e.host === hosts.b)?.depth,

@@ -7,7 +7,7 @@ import { createTeardown, spawnNode } from '../lib/processes.mjs';
 import { intSetting } from '../lib/settings.mjs';
 
 /**
- * Idle cost (`BENCH_ONLY=idle`): one federated `bridge start` daemon (its own process, the
+ * Idle cost (`BENCH_ONLY=idle`): one federated `agentbridge start` daemon (its own process, the
  * shared broker, signing on) with 0, 10 and 1,000 registered mains and nothing sent, left alone
  * for BENCH_IDLE_SECONDS (30) after BENCH_IDLE_SETTLE_SECONDS (30) of settling: its CPU (% of one
  * core) and its wakeups per minute (context switches of all its threads, from
@@ -125,7 +125,7 @@ export const idleScenario = {
       settings,
       rows,
       measures: [
-        `Gateway: one \`bridge start\` daemon (own process, federated through the shared broker, signing on) with 0, 10 and 1,000 mains registered over its admin socket and nothing sent; after ${settings.settleSeconds} s of settling, ${settings.seconds} s alone: its CPU time (/proc/<pid>/stat) as % of one core, and its threads' context switches (/proc/<pid>/task/*/status, voluntary + involuntary) per minute, the wakeups.`,
+        `Gateway: one \`agentbridge start\` daemon (own process, federated through the shared broker, signing on) with 0, 10 and 1,000 mains registered over its admin socket and nothing sent; after ${settings.settleSeconds} s of settling, ${settings.seconds} s alone: its CPU time (/proc/<pid>/stat) as % of one core, and its threads' context switches (/proc/<pid>/task/*/status, voluntary + involuntary) per minute, the wakeups.`,
         `Baseline: a node process holding one amqplib connection to the same broker with the gateway's heartbeat (${heartbeatSeconds} s), measured the same way.`,
       ],
       raw: { floor, measured },

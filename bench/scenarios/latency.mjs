@@ -14,7 +14,7 @@ import { createTeardown, waitFor } from '../lib/processes.mjs';
 import { startDrainLoop } from './crosshost.mjs';
 
 /**
- * Latency at a fixed rate (`BENCH_ONLY=latency`): cross-host, two `bridge start` daemons (as the
+ * Latency at a fixed rate (`BENCH_ONLY=latency`): cross-host, two `agentbridge start` daemons (as the
  * crosshost scenario runs them: separate processes, unique host ids, signing on, one broker),
  * main `src` on A sending to main `dst` on B through A's admin socket (POST /v1/send: the
  * gateway.send() call bridge_send makes, with less transport), a drain loop on dst over B's admin
@@ -160,7 +160,7 @@ export const latencyScenario = {
       settings: { ...settings, senderSockets, textBytes: ctx.textBytes },
       rows,
       measures: [
-        `Gateway: two \`bridge start\` daemons (separate processes, one broker, signing on), main src on A → main dst on B, driven through their admin sockets (POST /v1/send on A over a keep-alive pool of ${senderSockets} connections, POST /v1/drain on B: the gateway calls bridge_send / bridge_drain make); a drain loop on dst whose drains are long polls (wait ${drainWaitMs} ms): each returns as soon as a message is held on B, and the next starts at once.`,
+        `Gateway: two \`agentbridge start\` daemons (separate processes, one broker, signing on), main src on A → main dst on B, driven through their admin sockets (POST /v1/send on A over a keep-alive pool of ${senderSockets} connections, POST /v1/drain on B: the gateway calls bridge_send / bridge_drain make); a drain loop on dst whose drains are long polls (wait ${drainWaitMs} ms): each returns as soon as a message is held on B, and the next starts at once.`,
         `Open loop: message i is due at t0 + i/rate and sent then whatever the backlog (at most ${settings.maxInFlight} outstanding, then the pacer waits); latency = from when it was due until the drain on B returned it (the pacer’s own lateness counts: p99 ${firstPass.gateway.lateP99Ms} ms, max ${firstPass.gateway.lateMaxMs} ms at ${firstPass.rate} msg/s). ${settings.warmupSeconds} s at the rate first, not measured (each pass on fresh daemons).`,
         'Baseline: raw amqplib at the same rate on the same broker: confirm channel, persistent + mandatory publish with the gateway’s properties and wire size through bridge.msg to a durable queue with an inbox’s arguments, consumed on a second connection (exclusive, manual ack, the gateway’s prefetch); from when it was due until the consumer acked it.',
         `Sustained = delivered ≥ 95% of the rate (messages ÷ time until the last was delivered: a backlog that grows pushes the last delivery out) without ever reaching the cap of ${settings.maxInFlight} messages in flight (reaching it means the sender had to hold messages back).` +

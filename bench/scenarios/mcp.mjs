@@ -4,8 +4,8 @@ import { httpEchoFloor, mcpSdkFloors, sqliteFloor } from '../lib/floors.mjs';
 import { messageText } from '../lib/measure.mjs';
 
 /**
- * (b) Same-host messages through the MCP interface: `bridge start` as its own OS process (its
- * own BRIDGE_HOME and port, default config), entities registered with `bridge register --json`,
+ * (b) Same-host messages through the MCP interface: `agentbridge start` as its own OS process (its
+ * own BRIDGE_HOME and port, default config), entities registered with `agentbridge register --json`,
  * and one real MCP SDK client (Streamable HTTP, bearer token of main a) per lane calling
  * bridge_send to main b, which holds the messages.
  */

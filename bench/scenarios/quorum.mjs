@@ -17,7 +17,7 @@ import { startGateway } from './router.mjs';
 /**
  * Quorum vs classic inboxes (`BENCH_ONLY=quorum`): what quorum mode costs on the same cluster.
  * A 3-node RabbitMQ cluster of the bench's own (tools/cluster.mjs: its own dir, node names and
- * free ports, none of the shared broker's), its shared topology set up as `bridge broker setup`
+ * free ports, none of the shared broker's), its shared topology set up as `agentbridge broker setup`
  * does; then two Gateways in this process, A and B (fresh host ids, signing on), with
  * broker.uris = the three nodes and broker.queueMode classic, main `src` on A and `dst` on B,
  * each message src → dst@B counted once a drain loop on B has returned it, as the crosshost
@@ -164,7 +164,7 @@ export const quorumScenario = {
       cluster = await startCluster({ dir: clusterDir, nodes: 3, port, name: `bench-quorum-${suffix}` });
       const uris = cluster.nodes.map((node) => node.uri);
       console.error(`quorum: cluster of 3 on ${uris.join(', ')} in ${round(cluster.ms / 1000, 1)} s`);
-      // What the operator does once (`bridge broker setup`); gateways only check it.
+      // What the operator does once (`agentbridge broker setup`); gateways only check it.
       await setupSharedTopology({ uri: uris[0] });
       for (const mode of modes) results[mode] = await runMode(ctx, settings, uris, mode);
     } finally {
@@ -179,7 +179,7 @@ export const quorumScenario = {
         results,
       ),
       measures: [
-        'A 3-node RabbitMQ cluster started for the run (tools/cluster.mjs startCluster: its own dir, node names and free ports; stopped and removed afterwards), its shared topology set up as `bridge broker setup` does.',
+        'A 3-node RabbitMQ cluster started for the run (tools/cluster.mjs startCluster: its own dir, node names and free ports; stopped and removed afterwards), its shared topology set up as `agentbridge broker setup` does.',
         'Two Gateway instances in this process (signing on) with broker.uris = the three nodes, first with broker.queueMode classic, then with quorum on new host ids (so the inboxes are new quorum queues, replicated on the three nodes); main src on A, dst on B.',
         `From gateway.send() on A (to dst@B) until gateway.drain() on B has returned the message, as the crosshost in-process row; ${settings.concurrency} in flight, ${settings.warmup} warm-up messages first, a drain loop on dst whose drains are long polls (wait ${settings.drainWaitMs} ms: each returns as soon as a message is held).`,
       ],

@@ -9,7 +9,7 @@ import { commandLine, loadAverage, machineInfo, renderTable, writeResultsSection
  * generated logs of at least `events` events (bench/lib/replayLog.mjs, cached in
  * bench/.cache/), every event (no trace filter), in events/s: (a) the k-way merge by hybrid
  * logical clock alone (`check: false`), (b) the merge with every actor re-run through the
- * current machines; each from the SQLite `events.db` files and from `bridge export` files of
+ * current machines; each from the SQLite `events.db` files and from `agentbridge export` files of
  * them. Beside each, a floor: the cheapest way to read the same logs in order and merge them
  * (bench/lib/replayRun.mjs). Each run has a process of its own, for its memory figures: the
  * peak RSS growth over the first quarter of the events and over all of them (bounded memory:
@@ -166,7 +166,7 @@ function replaySection(results) {
   const met = (mode) => rows.filter((r) => r.mode === mode).every((r) => r.targetMet);
   return [
     sectionStart,
-    '## Replay throughput (bridge replay)',
+    '## Replay throughput (agentbridge replay)',
     '',
     `Run ${results.date} with \`${results.command}\` (${results.durationSeconds} s).`,
     '',

@@ -5,7 +5,7 @@ import { finishRow } from '../lib/fleetReport.mjs';
 import { intSetting } from '../lib/settings.mjs';
 
 /**
- * Roster convergence across 5 gateways (`BENCH_ONLY=roster`): five `bridge start` daemons
+ * Roster convergence across 5 gateways (`BENCH_ONLY=roster`): five `agentbridge start` daemons
  * (separate processes, the shared broker, signing on, every one trusting every other), each
  * registering N entities (mains, over its admin socket). Presence (U5): each gateway announces a
  * signed snapshot of its entities on every change and every heartbeat; a host's entries expire
@@ -142,7 +142,7 @@ export const rosterScenario = {
         },
       ].map((row) => finishRow({ label, unit: 's', better: 'lower', ...row })),
       measures: [
-        `${settings.gateways} \`bridge start\` daemons (separate processes, one broker, signing on, all trusting each other), ${settings.entities} mains registered on each over its admin socket; every roster read over the admin sockets (\`bridge roster\`’s route) every ${pollMs} ms.`,
+        `${settings.gateways} \`agentbridge start\` daemons (separate processes, one broker, signing on, all trusting each other), ${settings.entities} mains registered on each over its admin socket; every roster read over the admin sockets (\`agentbridge roster\`’s route) every ${pollMs} ms.`,
         `join: from spawning the last daemon (ready after ${rounded(result.readyMs)} s, its ${settings.entities} entities registered after ${rounded(result.registeredMs)} s) until all ${settings.gateways} rosters list all ${total} entities; the bound is that time plus one heartbeat (${heartbeatMs} ms): the others learn the newcomer’s entities from its announcements at once, it learns theirs from their next heartbeat.`,
         `leave: daemon ${result.victim} killed with SIGKILL (no goodbye); from the kill until no remaining roster lists it (each still lists the others’ ${total - settings.entities}). Entries expire at their host’s last presence + TTL (${presenceTtlBeats} × ${heartbeatMs} ms = ${ttlMs} ms), so between TTL − 1 heartbeat and TTL after the kill, plus the ${pollMs} ms poll.`,
       ],

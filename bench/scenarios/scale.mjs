@@ -29,7 +29,7 @@ import { intSetting } from '../lib/settings.mjs';
  * consumers share channels and channels a small pool of connections (src/actors/BrokerConsumers.ts,
  * ConnectionPool.ts), so RabbitMQ's channel_max (2,047 a connection) no longer caps the entities of
  * one gateway; the federated rows add the connections and channels the gateway's broker actor
- * holds at ready (its `usage()`, as `bridge status` shows it), beside what one channel per
+ * holds at ready (its `usage()`, as `agentbridge status` shows it), beside what one channel per
  * consumer would take. Every queue it declares (inboxes, lock queues, its control queue) is
  * deleted afterwards, also when the run fails: the gids come from the phases' reports and from
  * the gateway's own entities table, so one registered but not reported is deleted too.
@@ -321,7 +321,7 @@ export const scaleScenario = {
         'Gateway: `new Gateway` from dist/ with the default config (WAL, synchronous FULL) in a process of its own (bench/lib/scaleRun.mjs); entities registered through gateway.register(), every other one a worker with a no-op tmux pane, the rest mains; then stopped, and started again in a fresh process on the same home.',
         'restart → ready: from spawning that process until gateway.start() has resolved (every entity rehydrated from the event log; federated: every inbox declared, bound and consumed, presence announced), module loading included. RSS: the larger of the resident set at ready and 2 s later.',
         'Registration rate baseline: the SQLite floor of the router rows (better-sqlite3, same pragmas, one INSERT per operation, one transaction per tick, each resolved after its commit) at the same concurrency: the durable write every registration needs, and nothing else.',
-        "Federated: one gateway on the shared broker (signing on), each entity an inbox (`agent.<gid>.inbox`) with a consumer; inbox consumers share channels (up to 100 a channel) and channels a few connections (up to 100 a connection), the control and roster consumers keep a channel each. Connections and channels: the gateway broker actor's `usage()` at ready (what `bridge status` shows), beside what one channel per consumer would take (RabbitMQ allows 2,047 channels a connection). Every queue is deleted afterwards (in parallel, 16 channels).",
+        "Federated: one gateway on the shared broker (signing on), each entity an inbox (`agent.<gid>.inbox`) with a consumer; inbox consumers share channels (up to 100 a channel) and channels a few connections (up to 100 a connection), the control and roster consumers keep a channel each. Connections and channels: the gateway broker actor's `usage()` at ready (what `agentbridge status` shows), beside what one channel per consumer would take (RabbitMQ allows 2,047 channels a connection). Every queue is deleted afterwards (in parallel, 16 channels).",
       ],
       check: `the restarted gateways had every entity back (${settings.entities}${settings.federatedEntities > 0 ? ` and ${settings.federatedEntities}` : ''})`,
       notes: [

@@ -65,8 +65,8 @@ import {
  *   that Claude folds into a `[Pasted text #N]` placeholder, where an Enter right behind the paste
  *   is most often lost.
  *
- * - Through a gateway (`bridge start` as its own process, single host): a worker registered on a
- *   `cat` pane (`bridge register --kind worker --tmux %N --tmux-socket …`), messages from a main
+ * - Through a gateway (`agentbridge start` as its own process, single host): a worker registered on a
+ *   `cat` pane (`agentbridge register --kind worker --tmux %N --tmux-socket …`), messages from a main
  *   over the admin socket (POST /v1/send, what bridge_send calls), one at a time (the next once
  *   the last is submitted); the latencies are read from the gateway's event log: from the send
  *   actor's `accepted` to the delivery's `typed` and `submitted` (the `hlc` column's wall part,
@@ -660,8 +660,8 @@ function submissionSection(results) {
     const { check } = gateway;
     const gatewayTotal = settings.gatewayMessages + settings.catWarmup;
     lines.push(
-      '- **cat via gateway (from accepted)**: `bridge start` (its own process, single host, default config) with a worker registered on a `cat > file` pane ' +
-        '(`bridge register --kind worker --tmux %N --tmux-socket …`); a main sends over the admin socket (POST /v1/send, what bridge_send calls), ' +
+      '- **cat via gateway (from accepted)**: `agentbridge start` (its own process, single host, default config) with a worker registered on a `cat > file` pane ' +
+        '(`agentbridge register --kind worker --tmux %N --tmux-socket …`); a main sends over the admin socket (POST /v1/send, what bridge_send calls), ' +
         'one message at a time, the next once the last is submitted. Latencies from the event log (`events.hlc`, wall part in ms, so ±1 ms): ' +
         'from the send actor’s `accepted` to the delivery’s `typed` and `submitted`; a line reader’s delivery goes from injecting to submitted ' +
         `with no \`typed\` event (${gateway.typedEvents} of ${settings.gatewayMessages} had one), so its typed figure is its submitted one. ` +

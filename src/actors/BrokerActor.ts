@@ -343,7 +343,7 @@ export class BrokerActor {
         return;
       }
       // Recorded before the connection is closed: its channels' close events would otherwise
-      // be taken for the reason (`publish channel closed`), and `bridge status` would show that.
+      // be taken for the reason (`publish channel closed`), and `agentbridge status` would show that.
       if (err instanceof BridgeError && err.code === ErrorCode.consumerRefused) {
         logger.warn(
           { err, until: new Date(this.lockGrace.deadline ?? now).toISOString() },
@@ -399,7 +399,7 @@ export class BrokerActor {
 
   /**
    * What no retry can fix: the broker refusing a consumer (invariant 1), or, at start, a broker
-   * nobody has set up (the operator runs `bridge broker setup`, then starts the gateway again).
+   * nobody has set up (the operator runs `agentbridge broker setup`, then starts the gateway again).
    */
   private isFatal(err: unknown): err is BridgeError {
     if (!(err instanceof BridgeError)) return false;

@@ -280,8 +280,8 @@ export class DeadLetters {
       throw new BridgeError(
         ErrorCode.forbidden,
         `this gateway's broker login may not read ${dlqName} (every host's dead letters are the ` +
-          `operator's): run \`bridge dlq\` on the operator's gateway, or grant it to this one with ` +
-          `\`bridge broker provision ${this.deps.hostId} --read-dlq --apply\``,
+          `operator's): run \`agentbridge dlq\` on the operator's gateway, or grant it to this one with ` +
+          `\`agentbridge broker provision ${this.deps.hostId} --read-dlq --apply\``,
         { cause: err },
       );
     });

@@ -443,7 +443,7 @@ export class Gateway {
 
   /** The broker's dead-letter queue, read without consuming it. */
   async listDeadLetters(max = 100): Promise<DeadLetterView[]> {
-    return this.requireFederation('bridge dlq').listDeadLetters(max);
+    return this.requireFederation('agentbridge dlq').listDeadLetters(max);
   }
 
   /** The newest dead letters, newest first, for the console (see `DeadLetters.latest`). */
@@ -456,7 +456,7 @@ export class Gateway {
    * arrival only when forced. Returns how many moved and how many were left, by reason.
    */
   async requeueDeadLetters(msgId?: string, force = false): Promise<RequeueResult> {
-    return this.requireFederation('bridge dlq requeue').requeueDeadLetters(msgId, force);
+    return this.requireFederation('agentbridge dlq requeue').requeueDeadLetters(msgId, force);
   }
 
   private requireFederation(what: string): Federation {

@@ -33,7 +33,7 @@ export interface GatewayStatusDeps {
   federation: Federation | undefined;
 }
 
-/** What `bridge status` and `bridge_roster` show of this gateway: who is here, and how it runs. */
+/** What `agentbridge status` and `bridge_roster` show of this gateway: who is here, and how it runs. */
 export class GatewayStatus {
   constructor(private readonly deps: GatewayStatusDeps) {}
 
@@ -153,7 +153,7 @@ export class GatewayStatus {
     };
   }
 
-  /** This gateway's signing key and the hosts it trusts, for `bridge status`. */
+  /** This gateway's signing key and the hosts it trusts, for `agentbridge status`. */
   private signingStatus(): {
     mode: string;
     publicKey: string | null;

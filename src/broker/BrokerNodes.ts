@@ -4,7 +4,7 @@ import { redactUri } from '../config/schema.js';
 // failures, kept by the broker actor, which performs the connections. No I/O, no clock: the
 // actor passes the time in.
 
-/** One broker node as `bridge status` shows it. */
+/** One broker node as `agentbridge status` shows it. */
 export interface BrokerNodeView {
   /** The node's URI without its password. */
   node: string;

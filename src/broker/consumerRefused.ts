@@ -23,7 +23,7 @@ export function consumerRefused(hostId: string, spec: ConsumerSpec, err: Error):
     `the broker refused to let this gateway consume ${spec.queue.name}: ${err.message}. ` +
       (denied
         ? "This gateway's broker login has no permission on this queue (R-H2); grant it with " +
-          `\`bridge broker provision ${hostId} --apply\` (re-run after registering entities)`
+          `\`agentbridge broker provision ${hostId} --apply\` (re-run after registering entities)`
         : `Another gateway already consumes this ${isInboxName(spec.queue.name) ? 'inbox' : 'queue'} ` +
           '(invariant 1: one consumer per inbox); ' +
           'stop that gateway, or give this one a different BRIDGE_HOME and entities'),

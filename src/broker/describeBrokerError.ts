@@ -3,7 +3,7 @@
  * an operator can act on: what happened and which setting to look at. Pure: no I/O.
  */
 export interface BrokerErrorDescription {
-  /** For logs and `bridge status` (lastError). */
+  /** For logs and `agentbridge status` (lastError). */
   message: string;
   /**
    * True when retrying cannot help until someone changes a setting (a certificate, a password,
@@ -73,7 +73,7 @@ export function describeBrokerError(err: unknown): BrokerErrorDescription {
     return {
       message:
         'login refused: the broker does not accept the user and password in broker.uri; ' +
-        'check them (bridge broker provision HOST prints a gateway login)',
+        'check them (agentbridge broker provision HOST prints a gateway login)',
       needsOperator: true,
     };
   }
@@ -82,14 +82,14 @@ export function describeBrokerError(err: unknown): BrokerErrorDescription {
     return {
       message:
         `the broker refused an operation: ${resource[1]}; this login's permissions do not cover it ` +
-        '(re-run bridge broker provision HOST --apply)',
+        '(re-run agentbridge broker provision HOST --apply)',
       needsOperator: true,
     };
   }
   const vhost = /NOT_ALLOWED - (access to vhost .* refused for user '[^']*')/.exec(message);
   if (vhost) {
     return {
-      message: `the broker refused the login: ${vhost[1]}; grant it permissions there (bridge broker provision HOST --apply)`,
+      message: `the broker refused the login: ${vhost[1]}; grant it permissions there (agentbridge broker provision HOST --apply)`,
       needsOperator: true,
     };
   }

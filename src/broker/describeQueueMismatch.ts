@@ -52,7 +52,7 @@ export function describeQueueMismatch(brokerMessage: string, declaredAs?: 'class
     return (
       `queue ${queue} exists as a ${has} queue, but broker.queueMode is ${wanted}: RabbitMQ cannot change ` +
       `a queue's type in place. Either set broker.queueMode: ${has} (on every gateway and for ` +
-      `\`bridge broker setup\`), or move what ${queue} holds elsewhere (a shovel) and delete it, so it is ` +
+      `\`agentbridge broker setup\`), or move what ${queue} holds elsewhere (a shovel) and delete it, so it is ` +
       `declared anew as a ${wanted} queue`
     );
   }

@@ -81,7 +81,7 @@ export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermi
   return {
     user: gatewayUserName(hostId),
     // Declare (and delete) its own queues and inbox locks, nothing shared: the exchanges and
-    // bridge.dlq are the operator's (`bridge broker setup`), and a gateway only checks them
+    // bridge.dlq are the operator's (`agentbridge broker setup`), and a gateway only checks them
     // passively, which needs no permission. RabbitMQ cannot grant declare without delete.
     configure: exactly([...ownQueues, ...locks]),
     // Publish to the shared exchanges (messages, presence, control, dead letters with a

@@ -6,7 +6,7 @@ import { declareQueue } from './declareQueue.js';
 import { describeQueueMismatch } from './describeQueueMismatch.js';
 import { dlqSpec, dlqSpecOf, legacyControlExchange, QueueMode, sharedExchanges } from './topology.js';
 
-/** Where to connect, for the operator's one-off commands (`bridge broker setup`). */
+/** Where to connect, for the operator's one-off commands (`agentbridge broker setup`). */
 export interface OperatorConnectOptions {
   uri: string;
   tls?: BrokerTlsConfig | undefined;
@@ -36,7 +36,7 @@ export async function setupSharedTopology(
   const model = await amqp.connect(options.uri, {
     ...readBrokerTls(options.uri, options.tls),
     timeout: options.connectTimeoutMs ?? 10_000,
-    clientProperties: { connection_name: 'bridge broker setup' },
+    clientProperties: { connection_name: 'agentbridge broker setup' },
   });
   model.on('error', () => {
     // The failing operation rejects with the same error; nothing more to tell.
@@ -83,7 +83,7 @@ export async function setupSharedTopology(
 /**
  * Checks passively that the shared topology is there (a passive declare needs no permission),
  * each on a channel of its own since a missing one closes the channel with 404. Missing is
- * an error that says to run `bridge broker setup`, retryable: the operator can fix it.
+ * an error that says to run `agentbridge broker setup`, retryable: the operator can fix it.
  */
 export async function checkSharedTopology(model: ChannelModel): Promise<void> {
   const missing: string[] = [];
@@ -100,7 +100,7 @@ export async function checkSharedTopology(model: ChannelModel): Promise<void> {
   if (missing.length > 0) {
     throw new BridgeError(
       ErrorCode.brokerNotSetUp,
-      `the broker lacks the shared topology (${missing.join(', ')}): run \`bridge broker setup\` once as ` +
+      `the broker lacks the shared topology (${missing.join(', ')}): run \`agentbridge broker setup\` once as ` +
         'the broker operator (a login that may configure bridge.*), then start the gateway again',
       { retryable: true },
     );
@@ -128,7 +128,7 @@ function setupError(err: unknown, what: string, declaredAs?: QueueMode): BridgeE
   if (code === 406 && /inequivalent arg/.test(message)) {
     return new BridgeError(
       ErrorCode.brokerNotSetUp,
-      `bridge broker setup failed ${what}: ${describeQueueMismatch(message, declaredAs)}`,
+      `agentbridge broker setup failed ${what}: ${describeQueueMismatch(message, declaredAs)}`,
       { cause: err },
     );
   }
@@ -139,7 +139,11 @@ function setupError(err: unknown, what: string, declaredAs?: QueueMode): BridgeE
       : code === 403
         ? '; this login may not configure bridge.* resources: run setup with the operator (administrator) login'
         : '';
-  return new BridgeError(ErrorCode.brokerNotSetUp, `bridge broker setup failed ${what}: ${message}${hint}`, {
-    cause: err,
-  });
+  return new BridgeError(
+    ErrorCode.brokerNotSetUp,
+    `agentbridge broker setup failed ${what}: ${message}${hint}`,
+    {
+      cause: err,
+    },
+  );
 }

@@ -1,6 +1,6 @@
 /**
  * The broker topology of SPEC §4, as data. Names are normative. The shared part (exchanges,
- * `bridge.dlq`) is declared once by the operator (`bridge broker setup`) and only checked by
+ * `bridge.dlq`) is declared once by the operator (`agentbridge broker setup`) and only checked by
  * gateways; each gateway declares its own queues. Pure: no amqplib here.
  */
 import { isGroupName } from '../wire/envelope.js';
@@ -17,7 +17,7 @@ export const Exchange = {
   dlx: 'bridge.dlx',
 } as const;
 
-/** The direct control exchange of earlier releases; `bridge broker setup --delete-legacy` removes it. */
+/** The direct control exchange of earlier releases; `agentbridge broker setup --delete-legacy` removes it. */
 export const legacyControlExchange = 'bridge.control';
 
 export const dlqName = 'bridge.dlq';
@@ -65,7 +65,7 @@ export const dlqSpec: QueueSpec = {
 };
 
 /**
- * `bridge.dlq` as `bridge broker setup` declares it for `mode`: in quorum mode a quorum queue,
+ * `bridge.dlq` as `agentbridge broker setup` declares it for `mode`: in quorum mode a quorum queue,
  * replicated like the inboxes it takes from. No delivery limit: operator tooling reads it with
  * basic.get and leaves what it does not take, and each such return counts as a delivery.
  */

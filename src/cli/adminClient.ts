@@ -8,7 +8,7 @@ export async function callAdmin(socketPath: string, route: string, body?: unknow
   if (!existsSync(socketPath)) {
     throw new BridgeError(
       ErrorCode.gatewayUnavailable,
-      `no gateway is running here (no admin socket at ${socketPath}): start one with \`bridge start\`, ` +
+      `no gateway is running here (no admin socket at ${socketPath}): start one with \`agentbridge start\`, ` +
         'or point BRIDGE_HOME at the running gateway’s home',
     );
   }
@@ -32,7 +32,7 @@ export async function callAdmin(socketPath: string, route: string, body?: unknow
       reject(
         new BridgeError(
           ErrorCode.gatewayUnavailable,
-          `cannot reach the gateway at ${socketPath}: ${err.message}; is \`bridge start\` still running?`,
+          `cannot reach the gateway at ${socketPath}: ${err.message}; is \`agentbridge start\` still running?`,
           { cause: err, retryable: true },
         ),
       ),

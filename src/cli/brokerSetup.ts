@@ -7,12 +7,12 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { CliValues } from './cliOptions.js';
 import { printResult, writeHuman } from './output.js';
 
-// `bridge broker setup`: the operator declares the shared topology once per broker (the
+// `agentbridge broker setup`: the operator declares the shared topology once per broker (the
 // exchanges, bridge.dlq bound to bridge.dlx). Gateway logins may not configure shared names;
 // gateways check that it is there and refuse to start otherwise.
 
 const setupUsage =
-  'usage: bridge broker setup [--delete-legacy]  (the broker URI comes from BRIDGE_BROKER_URI or broker.uri / broker.uris)';
+  'usage: agentbridge broker setup [--delete-legacy]  (the broker URI comes from BRIDGE_BROKER_URI or broker.uri / broker.uris)';
 
 export async function runBrokerSetup(values: CliValues, args: string[]): Promise<number> {
   if (args.length > 0) throw new BridgeError(ErrorCode.badRequest, setupUsage);
@@ -22,7 +22,7 @@ export async function runBrokerSetup(values: CliValues, args: string[]): Promise
     // Not a flag: a URI on the command line, with its password, is readable by anyone in `ps`.
     throw new BridgeError(
       ErrorCode.badConfig,
-      "bridge broker setup needs the operator's broker login: set BRIDGE_BROKER_URI (or broker.uri " +
+      "agentbridge broker setup needs the operator's broker login: set BRIDGE_BROKER_URI (or broker.uri " +
         'in the config file) to amqps://ADMIN:PASSWORD@BROKER/VHOST',
     );
   }
@@ -54,7 +54,7 @@ async function onFirstNodeThatAnswers<T>(
       const { message } = describeBrokerError(err);
       writeHuman(
         process.stderr,
-        `bridge: ${redactUri(uri)} did not answer (${message}); trying the next node`,
+        `agentbridge: ${redactUri(uri)} did not answer (${message}); trying the next node`,
       );
     }
   }
@@ -72,7 +72,7 @@ function human(report: SetupReport): string {
       '',
       `# The direct exchange ${legacyControlExchange} of earlier releases is still there. Gateways of this`,
       '# release use bridge.control.topic; once every gateway is upgraded, remove the old one with',
-      '#   bridge broker setup --delete-legacy',
+      '#   agentbridge broker setup --delete-legacy',
     );
   } else if (report.legacyControl === 'deleted') {
     lines.push('', `# Deleted the legacy exchange ${legacyControlExchange}.`);

@@ -37,7 +37,7 @@ function tokenOf(values: CliValues): string {
   if (!token) {
     throw new BridgeError(
       ErrorCode.unauthorized,
-      'no identity: set BRIDGE_TOKEN (or pass --token) to the token `bridge register` printed for the sending entity',
+      'no identity: set BRIDGE_TOKEN (or pass --token) to the token `agentbridge register` printed for the sending entity',
     );
   }
   return token;
@@ -92,7 +92,7 @@ export async function runRegister(values: CliValues): Promise<number> {
   );
 }
 
-/** `bridge console`: a one-time login URL for the operator console, as operator NAME. */
+/** `agentbridge console`: a one-time login URL for the operator console, as operator NAME. */
 export async function runConsole(values: CliValues): Promise<number> {
   const name = values.name === undefined ? undefined : checked('name', entityNameSchema, values.name);
   const result = (await callAdmin(socketOf(values), adminRoutes.consoleLogin, {
@@ -119,7 +119,7 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
   const [to, ...words] = rest;
   const text = words.join(' ');
   if (!to || !text)
-    throw new BridgeError(ErrorCode.badRequest, 'send needs TO and TEXT: bridge send worker-1 "hello"');
+    throw new BridgeError(ErrorCode.badRequest, 'send needs TO and TEXT: agentbridge send worker-1 "hello"');
   const waitMs = integerOption('wait', values.wait);
   const waitFor = values['wait-for'];
   if (waitFor !== undefined && waitFor !== 'queued' && waitFor !== 'submitted') {
@@ -147,13 +147,13 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
   });
 }
 
-/** `bridge spawn HOST PROFILE`: as the entity whose token is given, start an agent on HOST (U4). */
+/** `agentbridge spawn HOST PROFILE`: as the entity whose token is given, start an agent on HOST (U4). */
 export async function runSpawn(values: CliValues, rest: string[]): Promise<number> {
   const [host, profile, ...extra] = rest;
   if (!host || !profile || extra.length > 0) {
     throw new BridgeError(
       ErrorCode.badRequest,
-      'spawn needs HOST and PROFILE: bridge spawn host-b reviewer --brief "review PR 7" [--name rev-1]',
+      'spawn needs HOST and PROFILE: agentbridge spawn host-b reviewer --brief "review PR 7" [--name rev-1]',
     );
   }
   const waitMs = integerOption('wait', values.wait);
@@ -170,7 +170,7 @@ export async function runSpawn(values: CliValues, rest: string[]): Promise<numbe
   return controlOutcome(values, outcome, 'spawned');
 }
 
-/** `bridge stop GID`: end an agent started with spawn. */
+/** `agentbridge stop GID`: end an agent started with spawn. */
 export async function runStop(values: CliValues, rest: string[]): Promise<number> {
   const [gid, ...extra] = rest;
   if (!gid || extra.length > 0)
@@ -217,7 +217,7 @@ export async function runDrain(values: CliValues): Promise<number> {
 export async function runRoster(values: CliValues): Promise<number> {
   const result = (await callAdmin(socketOf(values), adminRoutes.roster)) as RosterEntry[];
   return printResult(values, result, () => {
-    if (result.length === 0) return 'no entities registered; add one with `bridge register`';
+    if (result.length === 0) return 'no entities registered; add one with `agentbridge register`';
     const rows = result.map((e) => [
       `${e.name}@${e.host}`,
       e.kind,
@@ -247,7 +247,10 @@ function secondsAgo(at: number): string {
 export async function runBroadcast(values: CliValues, rest: string[]): Promise<number> {
   const text = rest.join(' ');
   if (!text)
-    throw new BridgeError(ErrorCode.badRequest, 'broadcast needs TEXT: bridge broadcast "stop and report"');
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      'broadcast needs TEXT: agentbridge broadcast "stop and report"',
+    );
   const result = (await callAdmin(socketOf(values), adminRoutes.broadcast, {
     token: tokenOf(values),
     text,
@@ -273,7 +276,7 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
     )) as DeadLetterView[];
     if (action === 'show') {
       if (!msgId)
-        throw new BridgeError(ErrorCode.badRequest, 'dlq show needs a MSGID (see `bridge dlq list`)');
+        throw new BridgeError(ErrorCode.badRequest, 'dlq show needs a MSGID (see `agentbridge dlq list`)');
       const letter = letters.find((l) => l.msgId === msgId);
       if (!letter)
         throw new BridgeError(
@@ -320,7 +323,7 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
  * reads until it is done.
  */
 const outOfSight =
-  'a letter another reader (bridge dlq list, the console) is reading at this moment is out of sight until it is done: try again';
+  'a letter another reader (agentbridge dlq list, the console) is reading at this moment is out of sight until it is done: try again';
 
 /** What a requeue did, and for letters it left, why and how to send them anyway. */
 function describeRequeue(result: RequeueResult, target: string): string {
@@ -328,13 +331,13 @@ function describeRequeue(result: RequeueResult, target: string): string {
   const skipped = Object.entries(result.skipped);
   const left = skipped.reduce((sum, [, n]) => sum + n, 0);
   if (left === 0 && result.requeued === 0 && target !== '--all')
-    return `${moved}: none with msgId ${target} in bridge.dlq now; ${outOfSight}, or see what is there with \`bridge dlq list\``;
+    return `${moved}: none with msgId ${target} in bridge.dlq now; ${outOfSight}, or see what is there with \`agentbridge dlq list\``;
   if (left === 0) return moved;
   const byReason = skipped.map(([reason, n]) => `${n} ${reason}`).join(', ');
   return (
     `${moved}; left ${left} in bridge.dlq: ${byReason}. They were refused on arrival and would be ` +
-    "refused again (`bridge dlq show MSGID` says why): fix the cause (the sender's key in the trust " +
-    `store, the message), then send them anyway with \`bridge dlq requeue ${target} --force\``
+    "refused again (`agentbridge dlq show MSGID` says why): fix the cause (the sender's key in the trust " +
+    `store, the message), then send them anyway with \`agentbridge dlq requeue ${target} --force\``
   );
 }
 
@@ -363,7 +366,7 @@ interface StatusView {
   mcpSessions: { total: number; byEntity: Record<string, number> };
 }
 
-/** `bridge status MSGID`: the stages of a message sent from this gateway (R-RC1). */
+/** `agentbridge status MSGID`: the stages of a message sent from this gateway (R-RC1). */
 async function runMessageStatus(values: CliValues, msgId: string): Promise<number> {
   const result = (await callAdmin(socketOf(values), adminRoutes.messageStatus, { msgId })) as MessageStatus;
   return printResult(values, result, () => {
@@ -437,7 +440,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
         ? [
             `signing:      ${result.signing.mode}${result.signing.publicKey ? `, key ${result.signing.publicKey}` : ''}` +
               `${result.signing.problem ? ` (${result.signing.problem})` : ''}`,
-            `trusts:       ${result.signing.trustedHosts.join(', ') || 'no peer yet (bridge trust add HOST KEY)'}`,
+            `trusts:       ${result.signing.trustedHosts.join(', ') || 'no peer yet (agentbridge trust add HOST KEY)'}`,
           ]
         : []),
       `event log:    ${result.store}`,

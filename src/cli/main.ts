@@ -3,45 +3,45 @@ import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
 import { type CliValues, parseCli } from './cliOptions.js';
 import { writeHuman, writeJson } from './output.js';
 
-const usage = `bridge — cross-host messaging for AI coding agents
+const usage = `agentbridge — cross-host messaging for AI coding agents
 
 Usage:
-  bridge start [--config FILE]                       run the gateway (foreground)
-  bridge register --kind worker|main|orchestrator|operator --name NAME
+  agentbridge start [--config FILE]                       run the gateway (foreground)
+  agentbridge register --kind worker|main|orchestrator|operator --name NAME
                   [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID] [--group G]...
                                                       register an entity; prints its gid and token
-  bridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
-  bridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
+  agentbridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
+  agentbridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
-  bridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
-  bridge drain [--max N] [--wait MS]                  collect messages held for that entity; with --wait and
+  agentbridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
+  agentbridge drain [--max N] [--wait MS]                  collect messages held for that entity; with --wait and
                                                       none held, wait up to MS for one (a long poll)
-  bridge spawn HOST PROFILE [--brief TEXT] [--name NAME] [--group G]... [--wait MS] [--idempotency-key KEY]
+  agentbridge spawn HOST PROFILE [--brief TEXT] [--name NAME] [--group G]... [--wait MS] [--idempotency-key KEY]
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
-  bridge stop GID [--wait MS]                         stop an agent started with spawn
-  bridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
+  agentbridge stop GID [--wait MS]                         stop an agent started with spawn
+  agentbridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
                                                       the broker's dead letters, with their reasons
-  bridge roster                                       who is reachable
-  bridge console [--name NAME]                        a one-time login URL for the operator console (/ui),
+  agentbridge roster                                       who is reachable
+  agentbridge console [--name NAME]                        a one-time login URL for the operator console (/ui),
                                                       as operator NAME (default "operator", registered if new)
-  bridge status [MSGID]                               the gateway's state; with MSGID, where that message
+  agentbridge status [MSGID]                               the gateway's state; with MSGID, where that message
                                                       (sent from this gateway) is: its receipts' stages
-  bridge export --trace ID [--db FILE] [--out FILE]   this host's slice of a flow as a portable file
-  bridge replay --trace ID LOG... [--mermaid] [--no-check] [--progress]
+  agentbridge export --trace ID [--db FILE] [--out FILE]   this host's slice of a flow as a portable file
+  agentbridge replay --trace ID LOG... [--mermaid] [--no-check] [--progress]
                                                       merge hosts' logs (events.db or exports) into one
                                                       causal timeline; re-run every actor through the
                                                       current machines and report divergences (exit 1)
-  bridge viz [--out DIR] [--trace ID LOG...]          every state machine as Mermaid (DIR/<machine>.mmd) and
+  agentbridge viz [--out DIR] [--trace ID LOG...]          every state machine as Mermaid (DIR/<machine>.mmd) and
                                                       one offline HTML page (DIR/index.html), default DIR
                                                       ./bridge-viz; with --trace, the flow's transitions
                                                       marked with counts, from its hosts' logs
-  bridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
-  bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
+  agentbridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
+  agentbridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
                                                       the peers' public keys this gateway trusts
-  bridge broker setup [--delete-legacy]               declare the shared exchanges and bridge.dlq once,
+  agentbridge broker setup [--delete-legacy]               declare the shared exchanges and bridge.dlq once,
                                                       as the broker operator (login from BRIDGE_BROKER_URI)
-  bridge broker provision HOST [--apply] [--vhost /] [--password-file F] [--node NODE] [--read-dlq]
+  agentbridge broker provision HOST [--apply] [--vhost /] [--password-file F] [--node NODE] [--read-dlq]
                                                       rabbitmqctl commands for HOST's own least-privilege
                                                       broker login (printed; run with --apply)
 
@@ -54,7 +54,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     parsed = parseCli(argv);
   } catch (err) {
-    throw new BridgeError(ErrorCode.badRequest, `${(err as Error).message}; see \`bridge help\``, {
+    throw new BridgeError(ErrorCode.badRequest, `${(err as Error).message}; see \`agentbridge help\``, {
       cause: err,
     });
   }
@@ -66,7 +66,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const load = Object.hasOwn(commands, command) ? commands[command] : undefined;
   if (load === undefined)
-    throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`bridge help\``);
+    throw new BridgeError(ErrorCode.badRequest, `unknown command "${command}"; see \`agentbridge help\``);
   return (await load())(values, rest);
 }
 
@@ -110,7 +110,7 @@ main(process.argv.slice(2)).then(
     const json = process.argv.includes('--json');
     // The message may quote someone else's text (a peer's refusal, a broker's error).
     if (json) writeJson(process.stdout, { ok: false, error: error.toJSON() });
-    else writeHuman(process.stderr, `bridge: ${error.code}: ${error.message}`);
+    else writeHuman(process.stderr, `agentbridge: ${error.code}: ${error.message}`);
     process.exitCode = exitCodeFor(error.code);
   },
 );

@@ -17,11 +17,11 @@ import { runBrokerSetup } from './brokerSetup.js';
 import type { CliValues } from './cliOptions.js';
 import { printResult } from './output.js';
 
-// `bridge broker provision HOST`: the rabbitmqctl commands that give one gateway its own broker
+// `agentbridge broker provision HOST`: the rabbitmqctl commands that give one gateway its own broker
 // login with least privilege (R-H2). Printed by default, run with --apply.
 
 const usage =
-  'usage: bridge broker provision HOST [--apply] [--vhost VHOST] [--password-file FILE] [--node NODE] [--read-dlq]';
+  'usage: agentbridge broker provision HOST [--apply] [--vhost VHOST] [--password-file FILE] [--node NODE] [--read-dlq]';
 
 const rerunNote =
   'Re-run this after registering or removing entities on this host: each entity inbox is named in ' +
@@ -50,7 +50,10 @@ export async function runBroker(values: CliValues, rest: string[]): Promise<numb
   const [sub, ...args] = rest;
   if (sub === 'setup') return runBrokerSetup(values, args);
   if (sub !== 'provision')
-    throw new BridgeError(ErrorCode.badRequest, `${usage}\n   or: bridge broker setup [--delete-legacy]`);
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `${usage}\n   or: agentbridge broker setup [--delete-legacy]`,
+    );
   return runProvision(values, args);
 }
 
@@ -161,7 +164,7 @@ function human(view: ProvisionView, commands: RabbitmqctlCommand[]): string {
     `The gateway logs in with  BRIDGE_BROKER_URI=${view.uri}`,
     'plus broker.tls.ca (and .cert/.key if the broker asks for a client certificate).',
     'Not granted: declaring or deleting the shared exchanges and bridge.dlq (the operator makes them once ' +
-      "with `bridge broker setup`), binding to bridge.dlx, binding to another host's control key, reading " +
+      "with `agentbridge broker setup`), binding to bridge.dlx, binding to another host's control key, reading " +
       "bridge.dlq (every host's dead letters; pass --read-dlq for an operator's gateway).",
     view.note,
   );

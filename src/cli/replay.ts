@@ -10,7 +10,7 @@ import type { CliValues } from './cliOptions.js';
 import { printResult, writeHuman, writeJson } from './output.js';
 import { createProgressBar } from './progressBar.js';
 
-/** `bridge export --trace ID [--db FILE] [--out FILE]`: one host's slice of a flow, portable. */
+/** `agentbridge export --trace ID [--db FILE] [--out FILE]`: one host's slice of a flow, portable. */
 export function runExport(values: CliValues, rest: string[]): number {
   if (rest.length > 0)
     throw new BridgeError(ErrorCode.badRequest, `export takes no arguments, got "${rest.join(' ')}"`);
@@ -32,7 +32,7 @@ export function runExport(values: CliValues, rest: string[]): number {
 }
 
 /**
- * `bridge replay --trace ID SOURCE...`: the flow across hosts in causal order, each actor
+ * `agentbridge replay --trace ID SOURCE...`: the flow across hosts in causal order, each actor
  * re-run through the current machines. Exits 1 when an actor diverges.
  */
 export function runReplay(values: CliValues, logs: string[]): number {
@@ -40,8 +40,8 @@ export function runReplay(values: CliValues, logs: string[]): number {
   if (sources.length === 0) {
     throw new BridgeError(
       ErrorCode.badRequest,
-      "replay needs one or more event logs: gateways' events.db files or `bridge export` files, e.g. " +
-        'bridge replay --trace ID alpha.ndjson beta/events.db',
+      "replay needs one or more event logs: gateways' events.db files or `agentbridge export` files, e.g. " +
+        'agentbridge replay --trace ID alpha.ndjson beta/events.db',
     );
   }
   if (!values.trace && !values.all) {
@@ -80,7 +80,7 @@ export function runReplay(values: CliValues, logs: string[]): number {
   if (summary.events === 0) {
     writeHuman(
       process.stderr,
-      `bridge: no events${values.trace ? ` of trace ${values.trace}` : ''} in ${sources.join(', ')}: check the trace id`,
+      `agentbridge: no events${values.trace ? ` of trace ${values.trace}` : ''} in ${sources.join(', ')}: check the trace id`,
     );
     return 1;
   }

@@ -5,7 +5,7 @@ import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/Tru
 import type { CliValues } from './cliOptions.js';
 import { printResult } from './output.js';
 
-// `bridge keys` and `bridge trust` work on the files in BRIDGE_HOME; no running gateway needed.
+// `agentbridge keys` and `agentbridge trust` work on the files in BRIDGE_HOME; no running gateway needed.
 
 function configOf(values: CliValues): { home: string; hostId: string } {
   const { config } = loadConfig({ file: values.config });
@@ -36,7 +36,7 @@ export function runKeys(values: CliValues, rest: string[]): number {
           `created the key pair of gateway ${hostId}\n` +
           `private key: ${view.privateKeyPath} (mode 0600: keep it secret)\n` +
           `public key:  ${view.publicKey}\n` +
-          `On every peer gateway, run:  bridge trust add ${hostId} ${view.publicKey}`,
+          `On every peer gateway, run:  agentbridge trust add ${hostId} ${view.publicKey}`,
       );
     }
     case 'show': {
@@ -46,13 +46,13 @@ export function runKeys(values: CliValues, rest: string[]): number {
         view,
         () =>
           `host:       ${hostId}\npublic key: ${view.publicKey}\n` +
-          `Peers trust it with:  bridge trust add ${hostId} ${view.publicKey}`,
+          `Peers trust it with:  agentbridge trust add ${hostId} ${view.publicKey}`,
       );
     }
     default:
       throw new BridgeError(
         ErrorCode.badRequest,
-        'keys needs a subcommand: bridge keys init [--force] | show',
+        'keys needs a subcommand: agentbridge keys init [--force] | show',
       );
   }
 }
@@ -67,7 +67,7 @@ export function runTrust(values: CliValues, rest: string[]): number {
       if (!host || !pubkey) {
         throw new BridgeError(
           ErrorCode.badRequest,
-          'trust add needs HOST and PUBKEY: bridge trust add HOST ed25519:… (the key `bridge keys show` prints on HOST)',
+          'trust add needs HOST and PUBKEY: agentbridge trust add HOST ed25519:… (the key `agentbridge keys show` prints on HOST)',
         );
       }
       const { added, entry } = addTrust(home, host, pubkey);
@@ -75,7 +75,7 @@ export function runTrust(values: CliValues, rest: string[]): number {
         added
           ? `trusting ${entry.host} with ${entry.keys.length} key${entry.keys.length > 1 ? 's' : ''}` +
             (entry.keys.length > 1
-              ? '; remove the old one with `bridge trust remove HOST OLDKEY` once the rotation is done'
+              ? '; remove the old one with `agentbridge trust remove HOST OLDKEY` once the rotation is done'
               : '')
           : `${entry.host} already has that key; nothing changed`,
       );
@@ -89,8 +89,8 @@ export function runTrust(values: CliValues, rest: string[]): number {
         throw new BridgeError(
           ErrorCode.badRequest,
           pubkey === undefined
-            ? `host ${entry.host} is not in the trust store ${trustFilePath(home)}; see \`bridge trust list\``
-            : `host ${entry.host} has no such key in the trust store; see \`bridge trust list\``,
+            ? `host ${entry.host} is not in the trust store ${trustFilePath(home)}; see \`agentbridge trust list\``
+            : `host ${entry.host} has no such key in the trust store; see \`agentbridge trust list\``,
         );
       }
       return printResult(values, { removed, ...entry }, () =>
@@ -104,14 +104,14 @@ export function runTrust(values: CliValues, rest: string[]): number {
       const hosts = listTrust(home);
       return printResult(values, { hosts }, () =>
         hosts.length === 0
-          ? 'no peers trusted yet; add one with `bridge trust add HOST PUBKEY`'
+          ? 'no peers trusted yet; add one with `agentbridge trust add HOST PUBKEY`'
           : hosts.flatMap((h) => h.keys.map((k) => `${h.host}\t${k}`)).join('\n'),
       );
     }
     default:
       throw new BridgeError(
         ErrorCode.badRequest,
-        'trust needs a subcommand: bridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list',
+        'trust needs a subcommand: agentbridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list',
       );
   }
 }

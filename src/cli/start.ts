@@ -5,7 +5,7 @@ import { createLogger } from '../log/logger.js';
 import type { CliValues } from './cliOptions.js';
 import { writeHuman } from './output.js';
 
-/** `bridge start`: runs the gateway in the foreground until SIGINT/SIGTERM. */
+/** `agentbridge start`: runs the gateway in the foreground until SIGINT/SIGTERM. */
 export async function runStart(values: CliValues): Promise<number> {
   const { config, file } = loadConfig({ file: values.config });
   const logger = createLogger({ level: config.log.level, host: config.hostId });
@@ -13,7 +13,7 @@ export async function runStart(values: CliValues): Promise<number> {
     config,
     logger,
     onFatal: (err) => {
-      writeHuman(process.stderr, `bridge: fatal: ${err instanceof Error ? err.message : String(err)}`);
+      writeHuman(process.stderr, `agentbridge: fatal: ${err instanceof Error ? err.message : String(err)}`);
       logger.flush();
       process.exit(70);
     },
@@ -32,7 +32,7 @@ export async function runStart(values: CliValues): Promise<number> {
       `  event log:     ${daemon.gateway.storeFile}`,
       `  config:        ${file ?? 'built-in defaults'}`,
       'Connect an agent:',
-      '  bridge register --kind main --name me          # prints a gid and a token',
+      '  agentbridge register --kind main --name me          # prints a gid and a token',
       `  claude mcp add --transport http bridge ${daemon.mcpUrl} --header "Authorization: Bearer <token>"`,
     ].join('\n'),
   );

@@ -10,7 +10,7 @@ import type { CliValues } from './cliOptions.js';
 import { printResult, writeHuman } from './output.js';
 
 /**
- * `bridge viz [--out DIR] [--trace ID LOG...]`: every machine as a Mermaid state diagram
+ * `agentbridge viz [--out DIR] [--trace ID LOG...]`: every machine as a Mermaid state diagram
  * (`DIR/<machine>.mmd`) and all of them on one offline page (`DIR/index.html`); with a trace,
  * the transitions that flow took are marked with their counts.
  */
@@ -61,7 +61,7 @@ export function runViz(values: CliValues, logs: string[]): number {
   if (marked && marked.unmatched.length > 0) {
     writeHuman(
       process.stderr,
-      `bridge: ${marked.unmatched.length} kind(s) of recorded step match no transition of the current machines ` +
+      `agentbridge: ${marked.unmatched.length} kind(s) of recorded step match no transition of the current machines ` +
         '(a log from an older version?); they are listed on the page',
     );
   }
@@ -73,8 +73,8 @@ function markTrace(traceId: string, logs: string[], graphs: MachineGraph[]): Pag
   if (logs.length === 0) {
     throw new BridgeError(
       ErrorCode.badRequest,
-      "viz --trace needs one or more event logs: gateways' events.db files or `bridge export` files, e.g. " +
-        'bridge viz --trace ID alpha.ndjson beta/events.db',
+      "viz --trace needs one or more event logs: gateways' events.db files or `agentbridge export` files, e.g. " +
+        'agentbridge viz --trace ID alpha.ndjson beta/events.db',
     );
   }
   for (const path of logs) {
@@ -89,7 +89,7 @@ function markTrace(traceId: string, logs: string[], graphs: MachineGraph[]): Pag
     if (!isFile) {
       throw new BridgeError(
         ErrorCode.badRequest,
-        `${path} is not a file: give a gateway's events.db or a \`bridge export\` file`,
+        `${path} is not a file: give a gateway's events.db or an \`agentbridge export\` file`,
       );
     }
   }
@@ -104,7 +104,7 @@ function markTrace(traceId: string, logs: string[], graphs: MachineGraph[]): Pag
     throw new BridgeError(
       ErrorCode.badRequest,
       `no events of trace ${traceId} in ${logs.join(', ')}: check the trace id (tool results, ` +
-        '`bridge send --json` and `bridge replay` show it)',
+        '`agentbridge send --json` and `agentbridge replay` show it)',
     );
   }
   return { marks: marker.result(), hosts: summary.hosts };

@@ -17,7 +17,7 @@ interface Session {
 }
 
 /**
- * The operator console's logins: one-time codes minted for `bridge console` (over the admin
+ * The operator console's logins: one-time codes minted for `agentbridge console` (over the admin
  * socket, so only whoever may run the CLI gets one), each exchanged once for a session whose id
  * becomes an HttpOnly cookie. A session stands for its operator entity, by gid: the page never
  * names who it is (R-ID2). Both live in memory only; a gateway restart logs every console out.

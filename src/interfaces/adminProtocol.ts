@@ -78,7 +78,7 @@ export const dlqRequeueBody = z.strictObject({
   force: z.boolean().optional(),
 });
 
-/** `bridge console`: a one-time login URL for the operator of this name (registered if new). */
+/** `agentbridge console`: a one-time login URL for the operator of this name (registered if new). */
 export const consoleLoginBody = z.strictObject({ name: entityNameSchema.default('operator') });
 
 export const adminReply = z.union([

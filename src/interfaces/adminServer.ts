@@ -29,10 +29,10 @@ export interface AdminServerHandle {
 
 /**
  * The admin socket: a unix socket (mode 0600) in the gateway's home, speaking JSON over HTTP.
- * Operator commands (`bridge register`, `status`, `roster`, `send`) talk to the gateway here.
+ * Operator commands (`agentbridge register`, `status`, `roster`, `send`) talk to the gateway here.
  */
 export interface AdminServerOptions {
-  /** `bridge console`'s logins, and the URL the console is at once the HTTP server listens. */
+  /** `agentbridge console`'s logins, and the URL the console is at once the HTTP server listens. */
   readonly console?: { readonly sessions: ConsoleSessions; readonly baseUrl: () => string | undefined };
 }
 
@@ -94,7 +94,7 @@ export async function startAdminServer(
     if (!entity) {
       throw new BridgeError(
         ErrorCode.unauthorized,
-        'unknown token: use the token `bridge register` printed (BRIDGE_TOKEN or --token)',
+        'unknown token: use the token `agentbridge register` printed (BRIDGE_TOKEN or --token)',
       );
     }
     return entity;

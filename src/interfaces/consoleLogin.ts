@@ -15,7 +15,7 @@ export interface ConsoleLogin {
 }
 
 /**
- * `bridge console`: a one-time login URL for the operator `name`, registered here as an
+ * `agentbridge console`: a one-time login URL for the operator `name`, registered here as an
  * `operator` entity the first time. Only whoever may use the admin socket (mode 0600) gets one;
  * the session it opens stands for that operator, and every action the page takes is that
  * operator's, on the record (R-ID2).

@@ -53,7 +53,7 @@ const assets: Record<string, { type: string; body: Buffer }> = {
       ['/ui/app.css', 'app.css', 'text/css; charset=utf-8'],
     ].map(([path, file, type]) => [path, { type, body: readFileSync(new URL(file as string, assetDir)) }]),
   ),
-  // The state-machine diagrams look as on `bridge viz`'s page.
+  // The state-machine diagrams look as on `agentbridge viz`'s page.
   '/ui/machines.css': { type: 'text/css; charset=utf-8', body: Buffer.from(diagramStylesheet) },
 };
 
@@ -70,10 +70,10 @@ const broadcastRequest = z.strictObject({ text: z.string().min(1), group: groupN
 const requeueRequest = z.strictObject({ msgId: z.string().min(1).optional() });
 const flowRequest = z.strictObject({
   traceId: z.string().min(1),
-  /** Other hosts' slices of the flow: `bridge export --trace ID` files, as text. */
+  /** Other hosts' slices of the flow: `agentbridge export --trace ID` files, as text. */
   exports: z.array(z.string().min(1)).max(16).default([]),
 });
-/** Most events of one flow the page is sent (a longer flow: `bridge replay` has them all). */
+/** Most events of one flow the page is sent (a longer flow: `agentbridge replay` has them all). */
 const maxFlowEvents = 2_000;
 const stopRequest = z.strictObject({ gid: z.string().uuid(), waitMs: z.number().int().min(0).optional() });
 const answerRequest = z.strictObject({
@@ -85,7 +85,7 @@ const maxActionBytes = 1024 * 1024;
 
 /**
  * The operator console at `/ui`, on the MCP server's loopback port: the page and its files,
- * the login that turns a `bridge console` code into a session cookie, and the page's API, which
+ * the login that turns an `agentbridge console` code into a session cookie, and the page's API, which
  * reads the gateway (and later acts on it) as the session's operator.
  */
 export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions): ConsoleHandler {
@@ -163,7 +163,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       }
     },
     /**
-     * One flow's timeline: `bridge replay`'s merge of this host's log with the other hosts'
+     * One flow's timeline: `agentbridge replay`'s merge of this host's log with the other hosts'
      * exports the operator gives, each actor re-run through the current machines.
      */
     '/ui/api/flow': async (_operator, body) => {
@@ -253,7 +253,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       return sendPage(
         res,
         401,
-        'This login link is unknown, used or expired. Run `bridge console` on the gateway host for a new one (each link works once, for 5 minutes).',
+        'This login link is unknown, used or expired. Run `agentbridge console` on the gateway host for a new one (each link works once, for 5 minutes).',
       );
     }
     const operator = gateway.directory.byGidOrUndefined(redeemed.operator);
@@ -293,7 +293,7 @@ let graphs: readonly MachineGraph[] | undefined;
 /**
  * A flow's merged timeline and sequence diagram (each up to its first maxFlowEvents rows), what
  * the re-run found, and the state-machine diagrams of the machines it went through, its
- * transitions and states marked (as `bridge viz --trace` draws them).
+ * transitions and states marked (as `agentbridge viz --trace` draws them).
  */
 function flowTimeline(
   storeFile: string,
@@ -426,7 +426,7 @@ function expiredCookie(): string {
 
 function refuseUnauthenticated(res: ServerResponse, path: string): boolean {
   const message =
-    'Not logged in (no console session, or it ended). Run `bridge console` on the gateway host and open the URL it prints.';
+    'Not logged in (no console session, or it ended). Run `agentbridge console` on the gateway host and open the URL it prints.';
   if (path.startsWith('/ui/api/')) return sendJson(res, 401, { error: message });
   return sendPage(res, 401, message);
 }
@@ -455,7 +455,7 @@ function sendPage(res: ServerResponse, status: number, message: string): boolean
     res,
     status,
     'text/html; charset=utf-8',
-    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>bridge console</title><link rel="icon" href="data:,">` +
-      `<link rel="stylesheet" href="/ui/app.css"></head><body><main><h1>bridge console</h1><p>${escaped}</p></main></body></html>`,
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>agentbridge console</title><link rel="icon" href="data:,">` +
+      `<link rel="stylesheet" href="/ui/app.css"></head><body><main><h1>agentbridge console</h1><p>${escaped}</p></main></body></html>`,
   );
 }

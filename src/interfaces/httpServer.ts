@@ -112,7 +112,7 @@ export async function startHttpServer(
         res,
         401,
         ErrorCode.unauthorized,
-        'missing or unknown bearer token: send "Authorization: Bearer <token>" with the token `bridge register` printed',
+        'missing or unknown bearer token: send "Authorization: Bearer <token>" with the token `agentbridge register` printed',
       );
     }
 

@@ -18,7 +18,7 @@ export interface SequenceDiagram {
 
 /**
  * Builds a flow's sequence diagram from its merged events, one call per event in HLC order; what
- * `bridge replay --mermaid` writes and the operator console draws.
+ * `agentbridge replay --mermaid` writes and the operator console draws.
  */
 export class FlowSequence {
   private readonly diagram: SequenceDiagram = { hosts: [], steps: [] };

@@ -5,7 +5,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import { eventColumns, parseEventRowValues } from '../store/eventRow.js';
 import { exportEventSchema, exportHeaderSchema, type ReplayEvent } from './replayEvent.js';
 
-/** One host's side of a flow: an event log file, or a `bridge export` of one. */
+/** One host's side of a flow: an event log file, or an `agentbridge export` of one. */
 export interface ReplaySource {
   readonly path: string;
   readonly format: 'sqlite' | 'export';
@@ -63,7 +63,7 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
     db.close();
     throw new BridgeError(
       ErrorCode.badRequest,
-      `${path} is an SQLite file but not a bridge event log (${(err as Error).message}): give a gateway's events.db or a \`bridge export\` file`,
+      `${path} is an SQLite file but not a bridge event log (${(err as Error).message}): give a gateway's events.db or a \`agentbridge export\` file`,
       { cause: err },
     );
   }
@@ -117,7 +117,7 @@ function parseLine<T>(
   const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(line)'}: ${i.message}`).join('; ');
   throw new BridgeError(
     ErrorCode.badRequest,
-    `${path}:${line}: not a bridge export line (${problems}); make exports with \`bridge export --trace ID\``,
+    `${path}:${line}: not a bridge export line (${problems}); make exports with \`agentbridge export --trace ID\``,
   );
 }
 

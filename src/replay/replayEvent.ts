@@ -6,7 +6,7 @@ export interface ReplayEvent extends EventRow {
   seq: number;
 }
 
-/** The export format's version (`bridge export` writes it, `bridge replay` checks it). */
+/** The export format's version (`agentbridge export` writes it, `agentbridge replay` checks it). */
 export const exportVersion = 1;
 
 /** First line of an export: what it holds. */

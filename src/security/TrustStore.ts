@@ -7,7 +7,7 @@ import { type PublicKeyString, parsePublicKey, publicKeySchema } from './publicK
 import { writeFileAtomic } from './writeFileAtomic.js';
 
 /**
- * The trust store (R-ID3): `<home>/trust.json`, written by `bridge trust add|remove`, maps each
+ * The trust store (R-ID3): `<home>/trust.json`, written by `agentbridge trust add|remove`, maps each
  * peer host id to the public keys allowed to sign for it — usually one, two during a key
  * rotation. It is the only source of peers' keys: nothing from the wire is ever added to it.
  */
@@ -36,7 +36,7 @@ function badTrustStore(path: string, problem: string, cause?: unknown): BridgeEr
   return new BridgeError(
     ErrorCode.badTrustStore,
     `the trust store ${path} is invalid: ${problem}; fix or delete the file, then re-add peers with ` +
-      '`bridge trust add HOST PUBKEY`',
+      '`agentbridge trust add HOST PUBKEY`',
     { details: { path }, ...(cause === undefined ? {} : { cause }) },
   );
 }
@@ -150,7 +150,7 @@ const racyWindowMs = 2_000;
 /**
  * The gateway's view of the trust store. `keysFor` is on the receive hot path: it costs a map
  * lookup, plus a stat of the file at most every `checkIntervalMs`; the file is re-read only when
- * its inode, size or mtime changed (an atomic `bridge trust` write always changes the inode).
+ * its inode, size or mtime changed (an atomic `agentbridge trust` write always changes the inode).
  *
  * The first load throws, so a gateway with a broken trust store does not start. A later edit that
  * breaks the file makes the store trust no one (fail closed: messages are dead-lettered and can be

@@ -27,7 +27,7 @@ export function createGatewaySigner(
     keys = initKeys(config.home);
     logger.warn(
       { publicKey: keys.publicKeyString, path: keys.privateKeyPath },
-      `created this gateway's signing key; on every peer run: bridge trust add ${config.hostId} ${keys.publicKeyString}`,
+      `created this gateway's signing key; on every peer run: agentbridge trust add ${config.hostId} ${keys.publicKeyString}`,
     );
   }
   const trust = new TrustStore(config.home, {

@@ -46,9 +46,9 @@ export function initKeys(home: string, options: InitKeysOptions = {}): GatewayKe
     if (errnoOf(err) === 'EEXIST') {
       throw new BridgeError(
         ErrorCode.keyExists,
-        `a gateway key already exists at ${privateKeyPath}; \`bridge keys show\` prints its public key. ` +
-          'To replace it run `bridge keys init --force`, then give the new public key to every peer ' +
-          '(`bridge trust add`): they will refuse this gateway until they have it',
+        `a gateway key already exists at ${privateKeyPath}; \`agentbridge keys show\` prints its public key. ` +
+          'To replace it run `agentbridge keys init --force`, then give the new public key to every peer ' +
+          '(`agentbridge trust add`): they will refuse this gateway until they have it',
         { cause: err, details: { path: privateKeyPath } },
       );
     }
@@ -74,7 +74,7 @@ export function insecureKeyError(privateKeyPath: string, mode: number): BridgeEr
   return new BridgeError(
     ErrorCode.keyInsecure,
     `the gateway key ${privateKeyPath} is accessible to group or others (mode ${octal}); ` +
-      `run \`chmod 600 ${privateKeyPath}\`, and if others may have read it, replace it with \`bridge keys init --force\``,
+      `run \`chmod 600 ${privateKeyPath}\`, and if others may have read it, replace it with \`agentbridge keys init --force\``,
     { details: { path: privateKeyPath, mode: octal } },
   );
 }
@@ -95,7 +95,7 @@ export function loadKeys(home: string): GatewayKeys {
     if (errnoOf(err) === 'ENOENT') {
       throw new BridgeError(
         ErrorCode.keyMissing,
-        `this gateway has no key pair: ${privateKeyPath} does not exist; run \`bridge keys init\` ` +
+        `this gateway has no key pair: ${privateKeyPath} does not exist; run \`agentbridge keys init\` ` +
           '(with the same BRIDGE_HOME) to create one',
         { cause: err, details: { path: privateKeyPath } },
       );
@@ -103,7 +103,7 @@ export function loadKeys(home: string): GatewayKeys {
     throw new BridgeError(
       ErrorCode.badKey,
       `cannot read the gateway key ${privateKeyPath}: ${(err as Error).message}; make it readable by ` +
-        'the user running bridge (and only by it: chmod 600), or replace it with `bridge keys init --force`',
+        'the user running bridge (and only by it: chmod 600), or replace it with `agentbridge keys init --force`',
       { cause: err, details: { path: privateKeyPath } },
     );
   }
@@ -115,7 +115,7 @@ export function loadKeys(home: string): GatewayKeys {
     throw new BridgeError(
       ErrorCode.badKey,
       `the gateway key ${privateKeyPath} is not a PEM private key (${(err as Error).message}); ` +
-        'replace it with `bridge keys init --force`',
+        'replace it with `agentbridge keys init --force`',
       { cause: err, details: { path: privateKeyPath } },
     );
   }
@@ -123,7 +123,7 @@ export function loadKeys(home: string): GatewayKeys {
     throw new BridgeError(
       ErrorCode.badKey,
       `the gateway key ${privateKeyPath} is a ${privateKey.asymmetricKeyType} key, not ed25519; ` +
-        'replace it with `bridge keys init --force`',
+        'replace it with `agentbridge keys init --force`',
       { details: { path: privateKeyPath } },
     );
   }

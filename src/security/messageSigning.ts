@@ -48,7 +48,7 @@ export function createSigner(options: SignerOptions): Signer {
         const why = trust.problem ? ` (the trust store is unusable: ${trust.problem.message})` : '';
         return {
           ok: false,
-          detail: `signed by ${signer}, which is not in this gateway's trust store${why}: if it is yours, run \`bridge trust add ${signer} <its public key>\``,
+          detail: `signed by ${signer}, which is not in this gateway's trust store${why}: if it is yours, run \`agentbridge trust add ${signer} <its public key>\``,
         };
       }
       if (!verify(content, signature, keys)) {

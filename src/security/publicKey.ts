@@ -4,7 +4,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 
 /**
  * The compact text form of a gateway's public key, the one operators paste into
- * `bridge trust add`: `ed25519:` + base64url (no padding) of the 32 raw key bytes (RFC 8032).
+ * `agentbridge trust add`: `ed25519:` + base64url (no padding) of the 32 raw key bytes (RFC 8032).
  * Kept apart from the key files so the pure signature codec can use it without file I/O.
  */
 export const publicKeyPrefix = 'ed25519:';
@@ -18,7 +18,7 @@ export const publicKeySchema = z
   .string()
   .regex(
     publicKeyPattern,
-    'a public key looks like ed25519:<43 base64url characters>, as `bridge keys show` prints it',
+    'a public key looks like ed25519:<43 base64url characters>, as `agentbridge keys show` prints it',
   );
 
 export type PublicKeyString = z.output<typeof publicKeySchema>;

@@ -83,7 +83,7 @@ export const stopResult = {
     code: ErrorCode.notSpawned,
     message:
       `${stop.gid} is not a running agent spawned on ${host}: bridge_stop ends spawned agents only; ` +
-      `deregister others on their host (bridge deregister)`,
+      `deregister others on their host (agentbridge deregister)`,
   }),
 };
 

@@ -12,8 +12,8 @@ import { describeIssues } from '../wire/envelope.js';
 export const eventLogHolds =
   'every registered entity (agents register again, for new tokens), the messages not yet ' +
   'delivered and their bodies, the deliveries, asks and spawns in progress, the receipts not yet ' +
-  'told to senders, the idempotency keys, and the history that `bridge status MSGID`, `bridge ' +
-  'export` and `bridge replay` read; the keys (BRIDGE_HOME/keys), trusted peers (trust.json) and ' +
+  'told to senders, the idempotency keys, and the history that `agentbridge status MSGID`, `bridge ' +
+  'export` and `agentbridge replay` read; the keys (BRIDGE_HOME/keys), trusted peers (trust.json) and ' +
   'config are other files and are kept';
 
 /** SQLite's word that a file is damaged (SQLITE_CORRUPT and its variants) or no database at all. */

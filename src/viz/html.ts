@@ -30,7 +30,7 @@ ${stylesheet}
 </head>
 <body${trace ? ' class="trace"' : ''}>
 <h1>${escapeXml(title)}</h1>
-<p class="about">Drawn by <code>bridge viz</code> from the machine definitions in <code>src/machines</code>.
+<p class="about">Drawn by <code>agentbridge viz</code> from the machine definitions in <code>src/machines</code>.
 A dot marks a machine's (or a nested state's) initial state, a double border a final state; a dashed
 transition is declared on the machine itself and applies in every state it starts from.
 <code>after X</code> is a delayed transition that fires when the delay <code>X</code> has passed.</p>

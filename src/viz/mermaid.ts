@@ -32,7 +32,9 @@ export function renderMermaid(graph: MachineGraph, trace?: DiagramTrace): string
   const counted = (label: string, count: number | undefined): string =>
     count === undefined ? label : `${label} (×${count})`;
   const lines = ['---', `title: ${graph.kind}`, '---', 'stateDiagram-v2'];
-  lines.push(`  %% The ${graph.kind} machine of src/machines, drawn by \`bridge viz\` from its definition.`);
+  lines.push(
+    `  %% The ${graph.kind} machine of src/machines, drawn by \`agentbridge viz\` from its definition.`,
+  );
   if (graph.transitions.some((t) => t.fromRoot)) {
     lines.push(
       '  %% A transition declared on the machine itself is drawn from every top-level state it applies in.',

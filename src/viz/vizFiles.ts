@@ -15,7 +15,7 @@ export interface VizFile {
 }
 
 /**
- * What `bridge viz` writes: `<machine>.mmd` for each machine and `index.html` with them all.
+ * What `agentbridge viz` writes: `<machine>.mmd` for each machine and `index.html` with them all.
  * The same function makes docs/machines and the test that finds them stale.
  */
 export function vizFiles(graphs: readonly MachineGraph[], trace?: PageTrace): VizFile[] {

@@ -18,7 +18,7 @@ export const DeadLetterHeader = {
   at: 'x-bridge-at',
 } as const;
 
-/** A dead letter as `bridge dlq` shows it. */
+/** A dead letter as `agentbridge dlq` shows it. */
 export interface DeadLetterView {
   msgId: string | undefined;
   reason: string;
@@ -30,7 +30,7 @@ export interface DeadLetterView {
   body: string;
 }
 
-/** What `bridge dlq requeue` did: how many went back, and how many it left, by reason. */
+/** What `agentbridge dlq requeue` did: how many went back, and how many it left, by reason. */
 export interface RequeueResult {
   requeued: number;
   skipped: Record<string, number>;

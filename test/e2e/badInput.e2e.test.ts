@@ -111,7 +111,7 @@ describe('bad input gets a clear error and loses nothing', () => {
   it('gives CLI errors that say what to do', async () => {
     const unknown = await gateway.cli(['frobnicate']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/unknown command "frobnicate"; see `bridge help`/);
+    expect(unknown.stderr).toMatch(/unknown command "frobnicate"; see `agentbridge help`/);
     const noKind = await gateway.cli(['register', '--name', 'x']);
     expect(noKind.stderr).toMatch(/register needs --kind/);
     const badKind = await gateway.cli(['register', '--kind', 'robot', '--name', 'x']);

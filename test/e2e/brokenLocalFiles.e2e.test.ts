@@ -20,24 +20,24 @@ interface Registered {
 }
 
 /**
- * Issue 13 item 7: a damaged `events.db` stopped `bridge start` with `INTERNAL: internal error:
+ * Issue 13 item 7: a damaged `events.db` stopped `agentbridge start` with `INTERNAL: internal error:
  * database disk image is malformed` (or a bare JSON parser message for a damaged row), exit 1,
  * naming no file. It must exit 2 like other bad local state, name the file (and the row), say
  * what lives in it and how to go on: restore it from a backup, or move it aside and start empty.
  */
-describe('a damaged events.db stops bridge start with exit 2, naming the file and what to do', () => {
+describe('a damaged events.db stops agentbridge start with exit 2, naming the file and what to do', () => {
   let gateway: GatewayProcess;
   let keep: Registered;
   let file: string;
   let good: string;
 
-  /** `bridge start` on the gateway's home, as the operator runs it; it must not come up. */
+  /** `agentbridge start` on the gateway's home, as the operator runs it; it must not come up. */
   const start = () => runCli(['start'], gateway.cliEnv());
 
   /** What every refusal of a damaged log says: the file, exit 2, and the two ways on. */
   const expectDamagedLogRefusal = (result: { code: number; stderr: string }) => {
     expect(result.code, result.stderr).toBe(2);
-    expect(result.stderr).toMatch(/^bridge: BAD_STORE: /m);
+    expect(result.stderr).toMatch(/^agentbridge: BAD_STORE: /m);
     expect(result.stderr).toContain(file);
     expect(result.stderr).toMatch(/restore it from a backup/);
     expect(result.stderr).toMatch(/move it aside/);

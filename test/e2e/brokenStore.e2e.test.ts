@@ -81,7 +81,7 @@ describe('stored actors that no longer fold do not keep the gateway down', () =>
     const drained = await gateway.cli(['drain', '--json'], { BRIDGE_TOKEN: keep.token });
     expect(drained.code, drained.stderr).toBe(0);
     expect(drained.stdout).toContain('still here');
-    // Left in the store as they were, for `bridge replay`.
+    // Left in the store as they were, for `agentbridge replay`.
     const left = withEventsDb(gateway.home, (db) =>
       db
         .prepare('SELECT COUNT(*) AS n FROM actors WHERE actor_id IN (?, ?)')

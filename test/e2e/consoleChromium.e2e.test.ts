@@ -12,7 +12,7 @@ import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /**
  * The operator console as a person uses it, in a real headless Chromium: two gateway daemons
- * federated through the real broker; `bridge console` on A prints the login URL; the page opened
+ * federated through the real broker; `agentbridge console` on A prints the login URL; the page opened
  * with it shows A's and B's entities, and a worker registered on B afterwards appears without a
  * reload. A message sent from the page reaches a worker's real tmux pane on B, and the page shows
  * its stages; a dead letter (an inbox on B that was full) is requeued from the page and reaches
@@ -60,7 +60,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
     return JSON.parse(result.stdout) as { gid: string; token: string };
   };
   /**
-   * `bridge console --name NAME` on A, its URL opened in a new page; what the page requested and
+   * `agentbridge console --name NAME` on A, its URL opened in a new page; what the page requested and
    * any error it logged are kept for the test's end.
    */
   const loginPage = async (name: string) => {
@@ -230,7 +230,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
       expect(await delivery.locator('td').first().textContent()).toBe('ASK');
       await page.screenshot({ path: join(artifacts, 'console-entity.png'), fullPage: true });
 
-      // The ask's flow: A's side from its log, then B's added from its `bridge export`.
+      // The ask's flow: A's side from its log, then B's added from its `agentbridge export`.
       const traceId = answer.traceId;
       const flowRow = page.locator(`#flows tbody tr[data-trace-id="${traceId}"]`);
       await flowRow.locator('button').click({ timeout: 15_000 });
@@ -299,7 +299,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
       const page = await context.newPage();
       const bare = await page.goto(`${base}/ui/`);
       expect(bare?.status()).toBe(401);
-      expect(await page.locator('body').textContent()).toMatch(/Run `bridge console`/);
+      expect(await page.locator('body').textContent()).toMatch(/Run `agentbridge console`/);
       await context.addCookies([{ name: 'bridge_console', value: 'forged', url: base }]);
       const forged = await page.goto(`${base}/ui/`);
       expect(forged?.status()).toBe(401);

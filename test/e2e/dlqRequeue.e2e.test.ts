@@ -28,12 +28,12 @@ function cliWithin(gateway: GatewayProcess, args: string[], ms: number): Promise
 }
 
 /**
- * Issue 13 item 4: `bridge dlq requeue` looped forever on a dead letter that is refused again on
+ * Issue 13 item 4: `agentbridge dlq requeue` looped forever on a dead letter that is refused again on
  * arrival (bad-signature): it went back to bridge.dlq and the loop took it again (6,546 refusals
  * in 20 s, the CLI hanging). A requeue is one pass over what the DLQ held when it started, and a
  * letter refused for its signature (or as rejected) stays in the DLQ unless forced.
  */
-describe('bridge dlq requeue of a letter refused again on arrival', () => {
+describe('agentbridge dlq requeue of a letter refused again on arrival', () => {
   let gateway: GatewayProcess;
   let connection: ChannelModel;
   let channel: ConfirmChannel;

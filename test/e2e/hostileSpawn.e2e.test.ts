@@ -206,7 +206,7 @@ describe('hostile spawn requests on a single-host gateway', () => {
     expect(liveSpawnsAtStart(solo)).toBe(0);
   }, 60_000);
 
-  it('bridge register --group "#" (or "*", or a newline) is refused: no inbox may be bound to every group broadcast', async () => {
+  it('agentbridge register --group "#" (or "*", or a newline) is refused: no inbox may be bound to every group broadcast', async () => {
     for (const group of ['#', '*', 'a\nb', 'team.#']) {
       const cli = await solo.cli(['register', '--kind', 'main', '--name', 'ears', '--group', group]);
       expect(cli.code, group).not.toBe(0);

@@ -9,7 +9,7 @@ import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 import { waitFor } from '../support/waitFor.js';
 
 /**
- * Issue 12, item 2, as the attacker did it: `bridge send` with a body whose second line is a
+ * Issue 12, item 2, as the attacker did it: `agentbridge send` with a body whose second line is a
  * copy of a genuine header and whose third line is a command, into a worker's real tmux pane
  * (bash, `cat -v`), through a gateway daemon of its own. Only the first line of a message may
  * read as a header, a line-at-a-time program gets one message as one input, and bidi,
@@ -50,7 +50,7 @@ describe('forged senders and extra commands through newlines (a real gateway and
   const worker = (name: string, command: string, ready: RegExp): Promise<string> =>
     startPaneWorker(gateway, tmux, name, command, ready);
 
-  /** `bridge send` as the sender, waiting until the worker's pane took the message. */
+  /** `agentbridge send` as the sender, waiting until the worker's pane took the message. */
   const send = async (to: string, text: string): Promise<Sent> => {
     const result = await gateway.cli(['send', to, text, '--wait-for', 'submitted', '--json'], {
       BRIDGE_TOKEN: sender.token,

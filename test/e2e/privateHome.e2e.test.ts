@@ -120,9 +120,9 @@ describe('the home is private whatever existed before', () => {
     const key = join(gateway.home, 'keys', 'gateway.key');
     chmodSync(key, 0o644);
     await expect(gateway.start()).rejects.toThrow(/gateway exited with 2/);
-    expect(gateway.log).toMatch(/bridge: KEY_INSECURE: /);
+    expect(gateway.log).toMatch(/agentbridge: KEY_INSECURE: /);
     expect(gateway.log).toContain(`chmod 600 ${key}`);
-    expect(gateway.log).toContain('bridge keys init --force');
+    expect(gateway.log).toContain('agentbridge keys init --force');
   });
 
   it.skipIf(!isRoot)(
@@ -134,7 +134,7 @@ describe('the home is private whatever existed before', () => {
       writeFileSync(planted, 'a copy another account owns');
       chownSync(planted, 65534, 65534); // nobody: it can read and chmod it, whatever the gateway does
       await expect(gateway.start()).rejects.toThrow(/gateway exited with 2/);
-      expect(gateway.log).toMatch(/bridge: HOME_INSECURE: /);
+      expect(gateway.log).toMatch(/agentbridge: HOME_INSECURE: /);
       expect(gateway.log).toContain(planted);
       expect(gateway.log).toContain(`chown -R root ${gateway.home}`);
     },

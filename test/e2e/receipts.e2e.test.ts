@@ -196,7 +196,7 @@ describe('receipts to the sender, across two gateway processes', () => {
     expect(human.stdout).toMatch(/queued[\s\S]*handed-over/);
     const json = await a.cli(['status', sent.msgId, '--json']);
     expect(JSON.parse(json.stdout)).toMatchObject({ msgId: sent.msgId, stage: 'handed-over' });
-    // `bridge status` with no argument is still the gateway's own status.
+    // `agentbridge status` with no argument is still the gateway's own status.
     const own = await a.cli(['status', '--json']);
     expect(JSON.parse(own.stdout)).toMatchObject({ host: a.hostId, mode: 'federated' });
     expect(recorded(a, sent.msgId)).toEqual(['queued', 'handed-over']);
@@ -270,7 +270,7 @@ describe('receipts to the sender, across two gateway processes', () => {
     expect(sent.timed_out).toBeUndefined();
     const dead = await status('lead', msgId);
     expect(dead.stages.at(-1)).toMatchObject({ stage: 'dead-lettered', reason: 'recipient-gone' });
-    // The operator's view: `bridge roster` lists it no more, and `bridge deregister` finds it gone.
+    // The operator's view: `agentbridge roster` lists it no more, and `agentbridge deregister` finds it gone.
     const roster = JSON.parse((await b.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
     expect(roster.map((e) => e.name)).not.toContain('leaving');
     const again = await b.cli(['deregister', 'leaving']);

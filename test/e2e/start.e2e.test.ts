@@ -30,7 +30,7 @@ describe('starting the gateway', () => {
         await sleep(100);
       expect(output).toContain('(single-host mode, no broker)');
       expect(output).toContain(`MCP endpoint:  http://127.0.0.1:${port}/mcp`);
-      expect(output).toContain('bridge register --kind main --name me');
+      expect(output).toContain('agentbridge register --kind main --name me');
       const health = await fetch(`http://127.0.0.1:${port}/healthz`);
       expect(await health.json()).toMatchObject({ ok: true });
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();

@@ -10,9 +10,9 @@ import { GatewayProcess } from '../support/GatewayProcess.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
 /**
- * Issue 29 item 10: `bridge drain | cat -v` printed the sender's OSC 0 (window title), OSC 52
+ * Issue 29 item 10: `agentbridge drain | cat -v` printed the sender's OSC 0 (window title), OSC 52
  * (clipboard write) and `\r\e[2K` (line overwrite), and a letter forged into `bridge.dlx` made
- * `bridge dlq show` print colour, OSC 52 and clear-screen raw. Someone else's text reaches a
+ * `agentbridge dlq show` print colour, OSC 52 and clear-screen raw. Someone else's text reaches a
  * terminal only neutralised; `--json` keeps it exact, with every such character escaped.
  */
 
@@ -115,7 +115,7 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
     await removeDeadLettersOf([gateway.hostId]);
   });
 
-  it('bridge drain: the body neutralised, its line break and tab kept; --json carries it exact', async () => {
+  it('agentbridge drain: the body neutralised, its line break and tab kept; --json carries it exact', async () => {
     const msgId = await sendBody();
     const human = await gateway.cli(['drain'], { BRIDGE_TOKEN: readerToken });
     expect(human.code, human.stderr).toBe(0);
@@ -130,7 +130,7 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
     expect((JSON.parse(json.stdout) as Array<{ text: string }>).map((m) => m.text)).toEqual([body]);
   });
 
-  it('bridge dlq show and list of a forged letter: escapes in its body and headers printed inert', async () => {
+  it('agentbridge dlq show and list of a forged letter: escapes in its body and headers printed inert', async () => {
     const msgId = await forgeDeadLetter(body);
     const show = await dlqUntilSeen(
       'dlq show of the letter',

@@ -11,7 +11,7 @@ import { GatewayProcess, repoRoot, runCli } from '../support/GatewayProcess.js';
 import { waitFor } from '../support/waitFor.js';
 
 /**
- * `bridge viz` as a user sees it: the page it writes, opened in a real headless Chromium
+ * `agentbridge viz` as a user sees it: the page it writes, opened in a real headless Chromium
  * (Debian's `chromium`, which `npm test` installs: tools/prepareTests.ts), must load nothing but itself, log no error,
  * and show every state of every machine; with `--trace`, a real flow through a gateway process
  * is marked on the diagrams with its counts. Screenshots go to test-artifacts/.
@@ -41,7 +41,7 @@ async function open(browser: Browser, file: string): Promise<OpenedPage> {
   return opened;
 }
 
-describe('bridge viz in Chromium', () => {
+describe('agentbridge viz in Chromium', () => {
   let browser: Browser;
   const dirs: string[] = [];
   const outDir = (): string => {

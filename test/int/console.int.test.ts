@@ -13,7 +13,7 @@ import { type ConsoleSession, consolePost, openConsoleSession } from '../support
 
 /**
  * The operator console's login and its live roster, on a real daemon in process: a one-time
- * code from the admin socket (what `bridge console` asks for) becomes an HttpOnly, SameSite=Strict
+ * code from the admin socket (what `agentbridge console` asks for) becomes an HttpOnly, SameSite=Strict
  * session cookie; without it, with a forged one, or from another Origin, nothing is served.
  */
 describe('operator console: login, session, live roster', () => {
@@ -64,13 +64,13 @@ describe('operator console: login, session, live roster', () => {
 
     const again = await fetch(url, { redirect: 'manual' });
     expect(again.status).toBe(401);
-    expect(await again.text()).toMatch(/unknown, used or expired.*bridge console/);
+    expect(await again.text()).toMatch(/unknown, used or expired.*agentbridge console/);
   });
 
   it('refuses a page without the cookie, with a forged one, and from another Origin', async () => {
     const none = await fetch(`${base}/ui/`);
     expect(none.status).toBe(401);
-    expect(await none.text()).toMatch(/Run `bridge console`/);
+    expect(await none.text()).toMatch(/Run `agentbridge console`/);
     const forged = await fetch(`${base}/ui/api/roster`, { headers: { cookie: 'bridge_console=forged' } });
     expect(forged.status).toBe(401);
 

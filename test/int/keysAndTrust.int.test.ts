@@ -71,7 +71,7 @@ describe('gateway keys', () => {
     const error = errorOf(() => initKeys(home));
     expect(error.code).toBe(ErrorCode.keyExists);
     expect(error.message).toContain(first.privateKeyPath);
-    expect(error.message).toContain('bridge keys init --force');
+    expect(error.message).toContain('agentbridge keys init --force');
     expect(loadKeys(home).publicKeyString).toBe(first.publicKeyString);
     expect(readdirSync(keyPaths(home).dir).sort()).toEqual(['gateway.key', 'gateway.pub']);
 
@@ -81,11 +81,11 @@ describe('gateway keys', () => {
     expect(statSync(second.privateKeyPath).mode & 0o777).toBe(0o600);
   });
 
-  it('loadKeys without a key says where it looked and to run `bridge keys init`', () => {
+  it('loadKeys without a key says where it looked and to run `agentbridge keys init`', () => {
     const error = errorOf(() => loadKeys(home));
     expect(error.code).toBe(ErrorCode.keyMissing);
     expect(error.message).toContain(keyPaths(home).privateKeyPath);
-    expect(error.message).toContain('bridge keys init');
+    expect(error.message).toContain('agentbridge keys init');
   });
 
   it.skipIf(process.platform === 'win32')(
@@ -126,7 +126,7 @@ describe('gateway keys', () => {
     ]) {
       const error = errorOf(() => parsePublicKey(bad));
       expect(error.code).toBe(ErrorCode.badKey);
-      expect(error.message).toContain('bridge keys show');
+      expect(error.message).toContain('agentbridge keys show');
     }
   });
 });
@@ -205,7 +205,7 @@ describe('trust store', () => {
     now = 1000;
     expect(store.keysFor('host-b')).toEqual([keyB2]);
 
-    // ... and through `bridge trust` (atomic rename).
+    // ... and through `agentbridge trust` (atomic rename).
     removeTrust(home, 'host-b');
     now = 2000;
     expect(store.keysFor('host-b')).toEqual([]);
@@ -239,7 +239,7 @@ describe('trust store', () => {
   });
 });
 
-describe('bridge keys / bridge trust (CLI, built dist/)', () => {
+describe('agentbridge keys / agentbridge trust (CLI, built dist/)', () => {
   const cli = (args: string[]) =>
     runCli(args, { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'host-a', BRIDGE_CONFIG: '' });
   const json = (stdout: string) => JSON.parse(stdout) as Record<string, unknown>;
@@ -254,7 +254,7 @@ describe('bridge keys / bridge trust (CLI, built dist/)', () => {
     const show = await cli(['keys', 'show', '--json']);
     expect(json(show.stdout).publicKey).toBe(created.publicKey);
     const human = await cli(['keys', 'show']);
-    expect(human.stdout).toContain(`bridge trust add host-a ${created.publicKey as string}`);
+    expect(human.stdout).toContain(`agentbridge trust add host-a ${created.publicKey as string}`);
 
     const again = await cli(['keys', 'init', '--json']);
     expect(again.code).toBe(1);
@@ -269,7 +269,7 @@ describe('bridge keys / bridge trust (CLI, built dist/)', () => {
     const missing = await cli(['keys', 'show']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('KEY_MISSING');
-    expect(missing.stderr).toContain('bridge keys init');
+    expect(missing.stderr).toContain('agentbridge keys init');
 
     await cli(['keys', 'init']);
     chmodSync(join(home, 'keys', 'gateway.key'), 0o644);
@@ -297,7 +297,7 @@ describe('bridge keys / bridge trust (CLI, built dist/)', () => {
     });
     const again = await cli(['trust', 'remove', 'host-b', oldKey]);
     expect(again.code).toBe(2);
-    expect(again.stderr).toContain('bridge trust list');
+    expect(again.stderr).toContain('agentbridge trust list');
 
     await cli(['trust', 'remove', 'host-b']);
     expect(json((await cli(['trust', 'list', '--json'])).stdout)).toEqual({ hosts: [] });

@@ -15,7 +15,7 @@ import { runCli } from '../support/GatewayProcess.js';
 import { startTlsBroker, type TlsBroker } from '../support/tlsBroker.js';
 import { waitFor } from '../support/waitFor.js';
 
-// `bridge broker provision HOST --apply` against a private RabbitMQ node (the shared one's
+// `agentbridge broker provision HOST --apply` against a private RabbitMQ node (the shared one's
 // users are left alone): each gateway logs in as its own least-privilege user over amqps.
 
 interface ProvisionJson {
@@ -66,7 +66,7 @@ async function connectAs(login: ProvisionJson): Promise<ChannelModel> {
 
 let broker: TlsBroker;
 
-describe('bridge broker provision: one least-privilege login per gateway', () => {
+describe('agentbridge broker provision: one least-privilege login per gateway', () => {
   const hosts: Host[] = [];
 
   /** Boots a gateway on `home`; federated as `login` when given, else single-host. */
@@ -141,7 +141,7 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     await broker?.stop();
   }, 60_000);
 
-  it('a gateway login cannot make the shared topology: the gateway refuses to start until `bridge broker setup`', async () => {
+  it('a gateway login cannot make the shared topology: the gateway refuses to start until `agentbridge broker setup`', async () => {
     const [a, b] = hosts as [Host, Host];
     a.login = await provision(a);
     b.login = await provision(b);
@@ -151,9 +151,9 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     );
     expect(refused).toMatchObject({
       code: 'BROKER_NOT_SET_UP',
-      message: expect.stringContaining('run `bridge broker setup`'),
+      message: expect.stringContaining('run `agentbridge broker setup`'),
     });
-    // `bridge broker setup` with a gateway's login is refused by the broker, and says whose job it is.
+    // `agentbridge broker setup` with a gateway's login is refused by the broker, and says whose job it is.
     const configFile = join(a.home, 'setup-as-gateway.json');
     writeFileSync(
       configFile,
@@ -165,7 +165,7 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     });
     expect(asGateway.code).toBe(1);
     expect(asGateway.stderr).toMatch(
-      /BROKER_NOT_SET_UP: bridge broker setup failed declaring exchange bridge\.msg \(topic\): .*403.*ACCESS_REFUSED.*run setup with the operator \(administrator\) login/,
+      /BROKER_NOT_SET_UP: agentbridge broker setup failed declaring exchange bridge\.msg \(topic\): .*403.*ACCESS_REFUSED.*run setup with the operator \(administrator\) login/,
     );
 
     // The operator (here guest on the node's own loopback listener) sets it up once.
@@ -272,10 +272,10 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     });
     expect(received.map((e) => e.text)).toEqual(['over amqps']);
 
-    // `bridge dlq` through a gateway whose login may not read bridge.dlq says whose it is.
+    // `agentbridge dlq` through a gateway whose login may not read bridge.dlq says whose it is.
     await expect(a.daemon.gateway.listDeadLetters(10)).rejects.toMatchObject({
       code: 'FORBIDDEN',
-      message: expect.stringContaining(`bridge broker provision ${a.hostId} --read-dlq --apply`),
+      message: expect.stringContaining(`agentbridge broker provision ${a.hostId} --read-dlq --apply`),
     });
 
     // A connection logged in as A's user is refused B's inbox by the broker itself.
@@ -386,7 +386,7 @@ describe('bridge broker provision: one least-privilege login per gateway', () =>
     // the error says what to do.
     await expect(a.daemon.gateway.register({ kind: 'main', name: 'carol' })).rejects.toMatchObject({
       code: 'CONSUMER_REFUSED',
-      message: expect.stringContaining(`bridge broker provision ${a.hostId} --apply`),
+      message: expect.stringContaining(`agentbridge broker provision ${a.hostId} --apply`),
     });
     await a.daemon.stop();
     a.daemon = undefined;

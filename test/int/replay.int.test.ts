@@ -210,7 +210,7 @@ describe('replay parses each recorded row with its machine’s schemas', () => {
   });
 });
 
-describe('bridge export / bridge replay (CLI)', () => {
+describe('agentbridge export / agentbridge replay (CLI)', () => {
   const gateways: GatewayProcess[] = [];
   afterAll(async () => {
     for (const g of gateways) await g.dispose();

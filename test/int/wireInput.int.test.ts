@@ -330,10 +330,10 @@ describe('bad bytes on the wire are dead-lettered with their reason, never deliv
     }
   });
 
-  it('`bridge dlq list --json` shows each with its reason and detail', async () => {
+  it('`agentbridge dlq list --json` shows each with its reason and detail', async () => {
     const expected = [...cases.values()].flat().filter((c) => c.reason !== null);
     const listed = await waitFor(
-      'our dead letters in `bridge dlq list`',
+      'our dead letters in `agentbridge dlq list`',
       async () => {
         const result = await runCli(['dlq', 'list', '--json', '--max', '10000'], { BRIDGE_HOME: home });
         expect(result.code, result.stderr).toBe(0);

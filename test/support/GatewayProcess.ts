@@ -76,7 +76,7 @@ export interface GatewayProcessOptions {
 }
 
 /**
- * A gateway daemon as a separate OS process (`bridge start`), with its own home and port.
+ * A gateway daemon as a separate OS process (`agentbridge start`), with its own home and port.
  * It can be SIGKILLed and started again on the same home, as after a crash.
  */
 export class GatewayProcess {
@@ -137,7 +137,7 @@ export class GatewayProcess {
     }
   }
 
-  /** Trusts `other`'s key (as `bridge trust add` would). */
+  /** Trusts `other`'s key (as `agentbridge trust add` would). */
   trust(other: GatewayProcess): void {
     addTrust(this.home, other.hostId, other.publicKey);
   }

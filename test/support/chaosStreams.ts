@@ -14,7 +14,7 @@ import { callTool, connectMcp, type DrainedMessage, type Registered } from './mc
  * never arrived, what arrived under another msgId, out of send order (R-DL4), or more than once.
  */
 
-/** An entity as `bridge register --json` prints it, and the gateway it is on. */
+/** An entity as `agentbridge register --json` prints it, and the gateway it is on. */
 export interface Entity<G extends string = string> extends Registered {
   kind: string;
   on: G;
@@ -60,18 +60,18 @@ export interface Stream<G extends string = string> {
 /** An MCP client that knows when its connection is lost. */
 export type LosableClient = Client & { lost: AbortSignal };
 
-/** Registers an entity on `gateway` with `bridge register ARGS --json`. */
+/** Registers an entity on `gateway` with `agentbridge register ARGS --json`. */
 export async function registerOn<G extends string>(
   gateway: GatewayProcess,
   on: G,
   args: string[],
 ): Promise<Entity<G>> {
   const result = await gateway.cli(['register', ...args, '--json']);
-  if (result.code !== 0) throw new Error(`bridge register ${args.join(' ')} failed: ${result.stderr}`);
+  if (result.code !== 0) throw new Error(`agentbridge register ${args.join(' ')} failed: ${result.stderr}`);
   return { ...(JSON.parse(result.stdout) as Registered & { kind: string }), on };
 }
 
-/** `bridge register` arguments for a worker in the tmux pane `pane` of the server at `socket`. */
+/** `agentbridge register` arguments for a worker in the tmux pane `pane` of the server at `socket`. */
 export function tmuxWorkerArgs(name: string, pane: string, socket: string): string[] {
   return ['--kind', 'worker', '--name', name, '--tmux', pane, '--tmux-socket', socket];
 }

@@ -1,6 +1,6 @@
 /**
  * The operator console's login as a browser does it, without one: spends a login URL (what
- * `bridge console` prints) and keeps the session cookie; then the page's API calls with it.
+ * `agentbridge console` prints) and keeps the session cookie; then the page's API calls with it.
  */
 export interface ConsoleSession {
   /** `bridge_console=<id>`, for a Cookie header. */

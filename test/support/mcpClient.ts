@@ -43,7 +43,7 @@ export async function callTool(
   }
 }
 
-/** What `bridge register --json` prints. */
+/** What `agentbridge register --json` prints. */
 export interface Registered {
   gid: string;
   token: string;

@@ -3,7 +3,7 @@ import type { GatewayProcess } from './GatewayProcess.js';
 import type { TmuxTestServer } from './tmux.js';
 import { waitFor } from './waitFor.js';
 
-/** `bridge register … --json` on `gateway`, which must succeed: what it printed. */
+/** `agentbridge register … --json` on `gateway`, which must succeed: what it printed. */
 export async function registerEntity<T = { token: string }>(
   gateway: GatewayProcess,
   args: string[],

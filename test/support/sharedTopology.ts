@@ -13,7 +13,7 @@ const staleMs = 15 * 60_000;
 
 /**
  * Vitest global setup of the projects that use the shared broker: what an operator does once
- * per broker (`bridge broker setup`), done here with the test broker's guest login, so
+ * per broker (`agentbridge broker setup`), done here with the test broker's guest login, so
  * gateways (which only check the shared topology) find it. Idempotent, so concurrent runs of
  * other worktrees do not mind. Then it clears `bridge.dlq` of what earlier test runs left there
  * (see sweepStaleTestLetters).

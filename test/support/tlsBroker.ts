@@ -65,7 +65,7 @@ export interface TlsBroker {
  * Erlang distribution, and a CA plus server and client certificates made with openssl.
  * TLS verifies clients that present a certificate (`verify_peer`) but does not require one.
  *
- * The shared topology is set up (as `bridge broker setup` would) unless `setup: false`.
+ * The shared topology is set up (as `agentbridge broker setup` would) unless `setup: false`.
  *
  * Startup takes about 5 s here (RabbitMQ 3.10.8, Erlang 25); stop about 1.5 s.
  *

@@ -64,7 +64,7 @@ describe('broker connection errors, described for an operator', () => {
     );
     expect(permission.message).toBe(
       "the broker refused an operation: access to exchange 'bridge.msg' in vhost '/' refused for user 'bridge-x'; " +
-        "this login's permissions do not cover it (re-run bridge broker provision HOST --apply)",
+        "this login's permissions do not cover it (re-run agentbridge broker provision HOST --apply)",
     );
   });
 

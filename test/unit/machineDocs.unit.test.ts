@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { registryGraphs, vizFiles } from '../../src/viz/vizFiles.js';
 
 /**
- * docs/machines holds the diagrams of every machine, drawn by `bridge viz` (SPEC §10): they
+ * docs/machines holds the diagrams of every machine, drawn by `agentbridge viz` (SPEC §10): they
  * must be what the current definitions draw, byte for byte, so a machine changed without its
  * diagram fails here.
  */

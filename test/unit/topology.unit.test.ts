@@ -55,7 +55,7 @@ describe('topology: exchanges (SPEC §4)', () => {
     });
   });
 
-  it('bridge broker setup declares it classic in classic mode, quorum in quorum mode, never with a delivery limit', () => {
+  it('agentbridge broker setup declares it classic in classic mode, quorum in quorum mode, never with a delivery limit', () => {
     expect(dlqSpecOf(QueueMode.classic)).toEqual(dlqSpec);
     expect(dlqSpecOf(QueueMode.quorum)).toEqual({ ...dlqSpec, arguments: { 'x-queue-type': 'quorum' } });
   });

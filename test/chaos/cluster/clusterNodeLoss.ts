@@ -156,12 +156,12 @@ export function clusterNodeLossSuite(sharedCluster: () => TestCluster): void {
       await twin.start().catch(() => undefined);
       const code = await twin.exited(30_000);
       const ms = Date.now() - started;
-      // 1: refused while starting (`bridge start` fails); 70: refused later (fatal).
+      // 1: refused while starting (`agentbridge start` fails); 70: refused later (fatal).
       expect([1, 70], `${moment}: the second gateway's exit\n${twin.log}`).toContain(code);
       expect(twin.log, moment).toMatch(
         /CONSUMER_REFUSED: the broker refused to let this gateway consume .*RESOURCE-LOCKED.*Another gateway already consumes this (inbox|queue)/,
       );
-      expect(c.log, `${moment}: C was never refused`).not.toMatch(/bridge: fatal/);
+      expect(c.log, `${moment}: C was never refused`).not.toMatch(/agentbridge: fatal/);
       return ms;
     };
 
@@ -400,7 +400,7 @@ export function clusterNodeLossSuite(sharedCluster: () => TestCluster): void {
         );
         expect(statuses[name].broker?.unconfirmed, `${name}: every late confirm came`).toEqual([]);
         expect(await gatewayOf(name).healthy(), `${name} healthy`).toBe(true);
-        expect(gatewayOf(name).log, `${name} never fatal`).not.toMatch(/bridge: fatal/);
+        expect(gatewayOf(name).log, `${name} never fatal`).not.toMatch(/agentbridge: fatal/);
       }
       // Majority lost: the send that meets a held confirm gives up after confirmTimeoutMs, and the
       // ones after it fail at once; none waits for the MCP call's own timeout.

@@ -150,7 +150,7 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
 
     beforeAll(async () => {
       cluster = sharedCluster();
-      // As the operator's `bridge broker setup` does it with broker.queueMode: quorum.
+      // As the operator's `agentbridge broker setup` does it with broker.queueMode: quorum.
       await setupSharedTopology({ uri: uri(1), queueMode: QueueMode.quorum });
     }, 180_000);
 
@@ -166,7 +166,7 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
       );
     }, 120_000);
 
-    it('bridge broker setup made bridge.dlq a quorum queue; setting it up as classic says what to do', async () => {
+    it('agentbridge broker setup made bridge.dlq a quorum queue; setting it up as classic says what to do', async () => {
       await expect(setupSharedTopology({ uri: uri(2), queueMode: QueueMode.classic })).rejects.toThrow(
         /queue bridge\.dlq exists as a quorum queue, but broker\.queueMode is classic: .*set broker\.queueMode: quorum/,
       );
