@@ -22,6 +22,10 @@ const cli = join(root, 'dist', 'cli', 'main.js');
 const brokerUri = process.env.BRIDGE_DEMO_BROKER_URI ?? 'amqp://guest:guest@127.0.0.1:5672';
 const dir = mkdtempSync(join(tmpdir(), 'bridge-demo-'));
 const tmuxSocket = join(dir, 'tmux.sock');
+// Host ids and deployment of this run only: the broker may be shared with other deployments,
+// even ones whose hosts are called alpha and beta; the demo touches nothing but its own.
+const run = Math.random().toString(36).slice(2, 7);
+const deployment = `demo-${run}`;
 const say = (text) => console.log(`\n▶ ${text}`);
 const tmux = (...args) => execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/null', ...args]).toString();
 
@@ -42,6 +46,7 @@ async function gatewayOn(host) {
     BRIDGE_HOST_ID: host,
     BRIDGE_MCP_PORT: String(port),
     BRIDGE_BROKER_URI: brokerUri,
+    BRIDGE_DEPLOYMENT: deployment,
     BRIDGE_LOG_LEVEL: 'warn',
   };
   const child = spawn(process.execPath, [cli, 'start'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -92,9 +97,11 @@ try {
     stdio: ['ignore', 'ignore', 'inherit'],
   });
 
-  say('starting two gateways, alpha and beta, federated through RabbitMQ');
-  const alpha = await gatewayOn('alpha');
-  const beta = await gatewayOn('beta');
+  say(
+    `starting two gateways, alpha-${run} and beta-${run} (deployment ${deployment}), federated through RabbitMQ`,
+  );
+  const alpha = await gatewayOn(`alpha-${run}`);
+  const beta = await gatewayOn(`beta-${run}`);
   gateways.push(alpha, beta);
 
   say(
@@ -147,11 +154,11 @@ try {
     console.log(`    ${`${e.name}@${e.host}`.padEnd(14)} ${e.kind.padEnd(7)} ${e.status}`);
 
   say(
-    'lead@alpha → coder@beta: bridge_send {to: "coder@beta", text: "add a --verbose flag", wait_ms: 20000}',
+    `lead@${alpha.host} → coder@${beta.host}: bridge_send {to: "coder@${beta.host}", text: "add a --verbose flag", wait_ms: 20000}`,
   );
   const result = await client.callTool({
     name: 'bridge_send',
-    arguments: { to: 'coder@beta', text: 'add a --verbose flag', wait_ms: 20_000 },
+    arguments: { to: `coder@${beta.host}`, text: 'add a --verbose flag', wait_ms: 20_000 },
   });
   if (result.isError) throw new Error(result.content?.[0]?.text);
   const sent = result.structuredContent;
@@ -209,7 +216,8 @@ try {
   const connection = await amqp.connect(brokerUri).catch(() => undefined);
   if (connection) {
     const channel = await connection.createChannel();
-    for (const host of ['alpha', 'beta']) await channel.deleteQueue(`control.${host}`).catch(() => {});
+    // Only this run's own control queues (its host ids are its own).
+    for (const g of gateways) await channel.deleteQueue(`control.${g.host}`).catch(() => {});
     await connection.close().catch(() => {});
   }
   try {

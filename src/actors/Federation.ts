@@ -7,6 +7,7 @@ import {
   inboxLockSpec,
   inboxName,
   inboxSpec,
+  messageRoutingKey,
   QueueMode,
   rosterSpec,
 } from '../broker/topology.js';
@@ -35,7 +36,7 @@ import { PresenceExchange } from './PresenceExchange.js';
 import { RemoteRoster } from './RemoteRoster.js';
 
 /** The part of the gateway's config the federation reads. */
-export type FederationConfig = Pick<Config, 'hostId' | 'broker' | 'security' | 'limits' | 'delivery'>;
+export type FederationConfig = Pick<Config, 'hostId' | 'broker' | 'security' | 'limits' | 'delivery' | 'log'>;
 
 export interface FederationDeps extends RuntimeDeps {
   config: FederationConfig;
@@ -179,7 +180,7 @@ export class Federation implements DeadLetterSink {
       onMessage: (message) => this.inbound.receive(control, message),
     });
     await this.broker.consume({
-      queue: rosterSpec(hostId),
+      queue: rosterSpec(this.deps.config.broker.deployment, hostId),
       prefetch: 100,
       exclusive: true,
       ownChannel: true,
@@ -201,6 +202,7 @@ export class Federation implements DeadLetterSink {
     await this.broker.consume({
       queue: inboxSpec({
         gid: entity.gid,
+        deployment: broker.deployment,
         groups: entity.record.groups,
         refusedGroups: entity.record.refusedGroups ?? [],
         mode: broker.queueMode,
@@ -275,7 +277,8 @@ export class Federation implements DeadLetterSink {
     const content = encodeEnvelope(envelope);
     return this.broker.publish({
       exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
-      routingKey: exchange === 'control' ? controlKey(to) : to,
+      routingKey:
+        exchange === 'control' ? controlKey(to) : messageRoutingKey(this.deps.config.broker.deployment, to),
       content,
       messageId: envelope.msgId,
       mandatory: true,

@@ -4,6 +4,7 @@ import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log/logger.js';
+import { RepeatLimiter } from '../log/RepeatLimiter.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Signer } from '../security/messageSigning.js';
 import { schemaVersionString, WireKind } from '../wire/envelope.js';
@@ -21,7 +22,7 @@ import type { RemoteRoster } from './RemoteRoster.js';
 export interface PresenceExchangeDeps {
   broker: BrokerActor;
   roster: RemoteRoster;
-  config: Pick<Config, 'hostId' | 'broker' | 'security' | 'limits'>;
+  config: Pick<Config, 'hostId' | 'broker' | 'security' | 'limits' | 'log'>;
   hlc: Hlc;
   clock: Clock;
   logger: Logger;
@@ -45,8 +46,12 @@ export class PresenceExchange {
   private announceTimer: ReturnType<typeof setTimeout> | undefined;
   /** This gateway's own snapshot is past what peers with its limits take: warned once until it fits. */
   private ownTooLarge = false;
+  /** An untrusted or misconfigured peer announces every heartbeat: one line per peer and reason a window. */
+  private readonly ignoredLog: RepeatLimiter;
 
-  constructor(private readonly deps: PresenceExchangeDeps) {}
+  constructor(private readonly deps: PresenceExchangeDeps) {
+    this.ignoredLog = new RepeatLimiter(deps.config.log.repeatWindowMs);
+  }
 
   startHeartbeat(): void {
     this.heartbeat = setInterval(() => void this.announce(), this.deps.config.broker.heartbeatMs);
@@ -88,7 +93,7 @@ export class PresenceExchange {
     await broker
       .publish({
         exchange: Exchange.roster,
-        routingKey: rosterKey(config.hostId),
+        routingKey: rosterKey(config.broker.deployment, config.hostId),
         content,
         headers: this.deps.signer.headersFor(content),
         messageId: `presence/${config.hostId}/${presence.hlc}`,
@@ -153,8 +158,15 @@ export class PresenceExchange {
 
   private ignore(reason: string, detail: string, routingKey: string): void {
     this.deps.metrics.presenceIgnored.inc({ reason });
+    const admitted = this.ignoredLog.admit(`${reason} ${routingKey}`, this.deps.clock.now());
+    if (!admitted.write) return;
     this.deps.logger.warn(
-      { reason, detail: boundedDetail(detail), routingKey: boundedDetail(routingKey) },
+      {
+        reason,
+        detail: boundedDetail(detail),
+        routingKey: boundedDetail(routingKey),
+        ...(admitted.suppressed > 0 && { alsoIgnoredSinceLastLine: admitted.suppressed }),
+      },
       'ignored a PRESENCE announcement',
     );
   }

@@ -4,13 +4,16 @@ import {
   controlKey,
   controlLockName,
   controlSpec,
+  deploymentKey,
   dlqName,
   Exchange,
   inboxLockName,
   inboxName,
+  legacyBroadcastKeys,
   QueueMode,
+  rosterBindingKey,
   rosterKey,
-  rosterSpec,
+  rosterQueueName,
 } from './topology.js';
 
 /**
@@ -25,6 +28,8 @@ import {
 /** What a gateway's permissions depend on: its host id and its current local entities. */
 export interface GatewayPermissionsInput {
   hostId: string;
+  /** `broker.deployment`: the only broadcast and PRESENCE keys the login may use. */
+  deployment: string;
   entities: readonly { gid: string; groups: readonly string[] }[];
   queueMode: QueueMode;
   /** Also let this login read (and requeue from) the shared DLQ: operator tooling, off by default. */
@@ -61,21 +66,23 @@ export function exactly(names: Iterable<string>): string {
   return unique.length === 0 ? '^$' : `^(${unique.map(escapeRegex).join('|')})$`;
 }
 
-/** Routing keys a gateway publishes to `bridge.msg` with: a recipient gid, or a broadcast key. */
-const messageKeysPattern = '^([0-9A-Fa-f-]+|broadcast\\..+)$';
+/** Routing keys a gateway publishes to `bridge.msg` with: a recipient gid, or its deployment's broadcast key. */
+function messageKeysPattern(deployment: string): string {
+  return `^([0-9A-Fa-f-]+|${escapeRegex(deploymentKey(deployment, 'broadcast.'))}.+)$`;
+}
 
 /** Routing keys of control messages: `control.<host>` of any host id. */
 const controlKeysPattern = '^control\\.[A-Za-z0-9._-]+$';
 
 export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermissions {
-  const { hostId, entities } = input;
+  const { hostId, deployment, entities } = input;
   const inboxes = entities.map((e) => inboxName(e.gid));
   // Every inbox has a lock queue (in both modes: a paused classic consumer is no consumer).
   const locks = entities.map((e) => inboxLockName(e.gid));
   // A quorum control queue ignores `exclusive` too: it has a lock queue of its own.
   if (input.queueMode === QueueMode.quorum) locks.push(controlLockName(hostId));
   const control = controlSpec(hostId).name;
-  const roster = rosterSpec(hostId).name;
+  const roster = rosterQueueName(hostId);
   const ownQueues = [...inboxes, control, roster];
 
   return {
@@ -103,22 +110,25 @@ export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermi
         // Bind only its own entities' gids and their broadcast keys: with read on bridge.msg
         // alone, a login could bind its inbox to another host's gid (or "#") and copy its mail.
         exchange: Exchange.msg,
-        write: messageKeysPattern,
+        // The bare broadcast keys of earlier releases only to unbind them.
+        write: messageKeysPattern(deployment),
         read: exactly(
           entities.length === 0
             ? []
             : [
                 ...entities.map((e) => e.gid),
-                broadcastAllKey,
-                ...entities.flatMap((e) => e.groups.map((g) => broadcastKey(g))),
+                ...[broadcastAllKey, ...entities.flatMap((e) => e.groups.map(broadcastKey))].map((key) =>
+                  deploymentKey(deployment, key),
+                ),
+                ...entities.flatMap((e) => legacyBroadcastKeys(e.groups)),
               ],
         ),
       },
       {
-        // Announce only under its own key; its roster queue binds with "roster.#".
+        // Announce only under its own key; its roster queue binds its deployment's.
         exchange: Exchange.roster,
-        write: exactly([rosterKey(hostId)]),
-        read: exactly(['roster.#']),
+        write: exactly([rosterKey(deployment, hostId)]),
+        read: exactly([rosterBindingKey(deployment)]),
       },
       {
         // Send control to any host, but bind only its own host's key: a login cannot bind a

@@ -110,14 +110,35 @@ export function inboxLockName(gid: string): string {
   return `agent.${gid}.lock`;
 }
 
+/**
+ * The address of a broadcast (the envelope's `to`): `broadcast.all`, or `broadcast.<group>`.
+ * On the broker it travels under its deployment's routing key (`deploymentKey`).
+ */
 export const broadcastAllKey = 'broadcast.all';
 
 export function broadcastKey(group?: string): string {
   return group === undefined ? broadcastAllKey : `broadcast.${group}`;
 }
 
+/**
+ * The routing key of a broadcast or PRESENCE inside one deployment (`broker.deployment`):
+ * `deployment.<id>.<key>`. Deployments that share a broker (even a vhost) bind only their own,
+ * so one's broadcasts and announcements never reach another's inboxes or roster. The id has no
+ * dots, so no deployment's keys are a prefix of another's.
+ */
+export function deploymentKey(deployment: string, key: string): string {
+  return `deployment.${deployment}.${key}`;
+}
+
+/** What `bridge.msg` carries an envelope under: its recipient gid, or its deployment's broadcast key. */
+export function messageRoutingKey(deployment: string, to: string): string {
+  return to.startsWith('broadcast.') ? deploymentKey(deployment, to) : to;
+}
+
 export interface InboxOptions {
   gid: string;
+  /** `broker.deployment`: the broadcasts the inbox takes are its deployment's. */
+  deployment: string;
   groups: readonly string[];
   /** Groups the entity's stored row names that are no group names: their bindings are removed. */
   refusedGroups?: readonly string[];
@@ -140,16 +161,31 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
     arguments: args,
     bindings: [
       { exchange: Exchange.msg, key: options.gid },
-      { exchange: Exchange.msg, key: broadcastAllKey },
-      ...options.groups
-        .filter(isGroupName)
-        .map((group) => ({ exchange: Exchange.msg, key: broadcastKey(group) })),
+      ...[broadcastAllKey, ...options.groups.filter(isGroupName).map(broadcastKey)].map((key) => ({
+        exchange: Exchange.msg,
+        key: deploymentKey(options.deployment, key),
+      })),
     ],
     // Never a wildcard binding, whatever reached here: `broadcast.#` would take every group's.
-    unbindings: [...(options.refusedGroups ?? []), ...options.groups.filter((g) => !isGroupName(g))].map(
-      (group) => ({ exchange: Exchange.msg, key: broadcastKey(group) }),
-    ),
+    // Earlier releases bound the bare broadcast keys, which every deployment on the broker shares.
+    unbindings: [
+      ...[...(options.refusedGroups ?? []), ...options.groups.filter((g) => !isGroupName(g))].map(
+        (group) => ({ exchange: Exchange.msg, key: deploymentKey(options.deployment, broadcastKey(group)) }),
+      ),
+      ...legacyBroadcastKeys(options.groups, options.refusedGroups).map((key) => ({
+        exchange: Exchange.msg,
+        key,
+      })),
+    ],
   };
+}
+
+/** The bare broadcast keys earlier releases bound an inbox to: unbound when it is declared. */
+export function legacyBroadcastKeys(
+  groups: readonly string[],
+  refusedGroups: readonly string[] = [],
+): string[] {
+  return [broadcastAllKey, ...[...groups, ...refusedGroups].map(broadcastKey)];
 }
 
 export function inboxLockSpec(gid: string): QueueSpec {
@@ -201,17 +237,27 @@ export function controlLockSpec(hostId: string): QueueSpec {
   return lockSpec(controlLockName(hostId));
 }
 
-export function rosterKey(hostId: string): string {
+/** The routing key of a host's PRESENCE on `bridge.roster`: its deployment's. */
+export function rosterKey(deployment: string, hostId: string): string {
+  return deploymentKey(deployment, `roster.${hostId}`);
+}
+
+export function rosterQueueName(hostId: string): string {
   return `roster.${hostId}`;
 }
 
-export function rosterSpec(hostId: string): QueueSpec {
+/** A gateway's roster queue: every PRESENCE of its deployment, none of another's. */
+export function rosterSpec(deployment: string, hostId: string): QueueSpec {
   return {
-    name: `roster.${hostId}`,
+    name: rosterQueueName(hostId),
     durable: false,
     exclusive: true,
     autoDelete: true,
     arguments: {},
-    bindings: [{ exchange: Exchange.roster, key: 'roster.#' }],
+    bindings: [{ exchange: Exchange.roster, key: rosterBindingKey(deployment) }],
   };
+}
+
+export function rosterBindingKey(deployment: string): string {
+  return deploymentKey(deployment, 'roster.#');
 }

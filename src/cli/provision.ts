@@ -70,6 +70,7 @@ async function runProvision(values: CliValues, args: string[]): Promise<number> 
   const { entities, eventLog } = await localEntities(config.home, config.hostId, host);
   const permissions = gatewayPermissions({
     hostId: host,
+    deployment: config.broker.deployment,
     entities,
     queueMode: config.broker.queueMode,
     readDeadLetters: values['read-dlq'] ?? false,

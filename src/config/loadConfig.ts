@@ -11,6 +11,7 @@ export const envOverrides = {
   BRIDGE_HOST_ID: { path: ['hostId'], type: 'string' },
   // One URI or a comma-separated list; it replaces the file's broker.uri or broker.uris.
   BRIDGE_BROKER_URI: { path: ['broker', 'uri'], type: 'string', replaces: ['broker', 'uris'] },
+  BRIDGE_DEPLOYMENT: { path: ['broker', 'deployment'], type: 'string' },
   BRIDGE_MCP_HOST: { path: ['mcp', 'host'], type: 'string' },
   BRIDGE_MCP_PORT: { path: ['mcp', 'port'], type: 'number' },
   BRIDGE_LOG_LEVEL: { path: ['log', 'level'], type: 'string' },

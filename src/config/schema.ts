@@ -85,6 +85,16 @@ export const configSchema = z.strictObject({
       uri: z.string().optional(),
       /** The broker's nodes (R-TOP3): the gateway is on one, and moves to another when it is lost. */
       uris: z.array(z.string()).min(1, 'lists at least one broker node').optional(),
+      /**
+       * The deployment this gateway belongs to: the gateways that trust each other. Broadcasts
+       * and PRESENCE travel under its routing keys, so deployments that share a broker (even one
+       * vhost) never reach each other's inboxes or rosters. Give every team its own (and, better,
+       * its own vhost); gateways of one deployment must all name the same.
+       */
+      deployment: z
+        .string()
+        .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'is lower-case letters, digits and "-" (no dots), at most 63')
+        .default('default'),
       /** classic queues (one broker) or quorum queues (a cluster, R-TOP2). */
       queueMode: z.enum(['classic', 'quorum']).default('classic'),
       /** Inbox cap (x-max-length): overflow is refused to the sender and dead-lettered (R-H1). */
@@ -361,6 +371,15 @@ export const configSchema = z.strictObject({
   log: z
     .strictObject({
       level: z.enum(logLevels).default('info'),
+      /**
+       * A warning peers can repeat every heartbeat (an ignored PRESENCE) is written once per
+       * peer and reason per this window, with the count left out; the metric counts them all.
+       */
+      repeatWindowMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(10 * 60_000),
     })
     .prefault({}),
   metrics: z

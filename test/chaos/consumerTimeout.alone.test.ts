@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlSpec, inboxName, rosterSpec } from '../../src/broker/topology.js';
+import { controlSpec, inboxName, rosterQueueName } from '../../src/broker/topology.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { consumerCounts, restoreRabbitSetting, setRabbitSetting } from '../support/rabbit.js';
@@ -50,7 +50,7 @@ describe('a main that drains only after several consumer timeouts', () => {
     const broker = { heartbeatMs: 500, retryBaseMs: 200 };
     alpha = new GatewayProcess({
       hostId: uniqueHostId('ct-a'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker },
     });
     gateways.push(alpha);
@@ -58,7 +58,7 @@ describe('a main that drains only after several consumer timeouts', () => {
       gateways.push(
         new GatewayProcess({
           hostId: uniqueHostId(`ct-${mode}`),
-          env: { BRIDGE_BROKER_URI: brokerUri },
+          env: { ...brokerEnv },
           config: { broker: { ...broker, queueMode: mode } },
         }),
       );
@@ -74,7 +74,7 @@ describe('a main that drains only after several consumer timeouts', () => {
       clients.push(client);
       mains.push({ mode, gateway, client, gid: lead.gid });
     }
-    for (const g of gateways) queues.push(controlSpec(g.hostId).name, rosterSpec(g.hostId).name);
+    for (const g of gateways) queues.push(controlSpec(g.hostId).name, rosterQueueName(g.hostId));
     queues.push(inboxName(s.gid), ...mains.map((m) => inboxName(m.gid)));
     await waitFor('both leads in alpha’s roster', async () => {
       const r = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{ host: string }>;

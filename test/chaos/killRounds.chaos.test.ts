@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { type Entity, registerOn, type Stream, StreamRun, tmuxWorkerArgs } from '../support/chaosStreams.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
@@ -117,7 +117,7 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
     for (const name of gatewayNames) {
       const gateway = new GatewayProcess({
         hostId: uniqueHostId(`kr${name.toLowerCase()}`),
-        env: { BRIDGE_BROKER_URI: brokerUri },
+        env: { ...brokerEnv },
         config: {
           // Remote roster entries outlive a peer's restart (30 beats), so a send to a host that
           // is down is still addressed by name and waits in the broker's durable inbox.

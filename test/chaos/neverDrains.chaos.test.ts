@@ -5,7 +5,7 @@ import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { namedUuid } from '../../src/wire/ids.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
@@ -77,12 +77,12 @@ describe('a main that never drains, under a flood', () => {
   beforeAll(async () => {
     origin = new GatewayProcess({
       hostId: uniqueHostId('flood-a'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300 }, delivery: { ttlMs } },
     });
     receiver = new GatewayProcess({
       hostId: uniqueHostId('flood-b'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: {
         broker: { heartbeatMs: 300, prefetch: 20, inboxMaxLength: 30 },
         // One sender fills the inbox here: the caps themselves are under test, not the share.

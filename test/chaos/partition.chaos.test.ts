@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { NetNamespace, type TcpForwarder } from '../support/netns.js';
@@ -120,7 +120,7 @@ describe('network partition between a host and the broker', () => {
     forwarder = await ns.forward(5672);
     alpha = new GatewayProcess({
       hostId: uniqueHostId(`part-a-${suffix}`),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config,
     });
     beta = new GatewayProcess({

@@ -4,7 +4,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import {
   callTool,
@@ -82,7 +82,7 @@ describe('ask turns across two gateway processes', () => {
     const gateway = (prefix: string) => {
       const g = new GatewayProcess({
         hostId: uniqueHostId(prefix),
-        env: { BRIDGE_BROKER_URI: brokerUri },
+        env: { ...brokerEnv },
         config: { broker: { heartbeatMs } },
       });
       gateways.push(g);

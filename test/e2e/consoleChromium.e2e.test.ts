@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueHostId } from '../support/broker.js';
 import { findChromium } from '../support/chromium.js';
 import { withEventsDb } from '../support/eventsDb.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
@@ -31,13 +31,13 @@ describe('operator console in Chromium, over two federated gateways', () => {
   beforeAll(async () => {
     mkdirSync(artifacts, { recursive: true });
     const gateway = (prefix: string) =>
-      new GatewayProcess({ hostId: uniqueHostId(prefix), env: { BRIDGE_BROKER_URI: brokerUri } });
+      new GatewayProcess({ hostId: uniqueHostId(prefix), env: { ...brokerEnv } });
     alpha = gateway('console-a');
     // B's inboxes hold 2 messages on the broker, so that a third, sent while B is down, is a
     // dead letter (maxlen) to requeue.
     beta = new GatewayProcess({
       hostId: uniqueHostId('console-b'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { inboxMaxLength: 2 }, limits: { senderInboxShare: 1 } },
     });
     await Promise.all([alpha.start(), beta.start()]);

@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlSpec, inboxName, rosterSpec } from '../../src/broker/topology.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { controlSpec, inboxName, rosterQueueName } from '../../src/broker/topology.js';
+import { brokerEnv, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { closeConsumerChannels, consumerCounts } from '../support/rabbit.js';
@@ -31,8 +31,8 @@ describe('a consumer whose channel the broker closes is recovered', () => {
 
   beforeAll(async () => {
     const config = { broker: { heartbeatMs: 300, retryBaseMs: 200 } };
-    alpha = new GatewayProcess({ hostId: `rec-a-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri }, config });
-    beta = new GatewayProcess({ hostId: `rec-b-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri }, config });
+    alpha = new GatewayProcess({ hostId: `rec-a-${suffix}`, env: { ...brokerEnv }, config });
+    beta = new GatewayProcess({ hostId: `rec-b-${suffix}`, env: { ...brokerEnv }, config });
     await Promise.all([alpha.start(), beta.start()]);
     const s = await register(alpha, 'src');
     const l = await register(beta, 'lead');
@@ -62,7 +62,7 @@ describe('a consumer whose channel the broker closes is recovered', () => {
       return (s.deliveries.held ?? 0) === 1 ? true : undefined;
     });
 
-    const queues = [inboxName(leadGid), controlSpec(beta.hostId).name, rosterSpec(beta.hostId).name];
+    const queues = [inboxName(leadGid), controlSpec(beta.hostId).name, rosterQueueName(beta.hostId)];
     expect(await closeConsumerChannels(queues)).toBe(3);
     await waitFor('beta saw the three channels closed', async () =>
       beta.log.split('\n').filter((l) => l.includes('broker consumer channel error')).length >= 3

@@ -1,6 +1,6 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
@@ -20,8 +20,8 @@ describe('a cross-host delivery that keeps failing', () => {
     tmux = await startTmuxServer();
     const config = { broker: { heartbeatMs: 300 }, delivery: { maxAttempts: 2, retryBaseMs: 50 } };
     gateways.push(
-      new GatewayProcess({ hostId: `sender-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri }, config }),
-      new GatewayProcess({ hostId: `doomed-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri }, config }),
+      new GatewayProcess({ hostId: `sender-${suffix}`, env: { ...brokerEnv }, config }),
+      new GatewayProcess({ hostId: `doomed-${suffix}`, env: { ...brokerEnv }, config }),
     );
     await Promise.all(gateways.map((g) => g.start()));
   });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
 import type { RequeueResult } from '../../src/wire/deadLetterView.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { type CliResult, cliPath, GatewayProcess } from '../support/GatewayProcess.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 import { publishConfirmed } from '../support/signedPeer.js';
@@ -81,7 +81,7 @@ describe('agentbridge dlq requeue of a letter refused again on arrival', () => {
   beforeAll(async () => {
     gateway = new GatewayProcess({
       hostId: uniqueHostId('dlqloop'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300 } },
     });
     await gateway.start();

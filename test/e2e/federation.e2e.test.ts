@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startStandInAgent, startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
@@ -37,7 +37,7 @@ describe('three federated gateways', () => {
   const gateway = (name: string) => {
     const g = new GatewayProcess({
       hostId: `${name}-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs } },
     });
     gateways.push(g);

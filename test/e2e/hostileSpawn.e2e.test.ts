@@ -11,7 +11,7 @@ import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { withEventsDb } from '../support/eventsDb.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { fakePeer, listenAsPeerEntity, publishConfirmed, signedBy } from '../support/signedPeer.js';
@@ -234,7 +234,7 @@ describe('hostile spawn requests and groups across the broker', () => {
   beforeAll(async () => {
     b = new GatewayProcess({
       hostId: uniqueHostId('hostileB'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { profiles },
     });
     addTrust(b.home, peer.host, peer.keys.publicKeyString);

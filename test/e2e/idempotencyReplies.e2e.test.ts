@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import {
   callTool,
@@ -73,12 +73,12 @@ describe('idempotency keys name one call; replies name only messages one receive
   beforeAll(async () => {
     alpha = new GatewayProcess({
       hostId: `idem-alpha-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300 } },
     });
     beta = new GatewayProcess({
       hostId: `idem-beta-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300 } },
     });
     // A broker peer alpha trusts: a host with its own login and key, not running bridge.

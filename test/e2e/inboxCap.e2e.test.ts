@@ -2,7 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
 import { deleteQueues } from '../support/broker.js';
-import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
@@ -30,14 +30,14 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
   beforeAll(async () => {
     origin = new GatewayProcess({
       hostId: `origin-${queueMode}-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300, queueMode } },
     });
     // The sink's gateway stops taking messages from the broker once its inbox of 3 could not
     // take the 2 that may be on their way; the broker's queue holds 3 more.
     receiver = new GatewayProcess({
       hostId: `receiver-${queueMode}-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: {
         broker: { heartbeatMs: 300, prefetch: 2, inboxMaxLength: 3, queueMode },
         // One sender fills the inbox: the cap itself is under test, not the sender's share.

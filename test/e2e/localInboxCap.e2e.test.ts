@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { brokerUri, dlqUntilSeen, removeDeadLettersOf } from '../support/federation.js';
+import { brokerEnv, dlqUntilSeen, removeDeadLettersOf } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 import { rssMb } from '../support/processMemory.js';
@@ -122,7 +122,7 @@ describe('a same-host refusal on a federated gateway', () => {
   beforeAll(async () => {
     gateway = new GatewayProcess({
       hostId: `localcap-${Math.random().toString(36).slice(2, 7)}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { inboxMaxLength: 2 }, limits: { senderInboxShare: 1 } },
     });
     await gateway.start();

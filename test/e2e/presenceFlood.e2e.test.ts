@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Exchange } from '../../src/broker/topology.js';
+import { Exchange, rosterKey } from '../../src/broker/topology.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, testDeployment, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { rssMb } from '../support/processMemory.js';
 import { announcePresence, fakePeer, publishConfirmed } from '../support/signedPeer.js';
@@ -59,7 +59,7 @@ describe('a 28 MB PRESENCE is refused before it is parsed', () => {
       .filter((l) => l.includes('ignored a PRESENCE announcement') && l.includes(`roster.${floodHost}`));
 
   beforeAll(async () => {
-    alpha = new GatewayProcess({ hostId: `alpha-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri } });
+    alpha = new GatewayProcess({ hostId: `alpha-${suffix}`, env: { ...brokerEnv } });
     addTrust(alpha.home, peer.host, peer.keys.publicKeyString);
     await alpha.start();
     connection = await amqp.connect(brokerUri);
@@ -80,7 +80,7 @@ describe('a 28 MB PRESENCE is refused before it is parsed', () => {
     await publishConfirmed(
       channel,
       Exchange.roster,
-      `roster.${floodHost}`,
+      rosterKey(testDeployment, floodHost),
       content,
       {},
       `flood/${randomUUID()}`,
@@ -89,7 +89,10 @@ describe('a 28 MB PRESENCE is refused before it is parsed', () => {
       rssPeak = Math.max(rssPeak, rssMb(pid));
       return ignoredLines()[0];
     });
-    expect(JSON.parse(line)).toMatchObject({ reason: 'oversized', routingKey: `roster.${floodHost}` });
+    expect(JSON.parse(line)).toMatchObject({
+      reason: 'oversized',
+      routingKey: rosterKey(testDeployment, floodHost),
+    });
     expect(JSON.parse(line).detail).toMatch(/limits\.maxPresenceBytes/);
     expect(await alpha.healthy()).toBe(true);
     rssPeak = Math.max(rssPeak, rssMb(pid));

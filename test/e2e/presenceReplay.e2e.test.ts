@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Exchange } from '../../src/broker/topology.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { Exchange, rosterKey } from '../../src/broker/topology.js';
+import { brokerEnv, brokerUri, testDeployment, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
@@ -48,7 +48,7 @@ describe('a replayed PRESENCE does not resurrect a dead host', () => {
     publishConfirmed(
       channel,
       Exchange.roster,
-      `roster.${beta.hostId}`,
+      rosterKey(testDeployment, beta.hostId),
       copy.content,
       copy.headers,
       `presence/replay/${Math.random()}`,
@@ -66,15 +66,20 @@ describe('a replayed PRESENCE does not resurrect a dead host', () => {
       .filter((l) => l.includes('host joined the roster') && l.includes(`"peer":"${beta.hostId}"`)).length;
 
   beforeAll(async () => {
-    const config = { broker: { heartbeatMs, presenceTtlBeats }, security: { maxClockSkewMs } };
-    alpha = new GatewayProcess({ hostId: `alpha-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri }, config });
-    beta = new GatewayProcess({ hostId: `beta-${suffix}`, env: { BRIDGE_BROKER_URI: brokerUri }, config });
+    // Every refusal logged (not once a window): the test counts them.
+    const config = {
+      broker: { heartbeatMs, presenceTtlBeats },
+      security: { maxClockSkewMs },
+      log: { repeatWindowMs: 0 },
+    };
+    alpha = new GatewayProcess({ hostId: `alpha-${suffix}`, env: { ...brokerEnv }, config });
+    beta = new GatewayProcess({ hostId: `beta-${suffix}`, env: { ...brokerEnv }, config });
     await Promise.all([alpha.start(), beta.start()]);
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
     // What an eavesdropper with read access does: a queue of its own on the roster exchange.
     const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true });
-    await channel.bindQueue(queue, Exchange.roster, `roster.${beta.hostId}`);
+    await channel.bindQueue(queue, Exchange.roster, rosterKey(testDeployment, beta.hostId));
     await channel.consume(queue, (message) => {
       if (!message || !capturing || !message.content.toString().includes('"mainB"')) return;
       captured = {

@@ -11,7 +11,7 @@ import { type AgentTui, type AgentTuiSession, launchAgentTui } from '../support/
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { startCpuLoad } from '../support/cpuLoad.js';
 import { type FakeModelApi, startFakeModelApi } from '../support/fakeModelApi.js';
-import { brokerUri, removeDeadLettersOf } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { waitFor } from '../support/waitFor.js';
@@ -510,7 +510,7 @@ describe('a real agent on another host: the receipt "submitted" reaches the send
     const federated = (prefix: string) =>
       new GatewayProcess({
         hostId: uniqueHostId(prefix),
-        env: { BRIDGE_BROKER_URI: brokerUri },
+        env: { ...brokerEnv },
         config: { broker: { heartbeatMs: 300 } },
       });
     a = federated('agents-a');

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
 import { namedUuid } from '../../src/wire/ids.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
@@ -142,13 +142,13 @@ describe('receipts to the sender, across two gateway processes', () => {
   beforeAll(async () => {
     a = new GatewayProcess({
       hostId: uniqueHostId('rcpt-a'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300 }, delivery: { receiptWaitMs } },
     });
     // B reconnects slowly, so that a cut connection stays cut long enough to drain meanwhile.
     b = new GatewayProcess({
       hostId: uniqueHostId('rcpt-b'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300, retryBaseMs: 8_000, retryMaxMs: 8_000 } },
     });
     await Promise.all([a.start(), b.start()]);

@@ -2,7 +2,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlSpec, inboxName } from '../../src/broker/topology.js';
 import { deleteQueues } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type DrainedMessage, type Registered } from '../support/mcpClient.js';
 
@@ -108,12 +108,12 @@ describe('one sender on another host cannot fill every inbox (federated)', () =>
   beforeAll(async () => {
     origin = new GatewayProcess({
       hostId: `share-origin-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300 } },
     });
     receiver = new GatewayProcess({
       hostId: `share-receiver-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs: 300, inboxMaxLength: maxLength } },
     });
     await Promise.all([origin.start(), receiver.start()]);

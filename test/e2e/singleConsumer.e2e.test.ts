@@ -1,6 +1,6 @@
 import { cpSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 
@@ -18,7 +18,7 @@ describe.each([
   const gateway = (name: string) => {
     const g = new GatewayProcess({
       hostId: `${name}-${suffix}`,
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { queueMode: mode, heartbeatMs: 500 } },
     });
     gateways.push(g);

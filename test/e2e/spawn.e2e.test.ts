@@ -15,7 +15,7 @@ import { addTrust } from '../../src/security/TrustStore.js';
 import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { consolePost, openConsoleSession } from '../support/consoleSession.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { fakePeer, listenAsPeerEntity } from '../support/signedPeer.js';
@@ -185,12 +185,12 @@ describe('spawn / stop (U4)', () => {
     tmux = await startTmuxServer();
     a = new GatewayProcess({
       hostId: uniqueHostId('spawnA'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: { broker: { heartbeatMs } },
     });
     b = new GatewayProcess({
       hostId: uniqueHostId('spawnB'),
-      env: { BRIDGE_BROKER_URI: brokerUri },
+      env: { ...brokerEnv },
       config: {
         broker: { heartbeatMs },
         spawn: { tmuxSocket: tmux.socket, tmuxSession: sessionB },

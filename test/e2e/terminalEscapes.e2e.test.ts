@@ -1,11 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
+import { controlSpec, Exchange, inboxName, rosterKey } from '../../src/broker/topology.js';
 import { DeadLetterHeader } from '../../src/wire/deadLetterView.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { openConsoleSession } from '../support/consoleSession.js';
-import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import {
+  brokerEnv,
+  brokerUri,
+  dlqUntilSeen,
+  removeDeadLettersOf,
+  testDeployment,
+  waitFor,
+} from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { publishConfirmed } from '../support/signedPeer.js';
 
@@ -99,7 +106,7 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
   };
 
   beforeAll(async () => {
-    gateway = new GatewayProcess({ hostId: uniqueHostId('escapes'), env: { BRIDGE_BROKER_URI: brokerUri } });
+    gateway = new GatewayProcess({ hostId: uniqueHostId('escapes'), env: { ...brokerEnv } });
     await gateway.start();
     senderToken = await register('sender');
     readerToken = await register('reader');
@@ -188,8 +195,8 @@ describe('terminal escapes in peers’ text reach no terminal raw', () => {
   });
 
   it('the daemon’s log: a line quoting a hostile routing key prints inert and parses back exact', async () => {
-    // Any broker login may publish on bridge.roster; every roster queue binds `roster.#`.
-    const routingKey = `roster.${gateway.hostId}.${escapes.bidi}${escapes.c1}\u2028`;
+    // Any broker login may publish on bridge.roster; a roster queue binds its deployment's `roster.#`.
+    const routingKey = rosterKey(testDeployment, `${gateway.hostId}.${escapes.bidi}${escapes.c1}\u2028`);
     await publishConfirmed(
       channel,
       Exchange.roster,

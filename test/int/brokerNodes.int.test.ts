@@ -15,7 +15,7 @@ import { ErrorCode } from '../../src/errors.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerUri, testDeployment, waitFor } from '../support/federation.js';
 import { TcpForwarder } from '../support/netns.js';
 
 /**
@@ -125,7 +125,13 @@ describe('broker actor: several nodes, one at a time', () => {
     });
     const received: string[] = [];
     await consumeControl(hostId, received);
-    const inbox = inboxSpec({ gid: `${hostId}-e`, groups: [], mode: QueueMode.classic, maxLength: 10 });
+    const inbox = inboxSpec({
+      deployment: testDeployment,
+      gid: `${hostId}-e`,
+      groups: [],
+      mode: QueueMode.classic,
+      maxLength: 10,
+    });
     queues.push(inbox.name);
     await broker.consume({
       queue: inbox,

@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrokerActor } from '../../src/actors/BrokerActor.js';
-import { controlSpec, inboxName, rosterSpec } from '../../src/broker/topology.js';
+import { controlSpec, inboxName, rosterQueueName } from '../../src/broker/topology.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { type Daemon, startDaemon } from '../../src/daemon/startDaemon.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, waitFor } from '../support/federation.js';
 import { consumerCounts } from '../support/rabbit.js';
 
 /** The gateway's broker actor (the federation keeps it to itself; this test drives it directly). */
@@ -37,7 +37,7 @@ describe.each(['classic', 'quorum'] as const)(
         env: {
           BRIDGE_HOME: home,
           BRIDGE_HOST_ID: hostId,
-          BRIDGE_BROKER_URI: brokerUri,
+          ...brokerEnv,
           BRIDGE_MCP_PORT: '0',
         },
       });
@@ -52,7 +52,7 @@ describe.each(['classic', 'quorum'] as const)(
 
     afterAll(async () => {
       await daemon?.stop();
-      await deleteQueues([queue, controlSpec(hostId).name, rosterSpec(hostId).name]);
+      await deleteQueues([queue, controlSpec(hostId).name, rosterQueueName(hostId)]);
       rmSync(home, { recursive: true, force: true });
     });
 

@@ -10,7 +10,7 @@ import { BridgeError, ErrorCode } from '../../src/errors.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerUri, testDeployment, waitFor } from '../support/federation.js';
 import { closeConsumerChannels, consumerCounts } from '../support/rabbit.js';
 
 const run = promisify(execFile);
@@ -18,7 +18,13 @@ const run = promisify(execFile);
 /** An entity's inbox consumer as Federation opens it: the lock queue first, then the inbox. */
 function inboxConsumer(gid: string, onMessage: (message: InboundMessage) => void): ConsumerSpec {
   return {
-    queue: inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength: 100 }),
+    queue: inboxSpec({
+      deployment: testDeployment,
+      gid,
+      groups: [],
+      mode: QueueMode.classic,
+      maxLength: 100,
+    }),
     lock: inboxLockSpec(gid),
     prefetch: 10,
     exclusive: true,
@@ -315,7 +321,13 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     const outsider = await amqp.connect(brokerUri);
     try {
       const channel = await outsider.createChannel();
-      const spec = inboxSpec({ gid: taken, groups: [], mode: QueueMode.classic, maxLength: 100 });
+      const spec = inboxSpec({
+        deployment: testDeployment,
+        gid: taken,
+        groups: [],
+        mode: QueueMode.classic,
+        maxLength: 100,
+      });
       await channel.assertQueue(spec.name, { durable: true, arguments: spec.arguments });
       await channel.consume(spec.name, () => undefined, { exclusive: true });
 

@@ -18,7 +18,7 @@ import { createNoSigner } from '../../src/security/messageSigning.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
-import { removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { removeDeadLettersOf, testDeployment, waitFor } from '../support/federation.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 
 /**
@@ -49,7 +49,7 @@ describe.each([QueueMode.classic, QueueMode.quorum])(
       });
       // Paused: declared and bound, nothing delivered, so what is published stays in the inbox.
       await broker.consume({
-        queue: inboxSpec({ gid, groups: [], mode, maxLength: 100 }),
+        queue: inboxSpec({ deployment: testDeployment, gid, groups: [], mode, maxLength: 100 }),
         lock: inboxLockSpec(gid),
         prefetch: 1,
         exclusive: mode === QueueMode.classic,

@@ -17,7 +17,7 @@ import { addTrust } from '../../src/security/TrustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import {
   announcePresence,
   type FakePeer,
@@ -114,7 +114,7 @@ describe('receipt admission at the sender', () => {
     addTrust(home, peerB.host, peerB.keys.publicKeyString);
     addTrust(home, peerC.host, peerC.keys.publicKeyString);
     const { config } = loadConfig({
-      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, BRIDGE_BROKER_URI: brokerUri },
+      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, ...brokerEnv },
     });
     gateway = new Gateway({
       config: { ...config, broker: { ...config.broker, heartbeatMs: 300 } },

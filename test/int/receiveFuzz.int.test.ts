@@ -20,7 +20,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import { type Envelope, WireKind } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { RecordingPane } from '../support/RecordingPane.js';
 import {
   type Expectation,
@@ -160,7 +160,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     hostId = uniqueHostId('fuzz');
     addTrust(home, peer.host, peer.keys.publicKeyString);
     const loaded = loadConfig({
-      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, BRIDGE_BROKER_URI: brokerUri, BRIDGE_MCP_PORT: '0' },
+      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, ...brokerEnv, BRIDGE_MCP_PORT: '0' },
     }).config;
     config = {
       ...loaded,

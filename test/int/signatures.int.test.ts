@@ -16,7 +16,7 @@ import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 import {
   announcePresence,
@@ -86,7 +86,7 @@ describe('signed envelopes', () => {
     const hostId = uniqueHostId('verifier');
     addTrust(home, peer.host, peer.keys.publicKeyString);
     const { config } = loadConfig({
-      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, BRIDGE_BROKER_URI: brokerUri, BRIDGE_MCP_PORT: '0' },
+      env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, ...brokerEnv, BRIDGE_MCP_PORT: '0' },
     });
     daemon = await startDaemon({
       config: { ...config, security: { ...config.security, unknownSenderGraceMs: 300 } },

@@ -15,7 +15,7 @@ import { deliveryActorId, parseDeliveryActorId } from '../../src/runtime/actorId
 import type { DeadLetterView } from '../../src/wire/deadLetterView.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { brokerUri, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, waitFor } from '../support/federation.js';
 import { runCli } from '../support/GatewayProcess.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 
@@ -155,7 +155,7 @@ async function startWireGateway(prefix: string): Promise<WireGateway> {
   const logLines: LogLine[] = [];
   const fatal: unknown[] = [];
   const { config } = loadConfig({
-    env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, BRIDGE_BROKER_URI: brokerUri, BRIDGE_MCP_PORT: '0' },
+    env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, ...brokerEnv, BRIDGE_MCP_PORT: '0' },
   });
   const logger = createLogger({
     level: 'info',

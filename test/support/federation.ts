@@ -1,6 +1,16 @@
 /** The shared test broker (SPEC: RabbitMQ on 127.0.0.1:5672, guest/guest). */
 export const brokerUri = process.env.BRIDGE_TEST_BROKER_URI ?? 'amqp://guest:guest@127.0.0.1:5672';
 
+/**
+ * This test file's deployment (`broker.deployment`): its gateways hear each other's broadcasts
+ * and PRESENCE, and no other file's, though every file shares the broker (each file loads this
+ * module anew).
+ */
+export const testDeployment = `test-${Math.random().toString(36).slice(2, 10)}`;
+
+/** What a test gateway on the shared broker is started with: the broker, and this file's deployment. */
+export const brokerEnv = { BRIDGE_BROKER_URI: brokerUri, BRIDGE_DEPLOYMENT: testDeployment } as const;
+
 import { waitFor } from './waitFor.js';
 
 export { waitFor };

@@ -3,12 +3,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
+import { rosterKey } from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
 import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { uniqueHostId } from './broker.js';
+import { testDeployment } from './federation.js';
 
 /** A gateway's pino line, as the tests read them back. */
 export interface LogLine {
@@ -89,7 +91,7 @@ export function announcePresence(
   return publishConfirmed(
     channel,
     'bridge.roster',
-    `roster.${host}`,
+    rosterKey(testDeployment, host),
     content,
     signedBy(content, by),
     `presence/${randomUUID()}`,

@@ -89,7 +89,7 @@ describe('loadConfig: defaults', () => {
       receiptWaitMs: 120_000,
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });
-    expect(config.log).toEqual({ level: 'info' });
+    expect(config.log).toEqual({ level: 'info', repeatWindowMs: 600_000 });
     expect(config.herdr.socketPath).toBeUndefined();
   });
 

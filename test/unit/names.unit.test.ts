@@ -92,6 +92,7 @@ describe('one rule for entity names and group names', () => {
 describe('an inbox is never bound to a wildcard', () => {
   it('binds the valid groups only, and removes the bindings an older gateway made for the others', () => {
     const spec = inboxSpec({
+      deployment: 'team-a',
       gid: '3f1c2a7e-5b6d-4e8f-9a0b-1c2d3e4f5a6b',
       groups: ['reviewers', '*', 'a.#'],
       refusedGroups: ['#'],
@@ -99,12 +100,18 @@ describe('an inbox is never bound to a wildcard', () => {
       maxLength: 10,
     });
     const keys = spec.bindings.map((b) => b.key);
-    expect(keys).toContain('broadcast.reviewers');
+    expect(keys).toContain('deployment.team-a.broadcast.reviewers');
     expect(keys.filter((k) => /[#*]/.test(k))).toEqual([]);
+    // Both the deployment's keys and the bare ones of earlier releases.
     expect(spec.unbindings?.map((b) => `${b.exchange} ${b.key}`).sort()).toEqual([
       'bridge.msg broadcast.#',
       'bridge.msg broadcast.*',
       'bridge.msg broadcast.a.#',
+      'bridge.msg broadcast.all',
+      'bridge.msg broadcast.reviewers',
+      'bridge.msg deployment.team-a.broadcast.#',
+      'bridge.msg deployment.team-a.broadcast.*',
+      'bridge.msg deployment.team-a.broadcast.a.#',
     ]);
   });
 });

@@ -9,7 +9,12 @@ const allows = (pattern: string, name: string) => new RegExp(pattern).test(name)
 describe('least-privilege permissions of a gateway login', () => {
   const mine = { gid: randomUUID(), groups: ['ops', 'a.b'] };
   const theirs = randomUUID();
-  const perms = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'classic' });
+  const perms = gatewayPermissions({
+    deployment: 'team-a',
+    hostId: 'box-1',
+    entities: [mine],
+    queueMode: 'classic',
+  });
 
   it('lets it consume only its own queues', () => {
     for (const queue of [inboxName(mine.gid), 'control.box-1', 'roster.box-1']) {
@@ -27,7 +32,12 @@ describe('least-privilege permissions of a gateway login', () => {
     }
     expect(allows(perms.configure, inboxName(theirs))).toBe(false);
     // "." in a host id is literal: control.box-1 must not cover control.boxX1.
-    const dotted = gatewayPermissions({ hostId: 'a.b', entities: [], queueMode: 'classic' });
+    const dotted = gatewayPermissions({
+      deployment: 'team-a',
+      hostId: 'a.b',
+      entities: [],
+      queueMode: 'classic',
+    });
     expect(allows(dotted.read, 'control.a.b')).toBe(true);
     expect(allows(dotted.read, 'control.aXb')).toBe(false);
   });
@@ -59,7 +69,13 @@ describe('least-privilege permissions of a gateway login', () => {
     expect(allows(perms.read, 'bridge.dlq')).toBe(false);
     expect(
       allows(
-        gatewayPermissions({ hostId: 'ops', entities: [], queueMode: 'classic', readDeadLetters: true }).read,
+        gatewayPermissions({
+          deployment: 'team-a',
+          hostId: 'ops',
+          entities: [],
+          queueMode: 'classic',
+          readDeadLetters: true,
+        }).read,
         'bridge.dlq',
       ),
     ).toBe(true);
@@ -79,33 +95,65 @@ describe('least-privilege permissions of a gateway login', () => {
     expect(allows(control?.write ?? '', 'roster.box-2')).toBe(false);
   });
 
-  it('restricts binding keys on bridge.msg to its own gids and broadcasts (topic permissions)', () => {
+  it("restricts binding keys on bridge.msg to its own gids and its deployment's broadcasts (topic permissions)", () => {
     const msg = perms.topic.find((t) => t.exchange === 'bridge.msg');
     expect(msg).toBeDefined();
-    for (const key of [mine.gid, 'broadcast.all', 'broadcast.ops', 'broadcast.a.b']) {
+    const ours = (key: string) => `deployment.team-a.${key}`;
+    for (const key of [mine.gid, ours('broadcast.all'), ours('broadcast.ops'), ours('broadcast.a.b')]) {
       expect(allows(msg?.read ?? '', key), key).toBe(true);
     }
-    for (const key of [theirs, '#', '*', 'broadcast.*', 'broadcast.other', 'broadcast.aXb']) {
+    // The bare keys of earlier releases, only to unbind them.
+    for (const key of ['broadcast.all', 'broadcast.ops', 'broadcast.a.b']) {
+      expect(allows(msg?.read ?? '', key), key).toBe(true);
+    }
+    for (const key of [
+      theirs,
+      '#',
+      '*',
+      'broadcast.*',
+      'broadcast.other',
+      'broadcast.aXb',
+      ours('broadcast.other'),
+      ours('broadcast.#'),
+      'deployment.team-b.broadcast.all',
+      'deployment.#',
+    ]) {
       expect(allows(msg?.read ?? '', key), key).toBe(false);
     }
-    // It may publish to any recipient gid or broadcast.
+    // It may publish to any recipient gid, and broadcast in its own deployment only.
     expect(allows(msg?.write ?? '', theirs)).toBe(true);
-    expect(allows(msg?.write ?? '', 'broadcast.other')).toBe(true);
+    expect(allows(msg?.write ?? '', ours('broadcast.other'))).toBe(true);
+    expect(allows(msg?.write ?? '', 'deployment.team-b.broadcast.all')).toBe(false);
+    expect(allows(msg?.write ?? '', 'broadcast.all')).toBe(false);
+    expect(allows(msg?.write ?? '', 'deployment.team-aXbroadcast.all')).toBe(false);
     const roster = perms.topic.find((t) => t.exchange === 'bridge.roster');
-    expect(allows(roster?.write ?? '', 'roster.box-1')).toBe(true);
-    expect(allows(roster?.write ?? '', 'roster.box-2')).toBe(false);
-    expect(allows(roster?.read ?? '', 'roster.#')).toBe(true);
+    expect(allows(roster?.write ?? '', ours('roster.box-1'))).toBe(true);
+    expect(allows(roster?.write ?? '', ours('roster.box-2'))).toBe(false);
+    expect(allows(roster?.write ?? '', 'roster.box-1')).toBe(false);
+    expect(allows(roster?.read ?? '', ours('roster.#'))).toBe(true);
+    expect(allows(roster?.read ?? '', 'roster.#')).toBe(false);
+    expect(allows(roster?.read ?? '', 'deployment.team-b.roster.#')).toBe(false);
   });
 
   it('adds the lock queues of its inboxes, in both modes', () => {
-    const quorum = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'quorum' });
+    const quorum = gatewayPermissions({
+      deployment: 'team-a',
+      hostId: 'box-1',
+      entities: [mine],
+      queueMode: 'quorum',
+    });
     expect(allows(quorum.configure, inboxLockName(mine.gid))).toBe(true);
     expect(allows(perms.configure, inboxLockName(mine.gid))).toBe(true);
     expect(allows(perms.configure, inboxLockName('someone-else'))).toBe(false);
   });
 
   it('quorum mode: also the lock queue of its control queue, its own host’s only', () => {
-    const quorum = gatewayPermissions({ hostId: 'box-1', entities: [mine], queueMode: 'quorum' });
+    const quorum = gatewayPermissions({
+      deployment: 'team-a',
+      hostId: 'box-1',
+      entities: [mine],
+      queueMode: 'quorum',
+    });
     expect(allows(quorum.configure, controlLockName('box-1'))).toBe(true);
     expect(allows(quorum.configure, controlLockName('box-2'))).toBe(false);
     // Classic control queues honour exclusive consume: no lock, so no permission for one.
@@ -113,7 +161,12 @@ describe('least-privilege permissions of a gateway login', () => {
   });
 
   it('grants no inbox and no binding key when it has no entities yet', () => {
-    const empty = gatewayPermissions({ hostId: 'box-1', entities: [], queueMode: 'classic' });
+    const empty = gatewayPermissions({
+      deployment: 'team-a',
+      hostId: 'box-1',
+      entities: [],
+      queueMode: 'classic',
+    });
     expect(allows(empty.read, inboxName(mine.gid))).toBe(false);
     expect(empty.topic.find((t) => t.exchange === 'bridge.msg')?.read).toBe('^$');
   });

@@ -14,9 +14,11 @@ import {
   inboxLockSpec,
   inboxName,
   inboxSpec,
+  messageRoutingKey,
   QueueMode,
   quorumDeliveryLimit,
   rosterKey,
+  rosterQueueName,
   rosterSpec,
   sharedExchanges,
 } from '../../src/broker/topology.js';
@@ -68,21 +70,24 @@ describe('topology: routing keys', () => {
     expect(broadcastKey('backend')).toBe('broadcast.backend');
   });
 
-  it('presence is published with key roster.<hostId>', () => {
-    expect(rosterKey('host-a')).toBe('roster.host-a');
+  it('on the broker, broadcasts and presence travel under their deployment: deployment.<id>.<key>', () => {
+    expect(messageRoutingKey('team-a', 'broadcast.all')).toBe('deployment.team-a.broadcast.all');
+    expect(messageRoutingKey('team-a', 'broadcast.a.b')).toBe('deployment.team-a.broadcast.a.b');
+    expect(messageRoutingKey('team-a', gid)).toBe(gid);
+    expect(rosterKey('team-a', 'host-a')).toBe('deployment.team-a.roster.host-a');
   });
 });
 
 describe('topology: entity inbox (R-TOP1, R-H1)', () => {
   it('is named agent.<gid>.inbox', () => {
     expect(inboxName(gid)).toBe(`agent.${gid}.inbox`);
-    expect(inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength }).name).toBe(
-      `agent.${gid}.inbox`,
-    );
+    expect(
+      inboxSpec({ deployment: 'team-a', gid, groups: [], mode: QueueMode.classic, maxLength }).name,
+    ).toBe(`agent.${gid}.inbox`);
   });
 
   it('classic mode: durable, dead-letters to bridge.dlx, capped, and nacks an overflowing publish', () => {
-    const spec = inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength });
+    const spec = inboxSpec({ deployment: 'team-a', gid, groups: [], mode: QueueMode.classic, maxLength });
     expect(spec).toMatchObject({ durable: true, exclusive: false, autoDelete: false });
     expect(spec.arguments).toEqual({
       'x-dead-letter-exchange': 'bridge.dlx',
@@ -92,7 +97,7 @@ describe('topology: entity inbox (R-TOP1, R-H1)', () => {
   });
 
   it('quorum mode (R-TOP2): quorum type, single active consumer, reject-publish (quorum has no -dlx variant), at-least-once dead-lettering, a delivery limit', () => {
-    const spec = inboxSpec({ gid, groups: [], mode: QueueMode.quorum, maxLength });
+    const spec = inboxSpec({ deployment: 'team-a', gid, groups: [], mode: QueueMode.quorum, maxLength });
     // Quorum queues must be durable and cannot be exclusive.
     expect(spec).toMatchObject({
       name: `agent.${gid}.inbox`,
@@ -115,16 +120,29 @@ describe('topology: entity inbox (R-TOP1, R-H1)', () => {
 
   it('takes the cap it is given', () => {
     expect(
-      inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength: 7 }).arguments['x-max-length'],
+      inboxSpec({ deployment: 'team-a', gid, groups: [], mode: QueueMode.classic, maxLength: 7 }).arguments[
+        'x-max-length'
+      ],
     ).toBe(7);
   });
 
   it.each([QueueMode.classic, QueueMode.quorum])(
-    '%s: bound to bridge.msg by its gid, broadcast.all and one broadcast.<group> per group',
+    "%s: bound to bridge.msg by its gid, its deployment's broadcast.all and one broadcast.<group> per group; the bare keys of earlier releases unbound",
     (mode) => {
-      const spec = inboxSpec({ gid, groups: ['backend', 'reviewers'], mode, maxLength });
+      const spec = inboxSpec({
+        deployment: 'team-a',
+        gid,
+        groups: ['backend', 'reviewers'],
+        mode,
+        maxLength,
+      });
       expect(spec.bindings).toEqual([
         { exchange: 'bridge.msg', key: gid },
+        { exchange: 'bridge.msg', key: 'deployment.team-a.broadcast.all' },
+        { exchange: 'bridge.msg', key: 'deployment.team-a.broadcast.backend' },
+        { exchange: 'bridge.msg', key: 'deployment.team-a.broadcast.reviewers' },
+      ]);
+      expect(spec.unbindings).toEqual([
         { exchange: 'bridge.msg', key: 'broadcast.all' },
         { exchange: 'bridge.msg', key: 'broadcast.backend' },
         { exchange: 'bridge.msg', key: 'broadcast.reviewers' },
@@ -133,18 +151,24 @@ describe('topology: entity inbox (R-TOP1, R-H1)', () => {
   );
 
   it('an entity in no group still gets its gid and broadcast.all', () => {
-    expect(inboxSpec({ gid, groups: [], mode: QueueMode.classic, maxLength }).bindings).toEqual([
+    expect(
+      inboxSpec({ deployment: 'team-a', gid, groups: [], mode: QueueMode.classic, maxLength }).bindings,
+    ).toEqual([
       { exchange: 'bridge.msg', key: gid },
-      { exchange: 'bridge.msg', key: 'broadcast.all' },
+      { exchange: 'bridge.msg', key: 'deployment.team-a.broadcast.all' },
     ]);
   });
 
   it('a group binding matches what a broadcast to that group is published with', () => {
-    const keys = inboxSpec({ gid, groups: ['backend'], mode: QueueMode.classic, maxLength }).bindings.map(
-      (b) => b.key,
-    );
-    expect(keys).toContain(broadcastKey('backend'));
-    expect(keys).toContain(broadcastKey());
+    const keys = inboxSpec({
+      deployment: 'team-a',
+      gid,
+      groups: ['backend'],
+      mode: QueueMode.classic,
+      maxLength,
+    }).bindings.map((b) => b.key);
+    expect(keys).toContain(messageRoutingKey('team-a', broadcastKey('backend')));
+    expect(keys).toContain(messageRoutingKey('team-a', broadcastKey()));
   });
 
   it('quorum mode lock queue: exclusive, so a second gateway’s declare fails (405 RESOURCE_LOCKED)', () => {
@@ -213,14 +237,14 @@ describe('topology: control queue', () => {
 });
 
 describe('topology: roster queue (U5, soft state)', () => {
-  it('roster.<hostId>: exclusive and auto-delete, not durable, bound to bridge.roster with roster.#', () => {
-    expect(rosterSpec('host-a')).toEqual({
+  it("roster.<hostId>: exclusive and auto-delete, not durable, bound to its deployment's presence keys", () => {
+    expect(rosterSpec('team-a', 'host-a')).toEqual({
       name: 'roster.host-a',
       durable: false,
       exclusive: true,
       autoDelete: true,
       arguments: {},
-      bindings: [{ exchange: 'bridge.roster', key: 'roster.#' }],
+      bindings: [{ exchange: 'bridge.roster', key: 'deployment.team-a.roster.#' }],
     });
   });
 });
@@ -228,11 +252,11 @@ describe('topology: roster queue (U5, soft state)', () => {
 describe('topology: names do not collide across hosts and entities', () => {
   it('two hosts get different control and roster queues', () => {
     expect(controlSpec('host-a').name).not.toBe(controlSpec('host-b').name);
-    expect(rosterSpec('host-a').name).not.toBe(rosterSpec('host-b').name);
+    expect(rosterQueueName('host-a')).not.toBe(rosterQueueName('host-b'));
   });
 
   it('an inbox, its lock and the shared queues all have different names', () => {
-    const names = [inboxName(gid), inboxLockName(gid), dlqName, controlSpec('h').name, rosterSpec('h').name];
+    const names = [inboxName(gid), inboxLockName(gid), dlqName, controlSpec('h').name, rosterQueueName('h')];
     expect(new Set(names).size).toBe(names.length);
   });
 });

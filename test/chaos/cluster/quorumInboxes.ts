@@ -30,7 +30,7 @@ import { openStore, type Store } from '../../../src/store/openStore.js';
 import { uniqueHostId } from '../../support/broker.js';
 import { createBrokerActor } from '../../support/brokerActor.js';
 import { signalNode, type TestCluster } from '../../support/cluster.js';
-import { waitFor } from '../../support/federation.js';
+import { testDeployment, waitFor } from '../../support/federation.js';
 import { TcpForwarder } from '../../support/netns.js';
 
 const MESSAGES = 100;
@@ -90,7 +90,13 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
 
     /** The inbox consumer a quorum-mode federation opens (Federation.addEntity). */
     const inboxConsumer = (forGid: string, onMessage: (message: InboundMessage) => void) => ({
-      queue: inboxSpec({ gid: forGid, groups: [], mode: QueueMode.quorum, maxLength: 1_000 }),
+      queue: inboxSpec({
+        deployment: testDeployment,
+        gid: forGid,
+        groups: [],
+        mode: QueueMode.quorum,
+        maxLength: 1_000,
+      }),
       lock: inboxLockSpec(forGid),
       prefetch: 10,
       exclusive: false,
@@ -410,7 +416,13 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
       const channel = await (await connectTo(3)).createConfirmChannel();
       await declareQueue(
         channel,
-        inboxSpec({ gid: poisonGid, groups: [], mode: QueueMode.quorum, maxLength: 10 }),
+        inboxSpec({
+          deployment: testDeployment,
+          gid: poisonGid,
+          groups: [],
+          mode: QueueMode.quorum,
+          maxLength: 10,
+        }),
       );
       channel.publish(Exchange.msg, poisonGid, Buffer.from('poison'), {
         persistent: true,
@@ -462,7 +474,13 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
       const sender = actor(uniqueHostId('quorum-full'), { uris: [uri(1)], onFatal: () => undefined });
       await sender.consume({
         ...inboxConsumer(fullGid, () => undefined),
-        queue: inboxSpec({ gid: fullGid, groups: [], mode: QueueMode.quorum, maxLength: 3 }),
+        queue: inboxSpec({
+          deployment: testDeployment,
+          gid: fullGid,
+          groups: [],
+          mode: QueueMode.quorum,
+          maxLength: 3,
+        }),
         paused: true,
       });
       await sender.start();

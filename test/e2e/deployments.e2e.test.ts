@@ -1,0 +1,163 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  brokerEnv,
+  brokerUri,
+  dlqUntilSeen,
+  removeDeadLettersOf,
+  testDeployment,
+  waitFor,
+} from '../support/federation.js';
+import { GatewayProcess } from '../support/GatewayProcess.js';
+import { announcePresence, fakePeer } from '../support/signedPeer.js';
+
+interface Registered {
+  gid: string;
+  token: string;
+  name: string;
+}
+interface Letter {
+  msgId: string;
+  routingKey: string;
+  reason: string;
+}
+
+const suffix = Math.random().toString(36).slice(2, 7);
+const heartbeatMs = 300;
+
+/**
+ * Two deployments (two teams' gateways, each its own trust circle) on one broker and one vhost,
+ * as two users of one RabbitMQ would run them: neither hears the other's broadcasts or
+ * announcements, so neither dead-letters nor logs anything of the other's.
+ */
+describe('two deployments on one broker', () => {
+  const other = `${testDeployment}-b`;
+  let alpha: GatewayProcess;
+  let beta: GatewayProcess;
+  let gamma: GatewayProcess;
+  const mains: Record<string, Registered> = {};
+
+  const register = async (g: GatewayProcess, name: string): Promise<Registered> => {
+    const result = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
+    expect(result.code, result.stderr).toBe(0);
+    const registered = JSON.parse(result.stdout) as Registered;
+    mains[name] = registered;
+    return registered;
+  };
+  const drain = async (g: GatewayProcess, name: string, waitMs: number): Promise<string[]> => {
+    const r = await g.cli(['drain', '--wait', String(waitMs), '--json'], {
+      BRIDGE_TOKEN: mains[name]?.token,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    return (JSON.parse(r.stdout) as Array<{ text: string }>).map((m) => m.text);
+  };
+  const roster = async (g: GatewayProcess): Promise<string[]> => {
+    const r = await g.cli(['roster', '--json']);
+    return (JSON.parse(r.stdout) as Array<{ host: string }>).map((e) => e.host);
+  };
+
+  beforeAll(async () => {
+    const config = { broker: { heartbeatMs } };
+    alpha = new GatewayProcess({ hostId: `alpha-${suffix}`, env: { ...brokerEnv }, config });
+    beta = new GatewayProcess({ hostId: `beta-${suffix}`, env: { ...brokerEnv }, config });
+    gamma = new GatewayProcess({
+      hostId: `gamma-${suffix}`,
+      env: { ...brokerEnv, BRIDGE_DEPLOYMENT: other },
+      config,
+      trustCircle: false,
+    });
+    await Promise.all([alpha.start(), beta.start(), gamma.start()]);
+    await Promise.all([register(alpha, 'lead'), register(beta, 'peer'), register(gamma, 'stranger')]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([alpha?.dispose(), beta?.dispose(), gamma?.dispose()]);
+    await removeDeadLettersOf([`alpha-${suffix}`, `beta-${suffix}`, `gamma-${suffix}`]);
+  });
+
+  it("a broadcast reaches its own deployment's inboxes and none of the other's, which dead-letters nothing", async () => {
+    await waitFor('beta in alpha’s roster', async () =>
+      (await roster(alpha)).includes(beta.hostId) ? true : undefined,
+    );
+    const sent = await alpha.cli(['broadcast', `hello ${suffix}`, '--json'], {
+      BRIDGE_TOKEN: mains.lead?.token,
+    });
+    expect(sent.code, sent.stderr).toBe(0);
+    const broadcast = JSON.parse(sent.stdout) as { msgId: string; partial: boolean };
+    expect(broadcast.partial).toBe(false);
+
+    const got: string[] = [];
+    await waitFor('the broadcast at beta', async () => {
+      got.push(...(await drain(beta, 'peer', 500)));
+      return got.includes(`hello ${suffix}`) ? true : undefined;
+    });
+    // gamma's main hears nothing: not the broadcast, nor any other test file's.
+    expect(await drain(gamma, 'stranger', 2_000)).toEqual([]);
+
+    // Nothing of gamma's inbox in bridge.dlq (a letter another reader holds is out of sight for a
+    // moment, so read it until one read has seen alpha's own refusals or several reads are done).
+    let reads = 0;
+    const letters = await dlqUntilSeen(
+      'three reads of bridge.dlq',
+      async () => {
+        reads += 1;
+        const r = await alpha.cli(['dlq', 'list', '--max', '10000', '--json']);
+        expect(r.code, r.stderr).toBe(0);
+        return JSON.parse(r.stdout) as Letter[];
+      },
+      () => reads >= 3,
+    );
+    expect(letters.filter((l) => l.routingKey === mains.stranger?.gid)).toEqual([]);
+    expect(letters.filter((l) => l.msgId === broadcast.msgId)).toEqual([]);
+  });
+
+  it("neither roster shows the other's hosts, and neither logs the other's announcements", async () => {
+    await sleep(4 * heartbeatMs);
+    expect(await roster(gamma)).not.toContain(alpha.hostId);
+    expect(await roster(gamma)).not.toContain(beta.hostId);
+    expect(await roster(alpha)).not.toContain(gamma.hostId);
+    for (const g of [alpha, beta, gamma]) {
+      expect(g.log.split('\n').filter((l) => l.includes('ignored a PRESENCE announcement'))).toEqual([]);
+    }
+  });
+});
+
+/**
+ * Untrusted hosts inside the deployment (a peer not yet trusted, a misconfigured one) announce
+ * every heartbeat. Ten minutes of four of them at the default 5 s heartbeat is 480 announcements:
+ * the gateway ignores and counts each, and writes one line per host.
+ */
+describe('untrusted hosts announcing every heartbeat', () => {
+  let gateway: GatewayProcess;
+  let connection: ChannelModel;
+  let channel: ConfirmChannel;
+  const strangers = [0, 1, 2, 3].map((i) => fakePeer(`untrusted${i}`));
+
+  beforeAll(async () => {
+    gateway = new GatewayProcess({ hostId: `watch-${suffix}`, env: { ...brokerEnv } });
+    await gateway.start();
+    connection = await amqp.connect(brokerUri);
+    channel = await connection.createConfirmChannel();
+  });
+
+  afterAll(async () => {
+    await connection?.close().catch(() => {});
+    await gateway?.dispose();
+  });
+
+  it('480 announcements of 4 untrusted hosts: 4 log lines, all 480 counted', async () => {
+    for (let beat = 0; beat < 120; beat++) {
+      await Promise.all(strangers.map((peer) => announcePresence(channel, peer, [])));
+    }
+    const counted = async () => {
+      const metrics = await (await fetch(`http://127.0.0.1:${gateway.port}/metrics`)).text();
+      return Number(/bridge_presence_ignored_total\{reason="bad-signature"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    };
+    await waitFor('all 480 counted', async () => ((await counted()) >= 480 ? true : undefined));
+    const lines = gateway.log.split('\n').filter((l) => l.includes('ignored a PRESENCE announcement'));
+    expect(lines).toHaveLength(4);
+    for (const peer of strangers)
+      expect(lines.filter((l) => l.includes(`roster.${peer.host}`))).toHaveLength(1);
+  });
+});
