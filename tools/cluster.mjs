@@ -347,7 +347,14 @@ function rabbitmqctl(layout, node, args, timeoutMs = 90_000) {
 /** `cluster_status` as seen by `node`: its disc nodes and the running ones. */
 async function clusterStatusOf(layout, node) {
   const out = await rabbitmqctl(layout, node, ['cluster_status', '--formatter', 'json'], 30_000);
-  const parsed = JSON.parse(out.slice(out.indexOf('{')));
+  const start = out.indexOf('{');
+  let parsed;
+  try {
+    parsed = JSON.parse(out.slice(start === -1 ? out.length : start));
+  } catch {
+    // A node still booting can answer with a line of text instead (seen under load).
+    throw new ClusterError(`${node.name}: cluster_status gave no status yet: ${out.trim().slice(0, 200)}`);
+  }
   return {
     clusterName: parsed.cluster_name,
     members: [...(parsed.disk_nodes ?? []), ...(parsed.ram_nodes ?? [])],
@@ -476,7 +483,16 @@ async function ensureJoined(layout, nodes, log) {
   let joined = false;
   for (const node of nodes) {
     if (node.index === first.index || before?.running.includes(node.name)) continue;
-    const own = await clusterStatusOf(layout, node);
+    // A node just started may not answer cluster_status yet: ask until it does.
+    let own;
+    await waitUntil(
+      async () => {
+        own = await clusterStatusOf(layout, node).catch(() => undefined);
+        return own !== undefined;
+      },
+      60_000,
+      `${node.name} to answer cluster_status`,
+    );
     if (own.members.includes(first.name)) continue;
     log(`joining ${node.name} to ${first.name}`);
     await rabbitmqctl(layout, node, ['stop_app']);
