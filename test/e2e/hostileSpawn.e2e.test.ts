@@ -2,7 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
+import {
+  controlKey,
+  controlSpec,
+  Exchange,
+  inboxName,
+  messageRoutingKey,
+} from '../../src/broker/topology.js';
 import { encodeHlc } from '../../src/clock/hlc.js';
 import { BridgeError } from '../../src/errors.js';
 import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
@@ -11,7 +17,7 @@ import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { withEventsDb } from '../support/eventsDb.js';
-import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
+import { brokerEnv, brokerUri, removeDeadLettersOf, testDeployment, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { fakePeer, listenAsPeerEntity, publishConfirmed, signedBy } from '../support/signedPeer.js';
@@ -329,8 +335,10 @@ describe('hostile spawn requests and groups across the broker', () => {
         .prepare('UPDATE entities SET groups = ? WHERE gid = ?')
         .run(JSON.stringify([wildcard, 'team']), old.gid),
     );
+    // Bound both ways: under the bare key of earlier releases and under this deployment's.
     const setup = await connection.createChannel();
     await setup.bindQueue(inbox, 'bridge.msg', `broadcast.${wildcard}`);
+    await setup.bindQueue(inbox, 'bridge.msg', messageRoutingKey(testDeployment, `broadcast.${wildcard}`));
     await setup.close();
 
     await b.start();
@@ -339,8 +347,10 @@ describe('hostile spawn requests and groups across the broker', () => {
 
     const publish = (key: string) =>
       publishConfirmed(channel, 'bridge.msg', key, Buffer.from('{}'), {}, randomUUID());
-    await publish(`broadcast.${own}.other`); // what the wildcard took, a group "oldears" is not in
-    await publish('broadcast.team'); // the group it is in: still bound
+    // What the wildcard took, a group "oldears" is not in, either way.
+    await publish(`broadcast.${own}.other`);
+    await publish(messageRoutingKey(testDeployment, `broadcast.${own}.other`));
+    await publish(messageRoutingKey(testDeployment, 'broadcast.team')); // the group it is in: still bound
     const check = await connection.createChannel();
     const { messageCount } = await check.checkQueue(inbox);
     await check.purgeQueue(inbox);

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { callAdmin } from '../../src/cli/adminClient.js';
 import { initKeys, loadKeys } from '../../src/security/keys.js';
 import { addTrust } from '../../src/security/TrustStore.js';
+import { testDeployment } from './federation.js';
 
 /** Federated gateways of this test process that trust each other. */
 const circle = new Set<GatewayProcess>();
@@ -102,6 +103,8 @@ export class GatewayProcess {
       BRIDGE_HOME: this.home,
       BRIDGE_HOST_ID: this.hostId,
       BRIDGE_LOG_LEVEL: 'info',
+      // This file's deployment, whatever broker URI the test gives (a netns address, a cluster).
+      BRIDGE_DEPLOYMENT: testDeployment,
       ...(options.mcpHost ? { BRIDGE_MCP_HOST: options.mcpHost } : {}),
       ...options.env,
     };
