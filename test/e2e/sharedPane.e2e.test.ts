@@ -169,8 +169,10 @@ describe('a pane a person shares with the gateway (real daemon, real tmux)', () 
       await tmux.run('set-buffer', '-b', 'person', text);
       await tmux.run('paste-buffer', '-p', '-d', '-b', 'person', '-t', pane);
     };
+    // A stage that takes attempts (M7's dead letter: 2 attempts of 2 Enters, each waited for, the
+    // pane settling between) takes ~12 s here and more on a loaded machine: waited for, not timed.
     const until = (what: string, msgId: string, want: string) =>
-      waitFor(what, async () => ((await stage(msgId)) === want ? true : undefined));
+      waitFor(what, async () => ((await stage(msgId)) === want ? true : undefined), 60_000);
 
     it("a person's 12-line paste, collapsed, is not taken for ours: held, then ours goes in once they send (item 1)", async () => {
       const { pane, log } = await claude('paster');
