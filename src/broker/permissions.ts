@@ -1,12 +1,12 @@
+import { broadcastPrefix } from '../wire/envelope.js';
 import {
-  broadcastAllKey,
-  broadcastKey,
   controlKey,
   controlLockName,
   controlSpec,
   deploymentKey,
   dlqName,
   Exchange,
+  inboxBroadcastKeys,
   inboxLockName,
   inboxName,
   legacyBroadcastKeys,
@@ -68,7 +68,7 @@ export function exactly(names: Iterable<string>): string {
 
 /** Routing keys a gateway publishes to `bridge.msg` with: a recipient gid, or its deployment's broadcast key. */
 function messageKeysPattern(deployment: string): string {
-  return `^([0-9A-Fa-f-]+|${escapeRegex(deploymentKey(deployment, 'broadcast.'))}.+)$`;
+  return `^([0-9A-Fa-f-]+|${escapeRegex(deploymentKey(deployment, broadcastPrefix))}.+)$`;
 }
 
 /** Routing keys of control messages: `control.<host>` of any host id. */
@@ -117,9 +117,7 @@ export function gatewayPermissions(input: GatewayPermissionsInput): GatewayPermi
             ? []
             : [
                 ...entities.map((e) => e.gid),
-                ...[broadcastAllKey, ...entities.flatMap((e) => e.groups.map(broadcastKey))].map((key) =>
-                  deploymentKey(deployment, key),
-                ),
+                ...entities.flatMap((e) => inboxBroadcastKeys(deployment, e.groups)),
                 ...entities.flatMap((e) => legacyBroadcastKeys(e.groups)),
               ],
         ),

@@ -3,7 +3,7 @@
  * `bridge.dlq`) is declared once by the operator (`agentbridge broker setup`) and only checked by
  * gateways; each gateway declares its own queues. Pure: no amqplib here.
  */
-import { isGroupName } from '../wire/envelope.js';
+import { broadcastPrefix, isGroupName } from '../wire/envelope.js';
 
 export const Exchange = {
   msg: 'bridge.msg',
@@ -114,10 +114,10 @@ export function inboxLockName(gid: string): string {
  * The address of a broadcast (the envelope's `to`): `broadcast.all`, or `broadcast.<group>`.
  * On the broker it travels under its deployment's routing key (`deploymentKey`).
  */
-export const broadcastAllKey = 'broadcast.all';
+export const broadcastAllKey = `${broadcastPrefix}all`;
 
 export function broadcastKey(group?: string): string {
-  return group === undefined ? broadcastAllKey : `broadcast.${group}`;
+  return group === undefined ? broadcastAllKey : `${broadcastPrefix}${group}`;
 }
 
 /**
@@ -132,7 +132,14 @@ export function deploymentKey(deployment: string, key: string): string {
 
 /** What `bridge.msg` carries an envelope under: its recipient gid, or its deployment's broadcast key. */
 export function messageRoutingKey(deployment: string, to: string): string {
-  return to.startsWith('broadcast.') ? deploymentKey(deployment, to) : to;
+  return to.startsWith(broadcastPrefix) ? deploymentKey(deployment, to) : to;
+}
+
+/** The broadcast keys an inbox binds: its deployment's `broadcast.all` and one per group it is in. */
+export function inboxBroadcastKeys(deployment: string, groups: readonly string[]): string[] {
+  return [broadcastAllKey, ...groups.filter(isGroupName).map(broadcastKey)].map((key) =>
+    deploymentKey(deployment, key),
+  );
 }
 
 export interface InboxOptions {
@@ -161,9 +168,9 @@ export function inboxSpec(options: InboxOptions): QueueSpec {
     arguments: args,
     bindings: [
       { exchange: Exchange.msg, key: options.gid },
-      ...[broadcastAllKey, ...options.groups.filter(isGroupName).map(broadcastKey)].map((key) => ({
+      ...inboxBroadcastKeys(options.deployment, options.groups).map((key) => ({
         exchange: Exchange.msg,
-        key: deploymentKey(options.deployment, key),
+        key,
       })),
     ],
     // Never a wildcard binding, whatever reached here: `broadcast.#` would take every group's.

@@ -3,7 +3,7 @@ import type { DeadLetterReason } from '../machines/deliveryMachine.js';
 import type { SignatureCheck } from '../security/messageSigning.js';
 import { decodeEnvelope } from './codec.js';
 import { byteLength } from './digest.js';
-import { type Envelope, type SpawnHeader, WireKind } from './envelope.js';
+import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from './envelope.js';
 import { oversized } from './wireSize.js';
 
 /** Where an arrival is headed: an entity's inbox, or a gateway's control queue. */
@@ -66,8 +66,6 @@ const controlKinds: ReadonlySet<string> = new Set<WireKind>([
   WireKind.stop,
   WireKind.receipt,
 ]);
-
-const broadcastPrefix = 'broadcast.';
 
 /**
  * The checks an arrival passes before anything is done with it, in order: size, signature

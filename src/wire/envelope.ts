@@ -69,6 +69,9 @@ export function isGroupName(group: string): boolean {
   return entityNamePattern.test(group);
 }
 
+/** A broadcast's address (its envelope's `to`) is this and `all` or a group name. */
+export const broadcastPrefix = 'broadcast.';
+
 /** A value as an error shows it: JSON-quoted (a newline reads as \n), and cut short. */
 function quoted(value: unknown): string {
   const json = JSON.stringify(value) ?? String(value);

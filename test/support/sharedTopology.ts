@@ -40,17 +40,19 @@ function sweepStaleTestLetters(): Promise<number> {
   const now = Date.now();
   return removeDeadLetters((headers) => {
     const host = headers['x-bridge-host'];
-    const death = (headers['x-death'] as Array<{ time?: { value?: number } | number }> | undefined)?.[0]
-      ?.time;
-    const diedAt =
-      typeof headers['x-bridge-at'] === 'string'
-        ? Date.parse(headers['x-bridge-at'])
-        : typeof death === 'number'
-          ? death * 1000
-          : typeof death?.value === 'number'
-            ? death.value * 1000
-            : Number.NaN;
-    const stale = Number.isNaN(diedAt) || now - diedAt > staleMs;
-    return typeof host === 'string' && testHost.test(host) && stale;
+    if (typeof host !== 'string' || !testHost.test(host)) return false;
+    const diedAt = deadAt(headers);
+    return diedAt === undefined || now - diedAt > staleMs;
   });
+}
+
+/** When a letter died: the gateway's `x-bridge-at`, else the broker's first `x-death` time (s). */
+function deadAt(headers: Record<string, unknown>): number | undefined {
+  if (typeof headers['x-bridge-at'] === 'string') {
+    const at = Date.parse(headers['x-bridge-at']);
+    return Number.isNaN(at) ? undefined : at;
+  }
+  const time = (headers['x-death'] as Array<{ time?: { value?: number } | number }> | undefined)?.[0]?.time;
+  const seconds = typeof time === 'number' ? time : time?.value;
+  return seconds === undefined ? undefined : seconds * 1000;
 }
