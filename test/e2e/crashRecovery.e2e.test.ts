@@ -10,8 +10,10 @@ import { callTool, connectMcp } from '../support/mcpClient.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 const messages = Number(process.env.BRIDGE_CRASH_MESSAGES ?? 1000);
-const rounds = Number(process.env.BRIDGE_CRASH_ROUNDS ?? 2);
-const killsPerRound = 4;
+// One round in the suite: its kills are what explore the crash windows, not its length; more
+// rounds (BRIDGE_CRASH_ROUNDS) sample more kill moments in a soak run.
+const rounds = Number(process.env.BRIDGE_CRASH_ROUNDS ?? 1);
+const killsPerRound = Number(process.env.BRIDGE_CRASH_KILLS ?? 6);
 
 /**
  * Invariants 3 and 5 and R-DL5 under SIGKILL: 1,000 same-host messages flow from a main to a

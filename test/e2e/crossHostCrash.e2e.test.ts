@@ -19,7 +19,7 @@ import { callTool, connectMcp } from '../support/mcpClient.js';
 import { readUntil } from '../support/readUntil.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
-const typed = Number(process.env.BRIDGE_XHOST_MESSAGES ?? 1000);
+const typed = Number(process.env.BRIDGE_XHOST_MESSAGES ?? 600);
 const drained = Number(process.env.BRIDGE_XHOST_DRAINED ?? 500);
 const kills = Number(process.env.BRIDGE_XHOST_KILLS ?? 4);
 const drainKills = Number(process.env.BRIDGE_XHOST_DRAIN_KILLS ?? 8);
@@ -92,7 +92,7 @@ function callAndHangUp(port: number, token: string, sessionId: string, tool: str
  * retries with idempotency keys, as an agent would. At the end every message reached the
  * recipient exactly once, in send order, and B's log holds each as one acked delivery.
  *
- * The 1,000-message stream (BRIDGE_XHOST_MESSAGES) goes to a worker in a real tmux pane running `cat >> file`, so the
+ * The 600-message stream (BRIDGE_XHOST_MESSAGES) goes to a worker in a real tmux pane running `cat >> file`, so the
  * kills also land in the typed-but-not-yet-recorded window (R-DL5). A shorter stream goes to a
  * main on B that drains, whose handover is a drain call instead of a pane; a last test takes the
  * drain's crash window apart deterministically: the main's connection is gone when the answer
