@@ -64,7 +64,7 @@ interface Kill {
  *
  * At the end, with everything drained: every confirmed message (bridge_send returned its
  * msgId) arrived, under that msgId; first arrivals per stream are in send order (R-DL4); a
- * main saw a msgId again only when its gateway was killed between the two drains (README "How
+ * main saw a msgId again only when its gateway was killed between the two drains (docs/delivery.md "How
  * delivery works": the hand-over window); the pane shows a message twice only when C's
  * recovery looked for it after a kill and did not find it (R-DL5's `delivery.located` absent); no
  * dead letter of this test, and every one in `bridge.dlq` has a reason; every gateway's

@@ -6,8 +6,8 @@ import { uniqueHostId } from '../support/broker.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 
 /**
- * Issue 29 item 8: a home that already existed kept its mode. Following the README's quorum
- * steps (`mkdir -p DIR`, umask 022) the home stayed 0755 and `events.db*` 0644, and another
+ * Issue 29 item 8: a home that already existed kept its mode. Following the quorum
+ * steps of docs/operating.md (`mkdir -p DIR`, umask 022) the home stayed 0755 and `events.db*` 0644, and another
  * local user read an undelivered body and the token hashes. The home and everything in it must
  * be private whatever existed before: 0700 directories, 0600 files (group and others cleared),
  * or the gateway refuses to start with HOME_INSECURE and the fix.
