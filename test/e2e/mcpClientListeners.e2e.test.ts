@@ -24,7 +24,7 @@ describe('the test support’s MCP client over many calls', () => {
     await gateway?.dispose();
   });
 
-  it('2,000 tool calls on one client leave no abort listener per call on its transport’s signal or a long-lived call signal (MaxListenersExceededWarning)', async () => {
+  it('300 tool calls on one client leave no abort listener per call on its transport’s signal or a long-lived call signal (MaxListenersExceededWarning)', async () => {
     const registered = await gateway.cli(['register', '--kind', 'main', '--name', 'many-calls', '--json']);
     expect(registered.code, registered.stderr).toBe(0);
     client = await connectMcp(gateway.mcpUrl, (JSON.parse(registered.stdout) as { token: string }).token);
@@ -43,7 +43,8 @@ describe('the test support’s MCP client over many calls', () => {
     let most = 0;
     let mostOnLost = 0;
     try {
-      for (let i = 0; i < 2000; i++) {
+      // A listener left per call shows from the 11th (Node's MaxListeners default is 10).
+      for (let i = 0; i < 300; i++) {
         const result = await callTool(client, 'bridge_drain', {}, 60_000, lost.signal);
         expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
         most = Math.max(most, getEventListeners(signal as AbortSignal, 'abort').length);
