@@ -5,8 +5,10 @@
  *   1. tmux, openssl and chromium (and rabbitmq-server if the broker is down and not installed)
  *      from Debian with apt-get when run as root; otherwise it names the command to run and
  *      exits 1;
- *   2. `npm ci --prefix test/conformance` (the MCP conformance suite and its Node 22) when that
- *      is not installed or was installed from another lock file;
+ *   2. the test-only packages: test/conformance (the MCP conformance suite and its Node 22) and
+ *      test/agents (the real agent TUIs), each `npm ci`-installed once per lock file into the
+ *      machine's cache (~/.cache/bridge/test-packages) and linked as its node_modules, so a
+ *      fresh clone links them in a moment;
  *   3. RabbitMQ started (`rabbitmq-server -detached`) when the test broker does not answer on
  *      127.0.0.1:5672 (or BRIDGE_TEST_BROKER_URI's host, which is only waited for if not local).
  *
@@ -14,23 +16,35 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { accessSync, constants, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { connect } from 'node:net';
+import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { brokerUri } from '../test/support/federation.js';
 import {
   aptInstallCommand,
   brokerAddress,
+  cacheHome,
   chromiumCandidates,
-  conformanceInstallNeeded,
   missingPackages,
+  testPackageCache,
 } from './testPrerequisites.js';
 
 const repoRoot = join(import.meta.dirname, '..');
-const conformanceDir = join(repoRoot, 'test', 'conformance');
-/** Written after a conformance install: the hash of the lock file it was made from. */
-const conformanceStamp = join(conformanceDir, 'node_modules', '.bridge-lock-sha256');
+/** The test-only package folders under test/, each with its own package.json and lock file. */
+const testPackages = ['conformance', 'agents'];
 const brokerWaitMs = 90_000;
 
 const say = (line: string): void => console.log(`prepareTests: ${line}`);
@@ -107,16 +121,45 @@ function installPackages(packages: string[]): void {
   });
 }
 
-function prepareConformance(): void {
-  const lockHash = createHash('sha256')
-    .update(readFileSync(join(conformanceDir, 'package-lock.json')))
-    .digest('hex');
-  const installed = existsSync(join(conformanceDir, 'node_modules'));
-  const stamp = existsSync(conformanceStamp) ? readFileSync(conformanceStamp, 'utf8') : undefined;
-  if (!conformanceInstallNeeded(installed, lockHash, stamp)) return;
-  say('installing the MCP conformance suite: npm ci --prefix test/conformance');
-  run('the conformance suite install', 'npm', ['ci', '--prefix', conformanceDir, '--no-audit', '--no-fund']);
-  writeFileSync(conformanceStamp, `${lockHash}\n`);
+/**
+ * Links test/<name>/node_modules to the install of its lock file in the machine's cache, making
+ * that install first if there is none. An install goes into a folder of its own and is renamed
+ * into place when complete, so a run that dies half-way, or two runs at once, leave no partial one.
+ */
+function prepareTestPackage(name: string): void {
+  const dir = join(repoRoot, 'test', name);
+  const lock = readFileSync(join(dir, 'package-lock.json'));
+  const cached = testPackageCache(
+    cacheHome(process.env, homedir()),
+    name,
+    createHash('sha256').update(lock).digest('hex'),
+  );
+  if (!existsSync(cached)) {
+    say(`installing test/${name} (npm ci) into ${cached}`);
+    const staging = `${cached}.${process.pid}`;
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(staging, { recursive: true });
+    for (const file of ['package.json', 'package-lock.json']) cpSync(join(dir, file), join(staging, file));
+    run(`the test/${name} install`, 'npm', ['ci', '--prefix', staging, '--no-audit', '--no-fund']);
+    try {
+      renameSync(staging, cached);
+    } catch {
+      rmSync(staging, { recursive: true, force: true }); // another run put one there meanwhile
+    }
+  }
+  const link = join(dir, 'node_modules');
+  const target = join(cached, 'node_modules');
+  if (linkTarget(link) === target) return;
+  rmSync(link, { recursive: true, force: true });
+  symlinkSync(target, link, 'dir');
+}
+
+function linkTarget(path: string): string | undefined {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return undefined; // absent, or a folder (an install made in place)
+  }
 }
 
 async function prepareBroker(): Promise<void> {
@@ -159,10 +202,10 @@ async function main(): Promise<void> {
       brokerUp: await answers(host, port),
     }),
   );
-  prepareConformance();
+  for (const name of testPackages) prepareTestPackage(name);
   await prepareBroker();
   say(
-    `ready in ${((Date.now() - started) / 1000).toFixed(1)} s (tmux, openssl, chromium, conformance suite, RabbitMQ)`,
+    `ready in ${((Date.now() - started) / 1000).toFixed(1)} s (tmux, openssl, chromium, conformance suite, agent TUIs, RabbitMQ)`,
   );
 }
 

@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+
 /**
  * What the test suite needs on the machine besides `npm ci`, as pure decisions over what
  * tools/prepareTests.ts finds; that script does the probing and the installing.
@@ -42,16 +44,19 @@ export function aptInstallCommand(packages: string[]): string {
 }
 
 /**
- * Whether `npm ci --prefix test/conformance` must run: no install yet, or one made from
- * another lock file than the current one (`stamp` is the lock file's hash written after the
- * last install, undefined if there is none, as after an install by hand).
+ * Where a test-only package folder (test/conformance, test/agents) is installed: in the
+ * machine's cache, one folder per lock file, so that a fresh clone (every CI run) links an
+ * install made before instead of downloading it again (the agent TUIs are ~750 MB).
  */
-export function conformanceInstallNeeded(
-  installed: boolean,
-  lockHash: string,
-  stamp: string | undefined,
-): boolean {
-  return !installed || stamp?.trim() !== lockHash;
+export function testPackageCache(cacheHome: string, name: string, lockHash: string): string {
+  return join(cacheHome, 'bridge', 'test-packages', `${name}-${lockHash.slice(0, 16)}`);
+}
+
+/** The cache folder a machine's environment names (XDG_CACHE_HOME, else ~/.cache). */
+export function cacheHome(env: NodeJS.ProcessEnv, home: string): string {
+  return env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== ''
+    ? env.XDG_CACHE_HOME
+    : join(home, '.cache');
 }
 
 /** The test broker's address from its URI (test/support/federation.ts's BRIDGE_TEST_BROKER_URI). */

@@ -99,7 +99,9 @@ export interface AgentTuiSession {
 }
 
 const root = join(import.meta.dirname, '..', '..');
-const bin = (name: string): string => join(root, 'node_modules', '.bin', name);
+/** The agent TUIs come from test/agents (installed by `npm run test:prepare`), not the project's dependencies. */
+const agents = join(root, 'test', 'agents', 'node_modules');
+const bin = (name: string): string => join(agents, '.bin', name);
 /** Node (for the npm wrappers and Gemini) and the usual system dirs; nothing of the host's PATH. */
 const agentPath = [dirname(process.execPath), '/usr/local/bin', '/usr/bin', '/bin'].join(':');
 /** Port 9 (discard) is closed on any machine these tests run on: requests fail at once. */
@@ -260,7 +262,7 @@ async function prepareClaude(
   apiUrl: string | undefined,
 ): Promise<Record<string, string>> {
   const { version } = JSON.parse(
-    await readFile(join(root, 'node_modules', '@anthropic-ai', 'claude-code', 'package.json'), 'utf8'),
+    await readFile(join(agents, '@anthropic-ai', 'claude-code', 'package.json'), 'utf8'),
   ) as { version: string };
   const config = {
     hasCompletedOnboarding: true,
@@ -317,7 +319,7 @@ async function prepareCodex(
  */
 async function codexReleaseTemplate(): Promise<string> {
   const { version } = JSON.parse(
-    await readFile(join(root, 'node_modules', '@openai', 'codex', 'package.json'), 'utf8'),
+    await readFile(join(agents, '@openai', 'codex', 'package.json'), 'utf8'),
   ) as { version: string };
   return join(tmpdir(), 'bridge-test-codex-release', version);
 }

@@ -70,7 +70,7 @@ function anchors(text: string): Set<string> {
   const found = new Set<string>();
   const prose = withoutFences(text);
   for (const [, heading] of prose.matchAll(/^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$/gm)) {
-    const base = slug(heading);
+    const base = slug(heading ?? '');
     let unique = base;
     if (counts.has(base)) {
       let n = counts.get(base)!;
@@ -83,7 +83,7 @@ function anchors(text: string): Set<string> {
     counts.set(unique, 0);
     found.add(unique);
   }
-  for (const [, id] of prose.matchAll(/<[a-z]+\s[^>]*\b(?:id|name)="([^"]+)"/gi)) found.add(id);
+  for (const [, id] of prose.matchAll(/<[a-z]+\s[^>]*\b(?:id|name)="([^"]+)"/gi)) found.add(id ?? '');
   return found;
 }
 
@@ -100,7 +100,7 @@ function links(text: string): Link[] {
   const reference = /^ {0,3}\[[^\]\n]+\]:[ \t]*(<[^>\n]*>|\S+)/gm;
   return [...prose.matchAll(inline), ...prose.matchAll(reference)].map((match) => ({
     line: prose.slice(0, match.index).split('\n').length,
-    target: match[1].replace(/^<(.*)>$/, '$1'),
+    target: (match[1] ?? '').replace(/^<(.*)>$/, '$1'),
   }));
 }
 
@@ -167,9 +167,9 @@ function citedIds(text: string): Set<string> {
   for (const [id] of text.matchAll(/\bR-[A-Z]+\d+/g)) ids.add(id);
   for (const [id] of text.matchAll(/\bU[1-8]\b/g)) ids.add(id);
   const list = /\binvariants?\s+(\d+(?:\s*(?:,|and|or|&|–|-)\s*\d+)*)/gi;
-  for (const [, numbers] of text.matchAll(list)) {
+  for (const [, numbers = ''] of text.matchAll(list)) {
     for (const part of numbers.split(/\s*(?:,|and|or|&)\s*/)) {
-      const [from, to = from] = part.split(/\s*[–-]\s*/).map(Number);
+      const [from = 0, to = from] = part.split(/\s*[–-]\s*/).map(Number);
       for (let n = from; n <= to; n++) ids.add(`Invariant ${n}`);
     }
   }

@@ -2,9 +2,10 @@ import { describe, expect, it } from 'vitest';
 import {
   aptInstallCommand,
   brokerAddress,
+  cacheHome,
   chromiumCandidates,
-  conformanceInstallNeeded,
   missingPackages,
+  testPackageCache,
 } from '../../tools/testPrerequisites.js';
 
 /** The decisions of tools/prepareTests.ts, which `npm test` runs first on a machine. */
@@ -34,14 +35,15 @@ describe('what npm test prepares on a machine', () => {
     expect(missingPackages({ ...all, rabbitmqServer: false, brokerUp: false })).toEqual(['rabbitmq-server']);
   });
 
-  it('the conformance suite is installed when missing or made from another lock file, not again', () => {
-    expect(conformanceInstallNeeded(false, 'abc', undefined)).toBe(true);
-    // Installed by hand (no stamp): once more, so the stamp says what is there.
-    expect(conformanceInstallNeeded(true, 'abc', undefined)).toBe(true);
-    expect(conformanceInstallNeeded(true, 'abc', 'old\n')).toBe(true);
-    expect(conformanceInstallNeeded(true, 'abc', 'abc\n')).toBe(false);
-    // A stamp without its node_modules (deleted by hand) is no install.
-    expect(conformanceInstallNeeded(false, 'abc', 'abc\n')).toBe(true);
+  it('a test-only package is cached once per lock file, under XDG_CACHE_HOME or ~/.cache', () => {
+    const hash = 'ab'.repeat(32);
+    expect(testPackageCache(cacheHome({}, '/home/me'), 'agents', hash)).toBe(
+      '/home/me/.cache/bridge/test-packages/agents-abababababababab',
+    );
+    expect(
+      testPackageCache(cacheHome({ XDG_CACHE_HOME: '/var/cache/me' }, '/home/me'), 'conformance', hash),
+    ).toBe('/var/cache/me/bridge/test-packages/conformance-abababababababab');
+    expect(cacheHome({ XDG_CACHE_HOME: '' }, '/home/me')).toBe('/home/me/.cache');
   });
 
   it('the test broker is found where the tests look for it, started only when it is local', () => {
