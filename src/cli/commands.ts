@@ -141,7 +141,7 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
       : result.stage === null
         ? ''
         : ` (${result.stage})`;
-    const head = `${result.duplicate ? 'already sent' : 'sent'} ${result.msgId} to ${result.to.name}@${result.to.host}${stage}`;
+    const head = `${result.duplicate ? 'already sent' : 'sent'} ${result.msgId} to ${result.to.name}@${result.to.host}${stage}; trace ${result.traceId}`;
     if (result.reply) return `${head}\nreply ${from(result.reply.from)}: ${block(result.reply.text, 2)}`;
     return result.reply === null ? `${head}\nno reply within ${waitMs} ms` : head;
   });
@@ -433,7 +433,8 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
                 ]
               : []),
             `inboxes:      ${counts(broker.inboxes) || 'none'}`,
-            `dead-letter queue: ${broker.deadLetterQueue ?? '?'}`,
+            // The broker's queue is every gateway's on this broker (or vhost): not this one's count.
+            `broker DLQ:   ${broker.deadLetterQueue ?? '?'} letters in bridge.dlq, from every gateway on the broker (agentbridge dlq list)`,
           ]
         : []),
       ...(result.signing
@@ -446,7 +447,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
       `event log:    ${result.store}`,
       `entities:     ${result.entities.length}`,
       `deliveries:   ${counts(result.deliveries) || 'none yet'}`,
-      `dead letters: ${counts(result.deadLetters) || 'none'}`,
+      `dead-lettered here since start: ${counts(result.deadLetters) || 'none'}`,
       `mcp sessions: ${result.mcpSessions.total}${result.mcpSessions.total > 0 ? ` (${counts(result.mcpSessions.byEntity)})` : ''}`,
     ].join('\n');
   });

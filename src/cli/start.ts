@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { loadConfig } from '../config/loadConfig.js';
 import { redactUri } from '../config/schema.js';
 import { startDaemon } from '../daemon/startDaemon.js';
@@ -31,8 +32,10 @@ export async function runStart(values: CliValues): Promise<number> {
       `  admin socket:  ${daemon.adminSocket}`,
       `  event log:     ${daemon.gateway.storeFile}`,
       `  config:        ${file ?? 'built-in defaults'}`,
-      'Connect an agent:',
-      '  agentbridge register --kind main --name me          # prints a gid and a token',
+      // The CLI finds this gateway by its home: from another directory, or after a --config
+      // that moved it, a bare `agentbridge register` would look in ./.bridge.
+      'Connect an agent (from any directory):',
+      `  BRIDGE_HOME=${resolve(config.home)} agentbridge register --kind main --name me   # prints a gid and a token`,
       `  claude mcp add --transport http bridge ${daemon.mcpUrl} --header "Authorization: Bearer <token>"`,
     ].join('\n'),
   );

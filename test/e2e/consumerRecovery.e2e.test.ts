@@ -105,6 +105,10 @@ describe('a consumer whose channel the broker closes is recovered', () => {
       broker: { usage: { connections: number; channels: number; consumers: number } };
     };
     expect(status.broker.usage).toEqual({ connections: 1, channels: 3, consumers: 3 });
-    expect((await beta.cli(['status'])).stdout).toContain('consumers:    3 on 3 channels, 1 connection');
+    const text = (await beta.cli(['status'])).stdout;
+    expect(text).toContain('consumers:    3 on 3 channels, 1 connection');
+    // The broker's DLQ is every gateway's: its line says so, apart from this gateway's own count.
+    expect(text).toMatch(/^broker DLQ: +\d+ letters in bridge\.dlq, from every gateway on the broker/m);
+    expect(text).toMatch(/^dead-lettered here since start: /m);
   });
 });

@@ -30,7 +30,7 @@ describe('starting the gateway', () => {
         await sleep(100);
       expect(output).toContain('(single-host mode, no broker)');
       expect(output).toContain(`MCP endpoint:  http://127.0.0.1:${port}/mcp`);
-      expect(output).toContain('agentbridge register --kind main --name me');
+      expect(output).toContain(`BRIDGE_HOME=${home} agentbridge register --kind main --name me`);
       const health = await fetch(`http://127.0.0.1:${port}/healthz`);
       expect(await health.json()).toMatchObject({ ok: true });
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -87,8 +87,14 @@ describe('starting the gateway', () => {
       const b = JSON.parse(
         (await gateway.cli(['register', '--kind', 'orchestrator', '--name', 'b', '--json'])).stdout,
       );
-      const sent = await gateway.cli(['send', 'b', 'survive a restart', '--json'], { BRIDGE_TOKEN: a.token });
+      const sent = await gateway.cli(['send', 'b', 'survive a restart'], { BRIDGE_TOKEN: a.token });
       expect(sent.code, sent.stderr).toBe(0);
+      // The text output names the trace too, for `agentbridge export --trace` and the console.
+      expect(sent.stdout).toMatch(/^sent [0-9a-f-]{36} to b@\S+ \(queued\); trace [0-9a-f-]{36}$/m);
+      // Single-host: no broker DLQ line; this gateway's own dead letters are said to be its own.
+      const status = (await gateway.cli(['status'])).stdout;
+      expect(status).toContain('dead-lettered here since start: none');
+      expect(status).not.toContain('broker DLQ');
       expect(await gateway.stop()).toBe(0);
       await gateway.start();
       const client = await connectMcp(gateway.mcpUrl, b.token);
