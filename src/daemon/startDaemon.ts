@@ -1,7 +1,7 @@
 import { Gateway } from '../actors/Gateway.js';
 import type { Clock } from '../clock/clock.js';
 import { agentDirs, type Config } from '../config/schema.js';
-import { checkPane, createInjectorFactory, submissionTiming } from '../inject/createInjector.js';
+import { createInjectorFactory, paneChecker, submissionTiming } from '../inject/createInjector.js';
 import { adminSocketPath } from '../interfaces/adminProtocol.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
 import { ConsoleSessions } from '../interfaces/ConsoleSessions.js';
@@ -49,7 +49,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       logger,
       timing: submissionTiming(config.delivery),
     }),
-    checkPane,
+    checkPane: paneChecker(config.herdr.socketPath),
     ...(options.onFatal ? { onFatal: options.onFatal } : {}),
   });
   // The operator console's logins: minted over the admin socket, spent on the HTTP server.

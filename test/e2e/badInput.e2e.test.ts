@@ -18,7 +18,10 @@ describe('bad input gets a clear error and loses nothing', () => {
   let acceptedMsgId: string;
 
   beforeAll(async () => {
-    gateway = new GatewayProcess({ config: { limits: { maxTextBytes: 1024 } } });
+    // herdr's socket is a path where nothing answers, whatever runs on this machine.
+    gateway = new GatewayProcess({
+      config: { limits: { maxTextBytes: 1024 }, herdr: { socketPath: '/tmp/bridge-no-herdr-here.sock' } },
+    });
     await gateway.start();
     const mainReg = JSON.parse(
       (await gateway.cli(['register', '--kind', 'main', '--name', 'boss', '--json'])).stdout,
@@ -129,6 +132,23 @@ describe('bad input gets a clear error and loses nothing', () => {
     ]);
     expect(noPane.code).toBe(1);
     expect(noPane.stderr).toMatch(/PANE_UNAVAILABLE: tmux pane %999 not found/);
+    // No herdr: refused at once, not a worker whose messages wait behind a roster that reads busy.
+    const noHerdr = await gateway.cli([
+      'register',
+      '--kind',
+      'worker',
+      '--name',
+      'hw',
+      '--herdr-pane',
+      'w1-1',
+    ]);
+    expect(noHerdr.code).toBe(1);
+    expect(noHerdr.stderr).toMatch(
+      /PANE_UNAVAILABLE: herdr does not answer at \/tmp\/bridge-no-herdr-here\.sock .*: start herdr, or give the gateway herdr's socket/,
+    );
+    expect(JSON.parse((await gateway.cli(['roster', '--json'])).stdout)).not.toContainEqual(
+      expect.objectContaining({ name: 'hw' }),
+    );
     const taken = await gateway.cli(['register', '--kind', 'main', '--name', 'boss']);
     expect(taken.stderr).toMatch(/NAME_TAKEN: an entity named "boss" is already registered/);
     const noToken = await gateway.cli(['send', 'inbox', 'hello'], { BRIDGE_TOKEN: '' });

@@ -148,6 +148,18 @@ describe('single-host flows through MCP (gateway, tmux and clients as separate p
 
   it('holds a message for a herdr pane while its agent is working and types it when it turns idle', async () => {
     herdr.addPane('w9-1', { status: 'working' });
+    // A pane herdr does not have is refused at registration, with herdr's reason.
+    const unknown = await gateway.cli([
+      'register',
+      '--kind',
+      'worker',
+      '--name',
+      'nope',
+      '--herdr-pane',
+      'w9-404',
+    ]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/PANE_UNAVAILABLE: herdr has no pane w9-404 .*register the agent again/);
     await register(['--kind', 'worker', '--name', 'herdr-worker', '--herdr-pane', 'w9-1']);
     const main = await register(['--kind', 'main', '--name', 'herdr-lead']);
     const lead = await client(main.token);
