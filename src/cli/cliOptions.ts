@@ -36,6 +36,9 @@ const options = {
   'no-check': { type: 'boolean' },
   progress: { type: 'boolean' },
   quiet: { type: 'boolean' },
+  as: { type: 'string' },
+  scope: { type: 'string' },
+  print: { type: 'boolean' },
 } as const;
 
 export type CliValues = ReturnType<typeof parseCli>['values'];

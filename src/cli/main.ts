@@ -11,6 +11,11 @@ Usage:
                   [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID] [--group G]...
                                                       register an entity; prints its gid and token
   agentbridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
+  agentbridge connect claude|codex|gemini --as main|worker|orchestrator NAME [--scope user|project] [--print]
+                  [--tmux TARGET | --herdr-pane ID]   register NAME and write that agent's MCP config for it,
+                                                      bridge's tools allowed; --print shows what it would write
+  agentbridge disconnect claude|codex|gemini [--scope user|project]
+                                                      undo connect: the agent's files as they were, NAME deregistered
   agentbridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
   agentbridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
@@ -80,6 +85,8 @@ const commands: Record<string, () => Promise<Command>> = {
   start: async () => (await import('./start.js')).runStart,
   register: async () => (await import('./commands.js')).runRegister,
   deregister: async () => (await import('./commands.js')).runDeregister,
+  connect: async () => (await import('./connect.js')).runConnect,
+  disconnect: async () => (await import('./connect.js')).runDisconnect,
   send: async () => (await import('./commands.js')).runSend,
   drain: async () => (await import('./commands.js')).runDrain,
   spawn: async () => (await import('./commands.js')).runSpawn,

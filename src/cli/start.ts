@@ -36,7 +36,7 @@ export async function runStart(values: CliValues): Promise<number> {
       // that moved it, a bare `agentbridge register` would look in ./.bridge.
       'Connect an agent (from any directory):',
       `  BRIDGE_HOME=${resolve(config.home)} agentbridge register --kind main --name me   # prints a gid and a token`,
-      `  claude mcp add --transport http bridge ${daemon.mcpUrl} --header "Authorization: Bearer <token>"`,
+      `  BRIDGE_HOME=${resolve(config.home)} agentbridge connect claude --as main me   # or codex, gemini: writes its MCP config`,
     ].join('\n'),
   );
   await new Promise<void>((resolve) => {

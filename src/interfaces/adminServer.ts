@@ -43,7 +43,11 @@ export async function startAdminServer(
 ): Promise<AdminServerHandle> {
   await claimSocketPath(socketPath);
   const routes: Record<string, (body: unknown) => Promise<unknown>> = {
-    [adminRoutes.status]: async () => gateway.status(),
+    [adminRoutes.status]: async () => {
+      // Where agents reach this gateway: what `agentbridge connect` writes into their configs.
+      const base = options.console?.baseUrl();
+      return { ...(await gateway.status()), ...(base === undefined ? {} : { mcpUrl: `${base}/mcp` }) };
+    },
     [adminRoutes.messageStatus]: async (body) =>
       gateway.messageStatus(undefined, parseBody(messageStatusBody, body).msgId),
     [adminRoutes.roster]: async () => gateway.roster(),
