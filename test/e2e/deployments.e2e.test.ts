@@ -9,7 +9,8 @@ import {
   testDeployment,
   waitFor,
 } from '../support/federation.js';
-import { GatewayProcess } from '../support/GatewayProcess.js';
+import { GatewayProcess, runCli } from '../support/GatewayProcess.js';
+import { addVhost, deleteVhost } from '../support/rabbit.js';
 import { announcePresence, fakePeer } from '../support/signedPeer.js';
 
 interface Registered {
@@ -120,6 +121,89 @@ describe('two deployments on one broker', () => {
     for (const g of [alpha, beta, gamma]) {
       expect(g.log.split('\n').filter((l) => l.includes('ignored a PRESENCE announcement'))).toEqual([]);
     }
+  });
+});
+
+/**
+ * Two trust circles in two vhosts of one broker, as docs/operating.md sets them up: `broker
+ * setup` declares the shared exchanges and a `bridge.dlq` in the vhost of its URI, and a
+ * gateway's URI names its vhost. The same deployment id on both sides: the vhost alone keeps
+ * them apart.
+ */
+describe('two deployments in two vhosts of one broker', () => {
+  const vhosts = [`bridge-test-${suffix}-a`, `bridge-test-${suffix}-b`];
+  const uriOf = (vhost: string) => `${brokerUri.replace(/\/$/, '')}/${encodeURIComponent(vhost)}`;
+  let gateways: GatewayProcess[] = [];
+  const tokens: Record<string, string> = {};
+
+  beforeAll(async () => {
+    for (const vhost of vhosts) {
+      await addVhost(vhost);
+      const setup = await runCli(['broker', 'setup', '--json'], { BRIDGE_BROKER_URI: uriOf(vhost) });
+      expect(setup.code, setup.stderr).toBe(0);
+    }
+    const config = { broker: { heartbeatMs } };
+    gateways = [
+      new GatewayProcess({
+        hostId: `va1-${suffix}`,
+        env: { ...brokerEnv, BRIDGE_BROKER_URI: uriOf(vhosts[0] as string) },
+        config,
+      }),
+      new GatewayProcess({
+        hostId: `va2-${suffix}`,
+        env: { ...brokerEnv, BRIDGE_BROKER_URI: uriOf(vhosts[0] as string) },
+        config,
+      }),
+      new GatewayProcess({
+        hostId: `vb1-${suffix}`,
+        env: { ...brokerEnv, BRIDGE_BROKER_URI: uriOf(vhosts[1] as string) },
+        config,
+      }),
+    ];
+    await Promise.all(gateways.map((g) => g.start()));
+    for (const [g, name] of gateways.map((g, i) => [g, ['a1', 'a2', 'b1'][i] as string] as const)) {
+      const r = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      tokens[name] = (JSON.parse(r.stdout) as Registered).token;
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(gateways.map((g) => g.dispose()));
+    for (const vhost of vhosts) await deleteVhost(vhost);
+  }, 120_000);
+
+  it("a broadcast reaches its vhost's inboxes only; the other vhost's roster and DLQ stay empty of it", async () => {
+    const [a1, a2, b1] = gateways as [GatewayProcess, GatewayProcess, GatewayProcess];
+    await waitFor('a2 in a1’s roster', async () => {
+      const hosts = (JSON.parse((await a1.cli(['roster', '--json'])).stdout) as Array<{ host: string }>).map(
+        (e) => e.host,
+      );
+      return hosts.includes(a2.hostId) ? true : undefined;
+    });
+    const sent = await a1.cli(['broadcast', `vhost hello ${suffix}`, '--json'], { BRIDGE_TOKEN: tokens.a1 });
+    expect(sent.code, sent.stderr).toBe(0);
+    const drainOf = async (g: GatewayProcess, name: string, waitMs: number) =>
+      (
+        JSON.parse(
+          (await g.cli(['drain', '--wait', String(waitMs), '--json'], { BRIDGE_TOKEN: tokens[name] })).stdout,
+        ) as Array<{ text: string }>
+      ).map((m) => m.text);
+    const got: string[] = [];
+    await waitFor('the broadcast at a2', async () => {
+      got.push(...(await drainOf(a2, 'a2', 500)));
+      return got.includes(`vhost hello ${suffix}`) ? true : undefined;
+    });
+    expect(await drainOf(b1, 'b1', 2_000)).toEqual([]);
+    const bHosts = (JSON.parse((await b1.cli(['roster', '--json'])).stdout) as Array<{ host: string }>).map(
+      (e) => e.host,
+    );
+    expect(bHosts).not.toContain(a1.hostId);
+    expect(bHosts).not.toContain(a2.hostId);
+    // b's vhost has a bridge.dlq of its own, and nothing of a's traffic is in it.
+    const letters = await b1.cli(['dlq', 'list', '--json']);
+    expect(letters.code, letters.stderr).toBe(0);
+    expect(JSON.parse(letters.stdout)).toEqual([]);
   });
 });
 

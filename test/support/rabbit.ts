@@ -112,3 +112,17 @@ export async function restoreRabbitSetting(key: RabbitSetting, before: string): 
  * looks at its consumers' deliveries against it, `channel_tick_interval` (default 60 s).
  */
 export type RabbitSetting = 'consumer_timeout' | 'channel_tick_interval';
+
+/**
+ * A vhost of the test's own on the shared broker, the test login (guest) allowed everything in
+ * it: a second trust circle beside the default vhost's. Remove it with `deleteVhost` in
+ * `finally`/`afterAll`: deleting a vhost deletes everything in it.
+ */
+export async function addVhost(name: string): Promise<void> {
+  await rabbitmqctl('add_vhost', name);
+  await rabbitmqctl('set_permissions', '-p', name, 'guest', '.*', '.*', '.*');
+}
+
+export async function deleteVhost(name: string): Promise<void> {
+  await rabbitmqctl('delete_vhost', name).catch(() => {});
+}
