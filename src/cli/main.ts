@@ -16,6 +16,8 @@ Usage:
                                                       bridge's tools allowed; --print shows what it would write
   agentbridge disconnect claude|codex|gemini [--scope user|project]
                                                       undo connect: the agent's files as they were, NAME deregistered
+  agentbridge service install|uninstall [--print] [--config FILE]
+                                                      the gateway as a systemd user service (this home and settings)
   agentbridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
                                                       send as the entity whose token is in BRIDGE_TOKEN (or --token)
   agentbridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
@@ -86,6 +88,7 @@ const commands: Record<string, () => Promise<Command>> = {
   register: async () => (await import('./commands.js')).runRegister,
   deregister: async () => (await import('./commands.js')).runDeregister,
   connect: async () => (await import('./connect.js')).runConnect,
+  service: async () => (await import('./service.js')).runService,
   disconnect: async () => (await import('./connect.js')).runDisconnect,
   send: async () => (await import('./commands.js')).runSend,
   drain: async () => (await import('./commands.js')).runDrain,
