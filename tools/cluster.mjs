@@ -479,10 +479,12 @@ async function anyView(layout) {
  */
 async function ensureJoined(layout, nodes, log) {
   const first = layout.nodes[0];
-  const before = await anyView(layout);
   let joined = false;
   for (const node of nodes) {
-    if (node.index === first.index || before?.running.includes(node.name)) continue;
+    // Each node is asked itself whether it is a member: a view from whichever node answers first
+    // (node 2's own, when node 1 is slow to answer on a loaded machine) lists that node as
+    // running in a cluster of one, and a join skipped on that is a cluster that never forms.
+    if (node.index === first.index) continue;
     // A node just started may not answer cluster_status yet: ask until it does.
     let own;
     await waitUntil(

@@ -32,7 +32,7 @@ import type { DeadLetterSink } from './Delivery.js';
 import type { EntityActor } from './EntityActor.js';
 import type { InboundHandle } from './handover.js';
 import { type Destination, Inbound } from './Inbound.js';
-import { PresenceExchange } from './PresenceExchange.js';
+import { type IgnoredPeer, PresenceExchange } from './PresenceExchange.js';
 import { RemoteRoster } from './RemoteRoster.js';
 
 /** The part of the gateway's config the federation reads. */
@@ -293,6 +293,11 @@ export class Federation implements DeadLetterSink {
   }
 
   /** The roster's local entries, as announced. */
+  /** Hosts whose announcements this gateway ignores (untrusted, clock off, …), with why. */
+  ignoredPeers(): IgnoredPeer[] {
+    return this.presence.ignored();
+  }
+
   presenceEntries(): PresenceEntry[] {
     return [...this.deps.localEntities()].map((entity) => ({
       gid: entity.gid,

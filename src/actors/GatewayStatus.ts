@@ -73,6 +73,8 @@ export class GatewayStatus {
           unconfirmed: federation.broker.unconfirmedKeys(),
           queueMode: config.broker.queueMode,
           peers: federation.roster.hostIds(),
+          // Hosts heard but not believed: not trusted here, a clock off, a replay.
+          ignoredPeers: federation.ignoredPeers(),
           deadLetterQueue: await federation.broker.queueDepth(dlqName),
           inboxes: Object.fromEntries(
             await Promise.all(

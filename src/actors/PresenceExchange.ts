@@ -1,5 +1,5 @@
 import type { InboundMessage } from '../broker/brokerMessages.js';
-import { Exchange, rosterKey } from '../broker/topology.js';
+import { Exchange, rosterKey, rosterKeyHost } from '../broker/topology.js';
 import type { Clock } from '../clock/clock.js';
 import type { Hlc } from '../clock/hlc.js';
 import type { Config } from '../config/schema.js';
@@ -41,7 +41,20 @@ const announceCoalesceMs = 50;
  * PRESENCE (U5), both ways: this gateway's snapshot every heartbeat and soon after a change,
  * and other gateways' snapshots into the remote roster once signature and age check out.
  */
+/** A host whose announcements this gateway ignores, and why (what `agentbridge doctor` reads). */
+export interface IgnoredPeer {
+  host: string;
+  reason: string;
+  detail: string;
+  count: number;
+  lastAt: number;
+}
+
+/** Hosts remembered with their last refusal; the oldest goes first beyond this many. */
+const maxIgnoredPeers = 256;
+
 export class PresenceExchange {
+  private readonly ignoredPeers = new Map<string, IgnoredPeer>();
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   private announceTimer: ReturnType<typeof setTimeout> | undefined;
   /** This gateway's own snapshot is past what peers with its limits take: warned once until it fits. */
@@ -156,8 +169,29 @@ export class PresenceExchange {
     this.deps.onRosterChanged();
   }
 
+  /** The hosts whose announcements were ignored, each with its latest reason. */
+  ignored(): IgnoredPeer[] {
+    return [...this.ignoredPeers.values()];
+  }
+
   private ignore(reason: string, detail: string, routingKey: string): void {
     this.deps.metrics.presenceIgnored.inc({ reason });
+    const host = rosterKeyHost(routingKey);
+    if (host !== undefined) {
+      const key = boundedDetail(host);
+      const seen = this.ignoredPeers.get(key);
+      this.ignoredPeers.delete(key);
+      this.ignoredPeers.set(key, {
+        host: key,
+        reason,
+        detail: boundedDetail(detail),
+        count: (seen?.count ?? 0) + 1,
+        lastAt: this.deps.clock.now(),
+      });
+      if (this.ignoredPeers.size > maxIgnoredPeers) {
+        this.ignoredPeers.delete(this.ignoredPeers.keys().next().value as string);
+      }
+    }
     const admitted = this.ignoredLog.admit(`${reason} ${routingKey}`, this.deps.clock.now());
     if (!admitted.write) return;
     this.deps.logger.warn(

@@ -107,6 +107,23 @@ export async function checkSharedTopology(model: ChannelModel): Promise<void> {
   }
 }
 
+/** Connects as `options` says and checks the shared topology (`agentbridge doctor`). */
+export async function probeSharedTopology(options: OperatorConnectOptions): Promise<void> {
+  const model = await amqp.connect(options.uri, {
+    ...readBrokerTls(options.uri, options.tls),
+    timeout: options.connectTimeoutMs ?? 10_000,
+    clientProperties: { connection_name: 'agentbridge doctor' },
+  });
+  model.on('error', () => {
+    // The failing check rejects with the same error.
+  });
+  try {
+    await checkSharedTopology(model);
+  } finally {
+    await model.close().catch(() => {});
+  }
+}
+
 /** Runs `fn` on a fresh channel, closed afterwards (a failed operation has closed it already). */
 async function onChannel<T>(model: ChannelModel, fn: (channel: Channel) => Promise<T>): Promise<T> {
   const channel = await model.createChannel();

@@ -249,6 +249,12 @@ export function rosterKey(deployment: string, hostId: string): string {
   return deploymentKey(deployment, `roster.${hostId}`);
 }
 
+/** The host a roster key announces (what follows `roster.`), or undefined for another key. */
+export function rosterKeyHost(key: string): string | undefined {
+  const at = key.lastIndexOf('roster.');
+  return at < 0 ? undefined : key.slice(at + 'roster.'.length) || undefined;
+}
+
 export function rosterQueueName(hostId: string): string {
   return `roster.${hostId}`;
 }

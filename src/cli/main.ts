@@ -16,6 +16,9 @@ Usage:
                                                       bridge's tools allowed; --print shows what it would write
   agentbridge disconnect claude|codex|gemini [--scope user|project]
                                                       undo connect: the agent's files as they were, NAME deregistered
+  agentbridge doctor                                       check what this install needs (tmux, the home's modes,
+                                                      the port, the broker and its setup, peers' trust and
+                                                      clocks, agent configs), each failure with its fix
   agentbridge service install|uninstall [--print] [--config FILE]
                                                       the gateway as a systemd user service (this home and settings)
   agentbridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
@@ -89,6 +92,7 @@ const commands: Record<string, () => Promise<Command>> = {
   deregister: async () => (await import('./commands.js')).runDeregister,
   connect: async () => (await import('./connect.js')).runConnect,
   service: async () => (await import('./service.js')).runService,
+  doctor: async () => (await import('./doctor.js')).runDoctor,
   disconnect: async () => (await import('./connect.js')).runDisconnect,
   send: async () => (await import('./commands.js')).runSend,
   drain: async () => (await import('./commands.js')).runDrain,

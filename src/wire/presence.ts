@@ -119,7 +119,7 @@ export function judgePresenceAge(presence: Presence, facts: PresenceAgeFacts): P
     return {
       ok: false,
       reason: PresenceRefusal.clockSkew,
-      detail: `stamped in the future (${presence.hlc})`,
+      detail: `stamped ${Math.round((stamped - facts.now) / 1000)} s in the future (${presence.hlc}), beyond security.maxClockSkewMs`,
     };
   }
   const oldest = facts.now - presence.ttlMs - facts.maxSkewMs;

@@ -64,26 +64,28 @@ export function publishConfirmed(
 
 let presenceCounter = 0;
 /** Every PRESENCE a fake peer sends is newer than its last (a gateway ignores one that is not). */
-function nextPresenceStamp(): string {
+function nextPresenceStamp(clockOffsetMs = 0): string {
   presenceCounter += 1;
-  return encodeHlc({ wall: Date.now(), counter: presenceCounter });
+  return encodeHlc({ wall: Date.now() + clockOffsetMs, counter: presenceCounter });
 }
 
 /**
  * Publishes `by`'s signed PRESENCE announcing `entities` (mains, idle) of `host` on that host's
- * roster key, as a peer gateway would. `host` is `by`'s own unless a test forges one.
+ * roster key, as a peer gateway would. `host` is `by`'s own unless a test forges one;
+ * `clockOffsetMs` stamps it as a host whose clock is that far ahead (negative: behind).
  */
 export function announcePresence(
   channel: ConfirmChannel,
   by: FakePeer,
   entities: ReadonlyArray<{ gid: string; name: string }>,
   host: string = by.host,
+  clockOffsetMs = 0,
 ): Promise<void> {
   const presence = {
     v: schemaVersionString,
     kind: 'PRESENCE',
     host,
-    hlc: nextPresenceStamp(),
+    hlc: nextPresenceStamp(clockOffsetMs),
     ttlMs: 600_000,
     entities: entities.map((entity) => ({ ...entity, kind: 'main', groups: [], status: 'active.idle' })),
   };
