@@ -95,6 +95,8 @@ function sum(counts: ReadonlyMap<string, number>): number {
  * element of class `trace`, the transitions it did not take fade). Shared with the operator console.
  */
 export const diagramStylesheet = `.diagram { overflow-x: auto; border: 1px solid #e5e7eb; border-radius: 6px; padding: 8px; background: #fcfcfd; }
+/* A wide machine (delivery) is drawn to the box's width, not cut at its edge. */
+.diagram svg { display: block; max-width: 100%; height: auto; }
 svg.machine { display: block; font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; font-size: 12px; }
 .state .box { fill: #eef2ff; stroke: #4f46e5; stroke-width: 1.5; }
 .state.compound .box { fill: #f8fafc; stroke: #64748b; }

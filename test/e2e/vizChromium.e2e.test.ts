@@ -107,6 +107,15 @@ describe('agentbridge viz in Chromium', () => {
         return found;
       });
       expect(misfits).toEqual([]);
+      // Every picture fits its box: none needs a sideways scroll to show its last states.
+      const wider = await page
+        .locator('.diagram')
+        .evaluateAll((boxes) =>
+          boxes
+            .filter((box) => box.scrollWidth > box.clientWidth + 1)
+            .map((box) => box.closest('[id]')?.id ?? '?'),
+        );
+      expect(wider).toEqual([]);
       await page.screenshot({ path: join(artifacts, 'viz.png'), fullPage: true });
       expect(problems).toEqual([]);
       expect(requests).toEqual([url]);
