@@ -33,14 +33,14 @@ function linkCell(text, open, { title, className } = {}) {
 /** name@host by gid, from the last roster: a dead letter's routing key is a gid. */
 const addressByGid = new Map();
 
-/** A worker's Stop button: for agents started with spawn (bridge_stop's rules; others are refused). */
+/** The Stop button of an agent started with spawn (bridge_stop ends only those). */
 function stopCell(entry) {
   const td = document.createElement('td');
-  if (entry.kind !== 'worker') return td;
+  if (!entry.spawned) return td;
   const button = document.createElement('button');
   button.type = 'button';
   button.textContent = 'Stop';
-  button.title = 'Stop this agent (only agents started with spawn)';
+  button.title = 'Stop this agent (started with spawn)';
   button.addEventListener('click', async () => {
     const error = document.getElementById('roster-error');
     button.disabled = true;

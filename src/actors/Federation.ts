@@ -43,6 +43,8 @@ export interface FederationDeps extends RuntimeDeps {
   metrics: Metrics;
   /** The local entities, for presence and for routing what arrives. */
   localEntities(): Iterable<EntityActor>;
+  /** Whether a local entity is an agent this host spawned (announced, for the console's Stop). */
+  isSpawned(gid: string): boolean;
   findLocal(gid: string): EntityActor | undefined;
   onFatal(err: BridgeError): void;
   /** Signs what is published and verifies what arrives (invariant 6). */
@@ -306,6 +308,7 @@ export class Federation implements DeadLetterSink {
       groups: entity.record.groups,
       status: entity.state,
       ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
+      ...(this.deps.isSpawned(entity.gid) ? { spawned: true } : {}),
     }));
   }
 

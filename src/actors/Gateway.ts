@@ -190,6 +190,7 @@ export class Gateway {
             config,
             metrics,
             localEntities: () => directory.all(),
+            isSpawned: (gid) => spawner.isRunning(gid),
             findLocal: (gid) => directory.byGidOrUndefined(gid),
             onFatal: (err) => {
               logger.fatal({ err }, err.message);
@@ -292,6 +293,7 @@ export class Gateway {
         metrics,
         directory,
         federation,
+        isSpawned: (gid) => spawner.isRunning(gid),
       }),
     };
   }

@@ -19,6 +19,8 @@ export interface RosterEntry extends Address {
   depth?: number;
   /** When it was last active (ms): here, up to now; another host's, as of its last presence. */
   lastActiveAt?: number;
+  /** An agent its host spawned: bridge_stop (and the console's Stop) may end it. */
+  spawned?: boolean;
 }
 
 export interface GatewayStatusDeps {
@@ -31,6 +33,7 @@ export interface GatewayStatusDeps {
   metrics: Metrics;
   directory: Directory;
   federation: Federation | undefined;
+  isSpawned(gid: string): boolean;
 }
 
 /** What `agentbridge status` and `bridge_roster` show of this gateway: who is here, and how it runs. */
@@ -39,13 +42,14 @@ export class GatewayStatus {
 
   /** Local entities first, then every remote host's, as their presence announced them (U5). */
   roster(): RosterEntry[] {
-    const { directory, federation, host } = this.deps;
+    const { directory, federation, host, isSpawned } = this.deps;
     const local: RosterEntry[] = [...directory.all()].map((entity) => ({
       ...addressOf(entity, host),
       groups: entity.record.groups,
       status: entity.state,
       depth: entity.depth,
       ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
+      ...(isSpawned(entity.gid) ? { spawned: true } : {}),
     }));
     const remote: RosterEntry[] = (federation?.roster.entries() ?? []).map((e) => ({
       gid: e.gid,
@@ -55,6 +59,7 @@ export class GatewayStatus {
       groups: e.groups,
       status: e.status,
       ...(e.lastActiveAt === undefined ? {} : { lastActiveAt: e.lastActiveAt }),
+      ...(e.spawned ? { spawned: true } : {}),
     }));
     return [...local, ...remote];
   }

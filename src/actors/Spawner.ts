@@ -176,6 +176,11 @@ export class Spawner {
     this.settle(inbound);
   }
 
+  /** Whether `gid` is an agent this host spawned and still runs (bridge_stop may end it). */
+  isRunning(gid: string): boolean {
+    return this.byGid.has(gid);
+  }
+
   /** A STOP for an agent this host spawned: close its pane, deregister it, answer. */
   async receiveStop(envelope: Envelope, inbound?: InboundHandle): Promise<void> {
     const stop = envelope.stop;

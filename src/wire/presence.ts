@@ -19,6 +19,8 @@ export const presenceEntrySchema = z.object({
   status: z.string().max(64),
   /** When it was last active on its host (ms; EntityActor.lastActiveAt); a 1.2 peer leaves it out. */
   lastActiveAt: z.number().int().nonnegative().optional(),
+  /** Started by its host's spawn (so bridge_stop may end it); earlier peers leave it out. */
+  spawned: z.boolean().optional(),
 });
 export type PresenceEntry = z.infer<typeof presenceEntrySchema>;
 

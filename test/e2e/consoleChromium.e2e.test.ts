@@ -93,6 +93,8 @@ describe('operator console in Chromium, over two federated gateways', () => {
     await row('lead').waitFor();
     await row('builder').waitFor({ timeout: 30_000 });
     expect(await row('builder').textContent()).toContain(beta.hostId);
+    // A worker registered by hand, not spawned: no Stop (bridge_stop would refuse it).
+    expect(await row('builder').locator('button', { hasText: 'Stop' }).count()).toBe(0);
     await page.screenshot({ path: join(artifacts, 'console-roster.png') });
 
     // Registered on B after the page opened: it comes by presence, then by the event stream.

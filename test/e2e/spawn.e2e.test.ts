@@ -107,7 +107,13 @@ describe('spawn / stop (U4)', () => {
   const roster = async (g: GatewayProcess) => {
     const r = await g.cli(['roster', '--json']);
     expect(r.code, r.stderr).toBe(0);
-    return JSON.parse(r.stdout) as Array<{ gid: string; name: string; host: string; status: string }>;
+    return JSON.parse(r.stdout) as Array<{
+      gid: string;
+      name: string;
+      host: string;
+      status: string;
+      spawned?: boolean;
+    }>;
   };
   const inRoster = (g: GatewayProcess, gid: string, present: boolean) =>
     waitFor(`${gid} ${present ? 'in' : 'gone from'} ${g.hostId}'s roster`, async () => {
@@ -252,9 +258,17 @@ describe('spawn / stop (U4)', () => {
     expect(window?.command).toContain('standInAgent.mjs');
     await paneShows(spawnedPane, 'stand-in agent ready');
 
-    // Known on both hosts.
-    expect((await roster(b)).find((e) => e.gid === gid)).toMatchObject({ name: 'rev7', host: b.hostId });
+    // Known on both hosts, as an agent its host spawned (the console offers Stop for those only).
+    expect((await roster(b)).find((e) => e.gid === gid)).toMatchObject({
+      name: 'rev7',
+      host: b.hostId,
+      spawned: true,
+    });
     await inRoster(a, gid, true);
+    await waitFor('rev7 announced to a as spawned', async () =>
+      (await roster(a)).find((e) => e.gid === gid)?.spawned === true ? true : undefined,
+    );
+    expect((await roster(a)).find((e) => e.name === 'mainA')?.spawned).toBeUndefined();
 
     // The brief is its first message, from the requester; its answer comes back to the main.
     await paneShows(spawnedPane, `[bridge SEND from mainA@${a.hostId} msg `);
