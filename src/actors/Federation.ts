@@ -294,12 +294,12 @@ export class Federation implements DeadLetterSink {
     });
   }
 
-  /** The roster's local entries, as announced. */
   /** Hosts whose announcements this gateway ignores (untrusted, clock off, …), with why. */
   ignoredPeers(): IgnoredPeer[] {
     return this.presence.ignored();
   }
 
+  /** The roster's local entries, as announced. */
   presenceEntries(): PresenceEntry[] {
     return [...this.deps.localEntities()].map((entity) => ({
       gid: entity.gid,

@@ -37,10 +37,6 @@ export interface PresenceExchangeDeps {
 /** How long a change waits for others before it is announced (U5). */
 const announceCoalesceMs = 50;
 
-/**
- * PRESENCE (U5), both ways: this gateway's snapshot every heartbeat and soon after a change,
- * and other gateways' snapshots into the remote roster once signature and age check out.
- */
 /** A host whose announcements this gateway ignores, and why (what `agentbridge doctor` reads). */
 export interface IgnoredPeer {
   host: string;
@@ -53,6 +49,10 @@ export interface IgnoredPeer {
 /** Hosts remembered with their last refusal; the oldest goes first beyond this many. */
 const maxIgnoredPeers = 256;
 
+/**
+ * PRESENCE (U5), both ways: this gateway's snapshot every heartbeat and soon after a change,
+ * and other gateways' snapshots into the remote roster once signature and age check out.
+ */
 export class PresenceExchange {
   private readonly ignoredPeers = new Map<string, IgnoredPeer>();
   private heartbeat: ReturnType<typeof setInterval> | undefined;
@@ -176,7 +176,7 @@ export class PresenceExchange {
 
   private ignore(reason: string, detail: string, routingKey: string): void {
     this.deps.metrics.presenceIgnored.inc({ reason });
-    const host = rosterKeyHost(routingKey);
+    const host = rosterKeyHost(this.deps.config.broker.deployment, routingKey);
     if (host !== undefined) {
       const key = boundedDetail(host);
       const seen = this.ignoredPeers.get(key);

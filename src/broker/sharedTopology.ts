@@ -33,14 +33,7 @@ export async function setupSharedTopology(
 ): Promise<SetupReport> {
   const queueMode = options.queueMode ?? QueueMode.classic;
   const dlq = dlqSpecOf(queueMode);
-  const model = await amqp.connect(options.uri, {
-    ...readBrokerTls(options.uri, options.tls),
-    timeout: options.connectTimeoutMs ?? 10_000,
-    clientProperties: { connection_name: 'agentbridge broker setup' },
-  });
-  model.on('error', () => {
-    // The failing operation rejects with the same error; nothing more to tell.
-  });
+  const model = await connectOperator(options, 'agentbridge broker setup');
   try {
     for (const exchange of sharedExchanges) {
       await onChannel(model, (channel) =>
@@ -109,19 +102,25 @@ export async function checkSharedTopology(model: ChannelModel): Promise<void> {
 
 /** Connects as `options` says and checks the shared topology (`agentbridge doctor`). */
 export async function probeSharedTopology(options: OperatorConnectOptions): Promise<void> {
-  const model = await amqp.connect(options.uri, {
-    ...readBrokerTls(options.uri, options.tls),
-    timeout: options.connectTimeoutMs ?? 10_000,
-    clientProperties: { connection_name: 'agentbridge doctor' },
-  });
-  model.on('error', () => {
-    // The failing check rejects with the same error.
-  });
+  const model = await connectOperator(options, 'agentbridge doctor');
   try {
     await checkSharedTopology(model);
   } finally {
     await model.close().catch(() => {});
   }
+}
+
+/** An operator's connection, named for the broker's connection list. */
+async function connectOperator(options: OperatorConnectOptions, name: string): Promise<ChannelModel> {
+  const model = await amqp.connect(options.uri, {
+    ...readBrokerTls(options.uri, options.tls),
+    timeout: options.connectTimeoutMs ?? 10_000,
+    clientProperties: { connection_name: name },
+  });
+  model.on('error', () => {
+    // The failing operation rejects with the same error; nothing more to tell.
+  });
+  return model;
 }
 
 /** Runs `fn` on a fresh channel, closed afterwards (a failed operation has closed it already). */

@@ -249,10 +249,10 @@ export function rosterKey(deployment: string, hostId: string): string {
   return deploymentKey(deployment, `roster.${hostId}`);
 }
 
-/** The host a roster key announces (what follows `roster.`), or undefined for another key. */
-export function rosterKeyHost(key: string): string | undefined {
-  const at = key.lastIndexOf('roster.');
-  return at < 0 ? undefined : key.slice(at + 'roster.'.length) || undefined;
+/** The host `key` announces in `deployment` (rosterKey's inverse), or undefined for another key. */
+export function rosterKeyHost(deployment: string, key: string): string | undefined {
+  const prefix = rosterKey(deployment, '');
+  return key.startsWith(prefix) && key.length > prefix.length ? key.slice(prefix.length) : undefined;
 }
 
 export function rosterQueueName(hostId: string): string {

@@ -59,7 +59,8 @@ function checked<T extends z.ZodType>(option: string, schema: T, value: unknown)
   throw new BridgeError(ErrorCode.badRequest, `--${option}: ${describeIssues(result.error, 'value')}`);
 }
 
-function paneOf(values: CliValues): PaneTarget | undefined {
+/** The pane `--tmux` / `--herdr-pane` name (register, connect). */
+export function paneOf(values: CliValues): PaneTarget | undefined {
   if (values.tmux && values['herdr-pane']) {
     throw new BridgeError(ErrorCode.badRequest, 'give either --tmux or --herdr-pane, not both');
   }

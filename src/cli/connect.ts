@@ -1,8 +1,6 @@
-import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { z } from 'zod';
+import { dirname, resolve } from 'node:path';
 import type { Registration } from '../actors/Gateway.js';
 import { loadConfig } from '../config/loadConfig.js';
 import type { Config } from '../config/schema.js';
@@ -16,12 +14,14 @@ import {
   serverName,
   tokenVariable,
 } from '../connect/agentConfigs.js';
+import { disconnectCommand, type Ledger, ledgerPath, readLedger } from '../connect/ledger.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { PaneTarget } from '../inject/paneInjector.js';
 import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import { entityNameSchema } from '../wire/envelope.js';
 import { callAdmin } from './adminClient.js';
 import type { CliValues } from './cliOptions.js';
+import { paneOf } from './commands.js';
 import { printResult } from './output.js';
 
 /**
@@ -31,25 +31,6 @@ import { printResult } from './output.js';
  * changed is kept in a ledger in the gateway's home, so that `agentbridge disconnect` puts every
  * file back byte for byte when nobody changed it since, and otherwise takes out bridge's part only.
  */
-
-const ledgerSchema = z.object({
-  agent: z.enum(agents),
-  scope: z.enum(['user', 'project']),
-  cwd: z.string(),
-  name: z.string(),
-  gid: z.string().optional(),
-  /** connect registered the entity (disconnect deregisters it), rather than reusing it. */
-  registered: z.boolean(),
-  files: z.array(
-    z.object({
-      path: z.string(),
-      before: z.string().nullable(),
-      beforeMode: z.number().nullable(),
-      after: z.string(),
-    }),
-  ),
-});
-type Ledger = z.infer<typeof ledgerSchema>;
 
 interface Where {
   agent: Agent;
@@ -79,13 +60,6 @@ function whereOf(values: CliValues, agentName: string | undefined, verb: string)
   };
 }
 
-/** Where the ledger of one connection lives: one per agent and scope (and project). */
-function ledgerPath(config: Config, where: Where): string {
-  const project =
-    where.scope === 'project' ? `-${createHash('sha256').update(where.cwd).digest('hex').slice(0, 12)}` : '';
-  return join(config.home, 'connect', `${where.agent}-${where.scope}${project}.json`);
-}
-
 /** The running gateway's MCP endpoint (its port may come from its own environment), else the config's. */
 async function mcpUrl(config: Config, required: boolean): Promise<string> {
   try {
@@ -98,10 +72,8 @@ async function mcpUrl(config: Config, required: boolean): Promise<string> {
   return `http://${host}:${config.mcp.port}/mcp`;
 }
 
-function paneOf(values: CliValues): PaneTarget | undefined {
-  if (values.tmux) return { type: 'tmux', target: values.tmux, socket: values['tmux-socket'] };
-  if (values['herdr-pane']) return { type: 'herdr', paneId: values['herdr-pane'] };
-  // Run inside the worker's own pane, as an agent's setup would: the pane it is in.
+/** The pane connect runs in, for a worker set up from inside it as an agent's setup would. */
+function ownPane(): PaneTarget | undefined {
   if (process.env.HERDR_PANE_ID) return { type: 'herdr', paneId: process.env.HERDR_PANE_ID };
   if (process.env.TMUX_PANE) return { type: 'tmux', target: process.env.TMUX_PANE };
   return undefined;
@@ -122,7 +94,7 @@ export async function runConnect(values: CliValues, rest: string[]): Promise<num
     );
   }
   entityNameSchema.parse(name);
-  const pane = kind === 'worker' ? paneOf(values) : undefined;
+  const pane = kind === 'worker' ? (paneOf(values) ?? ownPane()) : undefined;
   if (kind === 'worker' && !pane) {
     throw new BridgeError(
       ErrorCode.badRequest,
@@ -130,11 +102,11 @@ export async function runConnect(values: CliValues, rest: string[]): Promise<num
     );
   }
   const { config } = loadConfig({ file: values.config });
-  const ledgerFile = ledgerPath(config, where);
+  const ledgerFile = ledgerPath(config.home, where);
   if (existsSync(ledgerFile) && !values.print) {
     throw new BridgeError(
       ErrorCode.badRequest,
-      `${where.agent} is already connected here (${ledgerFile}): agentbridge disconnect ${where.agent}${where.scope === 'project' ? ' --scope project' : ''} first`,
+      `${where.agent} is already connected here (${ledgerFile}): ${disconnectCommand(where)} first`,
     );
   }
   const url = await mcpUrl(config, !values.print);
@@ -152,7 +124,7 @@ export async function runConnect(values: CliValues, rest: string[]): Promise<num
     );
   }
 
-  const { token, gid, registered } = await identity(values, kind, name, pane);
+  const { token, gid, registered } = await identity(adminSocketPath(config), kind, name, pane);
   const edits = connectEdits(target(token));
   // Every edit is made in memory first: a file that cannot be edited changes nothing.
   const planned = edits.map((edit) => {
@@ -206,28 +178,24 @@ export async function runConnect(values: CliValues, rest: string[]): Promise<num
             `The project's file names ${tokenVariable} instead of the token: start ${where.agent} with ${tokenVariable} set to ${name}'s token.`,
           ]
         : []),
-      `Undo: agentbridge disconnect ${where.agent}${where.scope === 'project' ? ' --scope project' : ''}`,
+      `Undo: ${disconnectCommand(where)}`,
     ].join('\n'),
   );
 }
 
 /** The entity's token: registered now, or the existing entity's from BRIDGE_TOKEN. */
 async function identity(
-  values: CliValues,
+  socket: string,
   kind: string,
   name: string,
   pane: PaneTarget | undefined,
 ): Promise<{ token: string; gid?: string; registered: boolean }> {
   try {
-    const registration = (await callAdmin(
-      adminSocketPath(loadConfig({ file: values.config }).config),
-      adminRoutes.register,
-      {
-        kind,
-        name,
-        ...(pane ? { pane } : {}),
-      },
-    )) as Registration;
+    const registration = (await callAdmin(socket, adminRoutes.register, {
+      kind,
+      name,
+      ...(pane ? { pane } : {}),
+    })) as Registration;
     return { token: registration.token, gid: registration.gid, registered: true };
   } catch (err) {
     if (!(err instanceof BridgeError) || err.code !== ErrorCode.nameTaken) throw err;
@@ -251,14 +219,14 @@ export async function runDisconnect(values: CliValues, rest: string[]): Promise<
       `disconnect takes the agent only: agentbridge disconnect ${where.agent}`,
     );
   const { config } = loadConfig({ file: values.config });
-  const ledgerFile = ledgerPath(config, where);
+  const ledgerFile = ledgerPath(config.home, where);
   if (!existsSync(ledgerFile)) {
     throw new BridgeError(
       ErrorCode.badRequest,
       `${where.agent} is not connected here${where.scope === 'project' ? ' for this project' : ''} (no ${ledgerFile})`,
     );
   }
-  const ledger = ledgerSchema.parse(JSON.parse(readFileSync(ledgerFile, 'utf8')));
+  const ledger = readLedger(ledgerFile);
   const edits = connectEdits({ ...ledger, home: where.home, codexHome: where.codexHome, url: '', token: '' });
   const outcomes: string[] = [];
   for (const file of [...ledger.files].reverse()) {

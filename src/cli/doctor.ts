@@ -1,13 +1,15 @@
-import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import { describeBrokerError } from '../broker/describeBrokerError.js';
 import { probeSharedTopology } from '../broker/sharedTopology.js';
 import { loadConfig } from '../config/loadConfig.js';
-import { type Config, redactUri } from '../config/schema.js';
+import { agentDirs, type Config, redactUri } from '../config/schema.js';
+import { allLedgers, disconnectCommand } from '../connect/ledger.js';
 import { BridgeError } from '../errors.js';
 import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import { loadKeys } from '../security/keys.js';
+import { openEntries } from '../security/privateHome.js';
 import type { DeadLetterView } from '../wire/deadLetterView.js';
 import { PresenceRefusal } from '../wire/presence.js';
 import { callAdmin } from './adminClient.js';
@@ -84,34 +86,21 @@ function checkTmux(): Finding {
       );
 }
 
-/** The home and what is in it: private to its owner (invariant 6 keeps keys and tokens there). */
+/** The home and what is in it: private to its owner, as the gateway makes it at start. */
 function checkHome(config: Config): Finding[] {
   const home = resolve(config.home);
   if (!existsSync(home))
     return [pass('home', `${home} does not exist yet; \`agentbridge start\` makes it (0700)`)];
-  const open: string[] = [];
-  const walk = (path: string): void => {
-    const stat = statSync(path);
-    if ((stat.mode & 0o077) !== 0) open.push(`${path} (${(stat.mode & 0o777).toString(8)})`);
-    if (stat.isDirectory()) for (const name of readdirSync(path)) walk(join(path, name));
-  };
-  for (const name of ['', 'events.db', 'events.db-wal', 'keys', 'trust.json', 'connect']) {
-    const path = join(home, name);
-    if (!existsSync(path)) continue;
-    if (name === '') {
-      const mode = statSync(path).mode & 0o777;
-      if ((mode & 0o077) !== 0) open.push(`${path} (${mode.toString(8)})`);
-    } else walk(path);
-  }
-  return open.length === 0
-    ? [pass('home', `${home}, private to its owner`)]
-    : [
-        fail(
-          'home',
-          `readable by others: ${open.slice(0, 5).join(', ')}${open.length > 5 ? ` and ${open.length - 5} more` : ''}`,
-          `chmod -R go= ${home}   (the gateway also makes them private at its next start)`,
-        ),
-      ];
+  const open = openEntries(home, { agentDirs: agentDirs(config) });
+  if (open.length === 0) return [pass('home', `${home}, private to its owner`)];
+  const listed = open.slice(0, 5).map((e) => `${join(home, e.path)} (${e.mode})`);
+  return [
+    fail(
+      'home',
+      `readable by others: ${listed.join(', ')}${open.length > 5 ? ` and ${open.length - 5} more` : ''}`,
+      `chmod -R go= ${home}   (the gateway also makes them private at its next start)`,
+    ),
+  ];
 }
 
 async function runningStatus(config: Config): Promise<RunningStatus | undefined> {
@@ -238,27 +227,20 @@ async function checkPeers(config: Config, status: RunningStatus): Promise<Findin
 
 /** What `agentbridge connect` wrote: still there, and naming this gateway's endpoint. */
 function checkConnections(config: Config, mcpUrl: string | undefined): Finding[] {
-  const dir = join(resolve(config.home), 'connect');
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir)
-    .filter((name) => name.endsWith('.json'))
-    .flatMap((name) => {
-      const ledger = JSON.parse(readFileSync(join(dir, name), 'utf8')) as {
-        agent: string;
-        scope: string;
-        name: string;
-        files: Array<{ path: string; after: string }>;
-      };
-      const undo = `agentbridge disconnect ${ledger.agent}${ledger.scope === 'project' ? ' --scope project' : ''}, then connect it again`;
-      return ledger.files.map((file) => {
-        const text = existsSync(file.path) ? readFileSync(file.path, 'utf8') : undefined;
-        const check = `${ledger.agent} config`;
-        if (text === undefined)
-          return fail(check, `${file.path} is gone (connected as ${ledger.name})`, undo);
-        if (mcpUrl !== undefined && file.after.includes('/mcp') && !text.includes(mcpUrl)) {
-          return fail(check, `${file.path} does not name this gateway's endpoint ${mcpUrl}`, undo);
-        }
-        return pass(check, `${file.path} (as ${ledger.name})`);
-      });
+  return allLedgers(resolve(config.home)).flatMap((ledger) => {
+    const check = `${ledger.agent} config`;
+    const undo = `${disconnectCommand(ledger)}, then connect it again`;
+    return ledger.files.map((file) => {
+      if (!existsSync(file.path))
+        return fail(check, `${file.path} is gone (connected as ${ledger.name})`, undo);
+      if (
+        mcpUrl !== undefined &&
+        file.after.includes('/mcp') &&
+        !readFileSync(file.path, 'utf8').includes(mcpUrl)
+      ) {
+        return fail(check, `${file.path} does not name this gateway's endpoint ${mcpUrl}`, undo);
+      }
+      return pass(check, `${file.path} (as ${ledger.name})`);
     });
+  });
 }

@@ -50,31 +50,53 @@ export function makeHomePrivate(home: string, options: PrivateHomeOptions = {}):
   mkdirSync(home, { recursive: true, mode: 0o700 });
   if (process.platform === 'win32') return [];
   const uid = process.getuid?.() ?? 0;
-  const agentDirs = new Set((options.agentDirs ?? []).map((dir) => resolve(dir)));
   const privateKey = keyPaths(home).privateKeyPath;
   const opened: OpenedEntry[] = [];
-
-  const visit = (path: string, stat: Stats) => {
-    if (stat.isSymbolicLink()) return;
+  walkHome(home, options, (path, stat) => {
     if (stat.uid !== uid) throw ownedByAnother(home, path, stat.uid);
-    if ((stat.mode & 0o077) !== 0) {
-      if (path === privateKey) throw insecureKeyError(path, stat.mode);
-      try {
-        chmodSync(path, stat.mode & privateBits);
-      } catch (err) {
-        throw notPrivate(home, path, err);
-      }
-      opened.push({ path: relative(home, path) || '.', mode: octal(stat.mode) });
+    if ((stat.mode & 0o077) === 0) return;
+    if (path === privateKey) throw insecureKeyError(path, stat.mode);
+    try {
+      chmodSync(path, stat.mode & privateBits);
+    } catch (err) {
+      throw notPrivate(home, path, err);
     }
+    opened.push({ path: relative(home, path) || '.', mode: octal(stat.mode) });
+  });
+  return opened;
+}
+
+/**
+ * The entries of `home` open to group or others, changing nothing (what `makeHomePrivate`
+ * would close at the next start): for `agentbridge doctor`.
+ */
+export function openEntries(home: string, options: PrivateHomeOptions = {}): OpenedEntry[] {
+  if (process.platform === 'win32') return [];
+  const open: OpenedEntry[] = [];
+  walkHome(home, options, (path, stat) => {
+    if ((stat.mode & 0o077) !== 0) open.push({ path: relative(home, path) || '.', mode: octal(stat.mode) });
+  });
+  return open;
+}
+
+/** Every entry of the home, symbolic links and the agents' own directories' contents aside. */
+function walkHome(
+  home: string,
+  options: PrivateHomeOptions,
+  visit: (path: string, stat: Stats) => void,
+): void {
+  const agentDirs = new Set((options.agentDirs ?? []).map((dir) => resolve(dir)));
+  const walk = (path: string, stat: Stats) => {
+    if (stat.isSymbolicLink()) return;
+    visit(path, stat);
     if (!stat.isDirectory() || agentDirs.has(resolve(path))) return;
     for (const name of readdirSync(path)) {
       const child = join(path, name);
       const childStat = lstatOrGone(child);
-      if (childStat) visit(child, childStat);
+      if (childStat) walk(child, childStat);
     }
   };
-  visit(home, statSync(home));
-  return opened;
+  walk(home, statSync(home));
 }
 
 /**

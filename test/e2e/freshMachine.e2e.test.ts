@@ -127,26 +127,27 @@ describe('the README on a fresh machine', { timeout: 300_000 }, () => {
     );
   });
 
-  it('"Try it", as written', async () => {
-    const blocks = readmeBlocks(readme, 'Try it');
+  /** A README section's ```sh blocks (the commands, then the stop), run by bash as written. */
+  const runSection = async (heading: string): Promise<string> => {
+    const blocks = readmeBlocks(readme, heading);
     expect(blocks).toHaveLength(2);
-    const tried = await run('bash', ['-c', `set -euo pipefail\n${blocks.join('\n')}`], {
+    const ran = await run('bash', ['-c', `set -euo pipefail\n${blocks.join('\n')}`], {
       cwd: work,
       env: userEnv,
     });
-    expect(tried.code, `${tried.stdout}\n${tried.stderr}`).toBe(0);
-    expect(tried.stdout).toMatch(/^\[bridge SEND from me@\S+ msg [0-9a-f-]{36}\] hello, pane$/m);
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    return ran.stdout;
+  };
+
+  it('"Try it", as written', async () => {
+    expect(await runSection('Try it')).toMatch(
+      /^\[bridge SEND from me@\S+ msg [0-9a-f-]{36}\] hello, pane$/m,
+    );
   });
 
   it('the cross-host walkthrough with its clean-up, as written', async () => {
-    const blocks = readmeBlocks(readme, 'Cross-host walkthrough');
-    expect(blocks).toHaveLength(2);
-    const walked = await run('bash', ['-c', `set -euo pipefail\n${blocks.join('\n')}`], {
-      cwd: work,
-      env: userEnv,
-    });
-    expect(walked.code, `${walked.stdout}\n${walked.stderr}`).toBe(0);
-    expect(walked.stdout).toMatch(/^\[bridge SEND from lead@alpha msg [0-9a-f-]{36}\] rebase onto main$/m);
-    expect(walked.stdout).toContain('coder@beta');
+    const walked = await runSection('Cross-host walkthrough');
+    expect(walked).toMatch(/^\[bridge SEND from lead@alpha msg [0-9a-f-]{36}\] rebase onto main$/m);
+    expect(walked).toContain('coder@beta');
   });
 });

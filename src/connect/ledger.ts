@@ -1,0 +1,58 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { type Agent, agents, type Scope } from './agentConfigs.js';
+
+/**
+ * What `agentbridge connect` changed, kept in the gateway's home (`connect/`, 0600): each file's
+ * text before and after, so that `disconnect` puts back what nobody changed since, byte for
+ * byte, and `doctor` checks that the agent configs are still there.
+ */
+export const ledgerSchema = z.object({
+  agent: z.enum(agents),
+  scope: z.enum(['user', 'project']),
+  cwd: z.string(),
+  name: z.string(),
+  gid: z.string().optional(),
+  /** connect registered the entity (disconnect deregisters it), rather than reusing it. */
+  registered: z.boolean(),
+  files: z.array(
+    z.object({
+      path: z.string(),
+      before: z.string().nullable(),
+      beforeMode: z.number().nullable(),
+      after: z.string(),
+    }),
+  ),
+});
+export type Ledger = z.infer<typeof ledgerSchema>;
+
+function ledgerDir(home: string): string {
+  return join(home, 'connect');
+}
+
+/** One connection's ledger: one per agent and scope (and project directory). */
+export function ledgerPath(home: string, where: { agent: Agent; scope: Scope; cwd: string }): string {
+  const project =
+    where.scope === 'project' ? `-${createHash('sha256').update(where.cwd).digest('hex').slice(0, 12)}` : '';
+  return join(ledgerDir(home), `${where.agent}-${where.scope}${project}.json`);
+}
+
+export function readLedger(path: string): Ledger {
+  return ledgerSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+}
+
+/** Every connection made from this home. */
+export function allLedgers(home: string): Ledger[] {
+  const dir = ledgerDir(home);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.json'))
+    .map((name) => readLedger(join(dir, name)));
+}
+
+/** The command that undoes a connection. */
+export function disconnectCommand(ledger: Pick<Ledger, 'agent' | 'scope'>): string {
+  return `agentbridge disconnect ${ledger.agent}${ledger.scope === 'project' ? ' --scope project' : ''}`;
+}
