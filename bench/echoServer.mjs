@@ -13,7 +13,9 @@ const server = createServer((req, res) => {
 });
 
 server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ port: /** @type {import('node:net').AddressInfo} */ (server.address()).port })}\n`,
+  );
 });
 
 process.once('SIGTERM', () => {

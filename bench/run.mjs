@@ -54,8 +54,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setupSharedTopology } from '../dist/broker/sharedTopology.js';
-import { loadConfig } from '../dist/config/loadConfig.js';
+import { loadConfig } from '#bridge/config/loadConfig';
+import { setupSharedTopology } from '#bridge/federation/sharedTopology';
 import { writeFleetResults } from './lib/fleetReport.mjs';
 import { measure } from './lib/measure.mjs';
 import { killRunningChildren, runPendingTeardowns } from './lib/processes.mjs';
@@ -302,6 +302,7 @@ async function main() {
       deliveryTimeoutMs,
     };
     // Baselines first, then the gateway, back to back on the same disk and temp dir.
+    /** @type {Array<[(typeof scenario.baselines)[number], Awaited<ReturnType<typeof runTarget>>]>} */
     const floors = [];
     for (const floor of scenario.baselines) {
       progress.step(`${scenario.label} · ${floor.label}`, settings.warmup + scenario.count);

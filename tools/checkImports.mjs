@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Architecture checks the linter cannot express:
 // 1. src/machines stays pure: no I/O imports, no wall clock (STYLE.md "Machines are pure").
-// 2. src/machines spawn no children: runtime/pureTransition.ts shares one actor scope per
+// 2. src/machines spawn no children: kernel/pureTransition.ts shares one actor scope per
 //    machine across calls, which is only safe while no machine invokes or spawns an actor.
 // 3. No import cycles in src/, type-only imports included: a type shared by two modules lives
 //    where both can import it (STYLE.md "Type-only import cycles are cycles").
@@ -9,6 +9,16 @@
 //    that class (`Gateway.ts`), every other file in camelCase after its main export; so a
 //    file exporting a class named like itself in another case is misnamed, and a PascalCase
 //    file exports a class of its name. Checked in src/ and test/support/.
+// 5. Each folder of src/ imports only what its README.md's "May import:" line allows: the
+//    base folders only those below them (text, wire, machines/config/log, security, store,
+//    metrics, kernel), a message's flows the base and the flows below them (a pane knows no
+//    delivery, a delivery no sender, federation no send; what a lower flow needs from a higher
+//    one it is given as a port), the edges (interfaces, cli, daemon, ...) what they name.
+//    Type-only imports count: a port's type lives where the lower flow owns it.
+// 6. The composition root (Gateway.assemble) builds in dependency order: nothing it builds is
+//    named before its own line, so no closure reaches a service built later (a runtime cycle
+//    the import rules cannot see). A lower flow gets what it needs from a higher one through a
+//    port handed over once the higher one exists (Federation.serve).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -34,7 +44,8 @@ const impureImports = new Map();
 const problems = [];
 
 const impureModules = /^(node:|fs$|net$|child_process$|http$|better-sqlite3$|amqplib$|pino$|prom-client$)/;
-const impureLocal = /\/(store|actors|runtime|inject|interfaces|daemon|cli|log|metrics)\//;
+const impureLocal =
+  /\/(store|kernel|deliver|send|ask|spawn|federation|gateway|panes|interfaces|cli|log|metrics)\//;
 
 for (const file of files) {
   const text = readFileSync(file, 'utf8');
@@ -62,7 +73,7 @@ for (const file of files) {
   const child = file.startsWith(join(src, 'machines')) && withoutComments(text).match(childActorPattern);
   if (child) {
     problems.push(
-      `${relative(root, file)} has \`${child[0].replace(/\s+/g, '')}\`; machines spawn no children (runtime/pureTransition.ts shares one actor scope per machine)`,
+      `${relative(root, file)} has \`${child[0].replace(/\s+/g, '')}\`; machines spawn no children (kernel/pureTransition.ts shares one actor scope per machine)`,
     );
   }
   runtimeImports.set(file, edges);
@@ -100,6 +111,69 @@ for (const file of [...files, ...walk(testSupport)]) {
   }
 }
 
+/**
+ * What each folder may import, read from the `May import:` line of its README.md (the one
+ * place the rule is written): "the base folders", errors.ts and folder names. A base folder's README
+ * says it is one ("Base folder"); errors.ts, at the top of src/, is base too.
+ */
+const folders = readdirSync(src).filter((name) => statSync(join(src, name)).isDirectory());
+const rules = new Map();
+const base = new Set(['errors.ts']);
+for (const folder of folders) {
+  const readme = join(src, folder, 'README.md');
+  let text;
+  try {
+    text = readFileSync(readme, 'utf8');
+  } catch {
+    problems.push(`src/${folder}/ has no README.md saying what it owns and what it may import`);
+    continue;
+  }
+  const line = text.match(/^May import: (.+)\.$/m);
+  if (!line) {
+    problems.push(`${relative(root, readme)} has no "May import: …." line`);
+    continue;
+  }
+  const may = line[1].split(/,\s*/);
+  const unknown = may.filter(
+    (name) => name !== 'the base folders' && name !== 'errors.ts' && !folders.includes(name),
+  );
+  if (unknown.length > 0) problems.push(`${relative(root, readme)} names no folder ${unknown.join(', ')}`);
+  rules.set(folder, { may, withBase: may.includes('the base folders') });
+  if (/^Base folder\b/m.test(text)) base.add(folder);
+}
+const folderOf = (file) => relative(src, file).split('/')[0];
+for (const file of files) {
+  const folder = folderOf(file);
+  const rule = rules.get(folder);
+  if (!rule) continue;
+  for (const target of allImports.get(file) ?? []) {
+    const to = folderOf(target);
+    if (to === folder || (rule.withBase && base.has(to)) || rule.may.includes(to)) continue;
+    problems.push(
+      `${relative(root, file)} imports ${relative(root, target)}: src/${folder}/README.md says it may import ${rule.may.join(', ')}, not ${to}/; pass what it needs as a port`,
+    );
+  }
+}
+
+const composition = join(src, 'gateway', 'Gateway.ts');
+const assembleBody = readFileSync(composition, 'utf8').match(
+  /\n {2}private assemble\([^)]*\)[^{]*\{\n([\s\S]*?)\n {2}\}\n/,
+);
+if (!assembleBody) problems.push(`${relative(root, composition)} has no assemble method to check`);
+else {
+  const lines = withoutComments(assembleBody[1]).split('\n');
+  lines.forEach((line, at) => {
+    const built = line.match(/^ {4}const (\w+)\b/)?.[1];
+    if (built === undefined) return;
+    const early = lines.slice(0, at).findIndex((before) => new RegExp(`\\b${built}\\b`).test(before));
+    if (early >= 0) {
+      problems.push(
+        `${relative(root, composition)}: assemble names ${built} before it is built (\`${lines[early].trim()}\`): build in dependency order and hand a lower flow a port once the higher one exists`,
+      );
+    }
+  });
+}
+
 const state = new Map();
 const stack = [];
 function visit(file) {
@@ -124,5 +198,5 @@ if (problems.length > 0) {
   process.exit(1);
 }
 console.log(
-  `checkImports: ${files.length} files, machines pure, no import cycles, file names follow their exports`,
+  `checkImports: ${files.length} files, machines pure, each folder imports what its README allows, assembled in dependency order, no import cycles, file names follow their exports`,
 );

@@ -486,6 +486,7 @@ async function ensureJoined(layout, nodes, log) {
     // running in a cluster of one, and a join skipped on that is a cluster that never forms.
     if (node.index === first.index) continue;
     // A node just started may not answer cluster_status yet: ask until it does.
+    /** @type {Awaited<ReturnType<typeof clusterStatusOf>> | undefined} */
     let own;
     await waitUntil(
       async () => {
@@ -495,7 +496,8 @@ async function ensureJoined(layout, nodes, log) {
       60_000,
       `${node.name} to answer cluster_status`,
     );
-    if (own.members.includes(first.name)) continue;
+    // waitUntil resolved, so own is set.
+    if (/** @type {NonNullable<typeof own>} */ (own).members.includes(first.name)) continue;
     log(`joining ${node.name} to ${first.name}`);
     await rabbitmqctl(layout, node, ['stop_app']);
     await rabbitmqctl(layout, node, ['join_cluster', first.name]);

@@ -32,7 +32,7 @@ const tmux = (...args) => execFileSync('tmux', ['-S', tmuxSocket, '-f', '/dev/nu
 async function freePort() {
   return new Promise((resolve) => {
     const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
+      const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
       server.close(() => resolve(port));
     });
   });
@@ -161,7 +161,10 @@ try {
     arguments: { to: `coder@${beta.host}`, text: 'add a --verbose flag', wait_ms: 20_000 },
   });
   if (result.isError) throw new Error(result.content?.[0]?.text);
-  const sent = result.structuredContent;
+  const sent =
+    /** @type {{ msgId: string, traceId: string, reply?: { from: { name: string, host: string }, text: string } | null }} */ (
+      result.structuredContent
+    );
   console.log(`  msgId ${sent.msgId}, traceId ${sent.traceId}`);
   console.log(
     `  reply on the open send, from ${sent.reply?.from.name}@${sent.reply?.from.host}: "${sent.reply?.text}"`,
@@ -172,9 +175,8 @@ try {
     name: 'bridge_broadcast',
     arguments: { text: 'wrap up and report' },
   });
-  console.log(
-    `  published once to ${broadcast.structuredContent.key} (msgId ${broadcast.structuredContent.msgId})`,
-  );
+  const published = /** @type {{ key: string, msgId: string }} */ (broadcast.structuredContent);
+  console.log(`  published once to ${published.key} (msgId ${published.msgId})`);
   await sleep(500);
 
   say('what coder’s pane on beta shows');
@@ -211,7 +213,12 @@ try {
   await client?.close().catch(() => {});
   for (const g of gateways) g.child.kill('SIGTERM');
   await Promise.all(
-    gateways.map((g) => new Promise((r) => (g.child.exitCode === null ? g.child.once('exit', r) : r()))),
+    gateways.map(
+      (g) =>
+        /** @type {Promise<void>} */ (
+          new Promise((r) => (g.child.exitCode === null ? g.child.once('exit', r) : r()))
+        ),
+    ),
   );
   const connection = await amqp.connect(brokerUri).catch(() => undefined);
   if (connection) {

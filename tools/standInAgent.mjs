@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // A stand-in for a coding agent in a pane: it reads the lines the gateway types into its
 // terminal and answers each message through MCP with bridge_reply, as an agent would.
-// Env: BRIDGE_MCP_URL, BRIDGE_TOKEN; optional BRIDGE_REPLY_PREFIX (default "done: ").
+// Env: BRIDGE_MCP_URL, BRIDGE_TOKEN; optional BRIDGE_REPLY_PREFIX (default "done: ") and
+// BRIDGE_LIST_TOOLS_AFTER_MS: list the tools that long after connecting, as an agent whose MCP
+// client is slow to come up; a message that comes before is answered "no tools yet: ", as a
+// real agent would have no bridge tool to answer it with.
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -20,7 +23,8 @@ const injected = /^\[bridge (\w+) from (\S+) msg ([0-9a-f-]{36})(?: re [0-9a-f-]
 async function connect() {
   const client = new Client({ name: 'stand-in-agent', version: '1.0.0' });
   await client.connect(
-    new StreamableHTTPClientTransport(new URL(url), {
+    // Checked above: the script exits without BRIDGE_MCP_URL.
+    new StreamableHTTPClientTransport(new URL(/** @type {string} */ (url)), {
       requestInit: { headers: { Authorization: `Bearer ${token}` } },
       fetch: fetchWithOwnSignal(),
     }),
@@ -29,13 +33,27 @@ async function connect() {
 }
 
 let client = await connect();
+let listed = process.env.BRIDGE_LIST_TOOLS_AFTER_MS === undefined;
+if (!listed) {
+  setTimeout(() => {
+    void client.listTools().then(() => {
+      listed = true;
+      console.log('stand-in agent listed the tools');
+    });
+  }, Number(process.env.BRIDGE_LIST_TOOLS_AFTER_MS));
+}
 console.log('stand-in agent ready');
 for await (const line of createInterface({ input: process.stdin, terminal: false })) {
   const match = injected.exec(line.trim());
   if (!match) continue;
   const [, kind, from, msgId, text] = match;
   if (kind !== 'SEND') continue;
-  const args = { to: from, text: `${prefix}${text}`, in_reply_to: msgId, idempotency_key: `reply-${msgId}` };
+  const args = {
+    to: from,
+    text: `${listed ? prefix : 'no tools yet: '}${text}`,
+    in_reply_to: msgId,
+    idempotency_key: `reply-${msgId}`,
+  };
   for (let attempt = 0; ; attempt++) {
     try {
       const result = await client.callTool({ name: 'bridge_reply', arguments: args });

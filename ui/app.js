@@ -219,7 +219,7 @@ async function post(path, body) {
   return reply;
 }
 
-// Stages after which nothing more happens to a delivery (src/receipts/receipt.ts finalStages).
+// Stages after which nothing more happens to a delivery (src/wire/receipt.ts finalStages).
 const finalStages = new Set(['submitted', 'handed-over', 'dead-lettered', 'too-late']);
 const sentBody = document.querySelector('#sent tbody');
 

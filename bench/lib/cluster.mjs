@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { controlSpec, inboxName } from '../../dist/broker/topology.js';
-import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
-import { initKeys } from '../../dist/security/keys.js';
-import { addTrust } from '../../dist/security/TrustStore.js';
+import { controlSpec, inboxName } from '#bridge/federation/topology';
+import { adminRoutes } from '#bridge/interfaces/adminProtocol';
+import { initKeys } from '#bridge/security/keys';
+import { addTrust } from '#bridge/security/TrustStore';
 import { deleteQueues } from './broker.mjs';
 import { adminClient, startDaemon } from './daemon.mjs';
 import { createTeardown } from './processes.mjs';
+
+/** @typedef {import('./processes.mjs').Teardown} Teardown */
 
 /**
  * Several gateways federated through the shared broker, for the fleet scenarios (latency,
@@ -16,7 +18,11 @@ import { createTeardown } from './processes.mjs';
  * `control.<host>`), also when the run fails.
  */
 
-/** Host ids `bench-<tag>-<i>-<suffix>`, unique per call. */
+/**
+ * Host ids `bench-<tag>-<i>-<suffix>`, unique per call.
+ * @param {string} tag
+ * @param {number} count
+ */
 export function clusterHosts(tag, count) {
   const suffix = randomBytes(3).toString('hex');
   return Array.from({ length: count }, (_, i) => `bench-${tag}-${i + 1}-${suffix}`);
@@ -25,6 +31,7 @@ export function clusterHosts(tag, count) {
 /**
  * Gives each member (`{ host, home }`) a signing key and every other member's public key, as
  * `agentbridge keys init` and `agentbridge trust add` would.
+ * @param {Array<{ host: string, home: string }>} members
  */
 export function trustAll(members) {
   const keys = members.map((member) => initKeys(member.home));
@@ -38,9 +45,14 @@ export function trustAll(members) {
 /**
  * Runs `body(teardown, queues)` with a teardown that always runs afterwards (and, until then,
  * on the run's timeout or a signal): `queues` is the list of broker queues deleted last.
+ * @template T
+ * @param {string} brokerUri
+ * @param {(teardown: Teardown, queues: Set<string>) => Promise<T>} body
+ * @returns {Promise<T>}
  */
 export async function withCluster(brokerUri, body) {
   const teardown = createTeardown();
+  /** @type {Set<string>} */
   const queues = new Set();
   teardown.add(() => deleteQueues(brokerUri, [...queues]));
   try {
@@ -56,6 +68,7 @@ export async function withCluster(brokerUri, body) {
  * the daemon (startDaemon's), its host, an admin client, `register(name, kind, groups)` and
  * `roster()` over the admin socket, and `kill()` (SIGKILL: a crash, no goodbye). `started`
  * (optional) is called with each handle as soon as it is up.
+ * @param {{ dir: string, name: string, hosts: string[], brokerUri: string, configFile?: string, teardown: Teardown, queues: Set<string>, trust?: string[], start?: string[], cpuProfDir?: string }} options
  */
 export async function startDaemons({
   dir,
@@ -80,7 +93,10 @@ export async function startDaemons({
 /** The CPU profile file of daemon `host` of cluster `name`, under cpuProfDir. */
 export const profileName = (name, host) => `${name}-${host}.cpuprofile`;
 
-/** One daemon of a cluster whose keys `startDaemons` (or `trustAll`) already set up. */
+/**
+ * One daemon of a cluster whose keys `startDaemons` (or `trustAll`) already set up.
+ * @param {{ dir: string, name: string, host: string, brokerUri: string, configFile?: string, teardown: Teardown, queues: Set<string>, cpuProfDir?: string }} options
+ */
 export async function startMember({ dir, name, host, brokerUri, configFile, teardown, queues, cpuProfDir }) {
   queues.add(controlSpec(host).name);
   const daemon = await startDaemon({
@@ -100,7 +116,12 @@ export async function startMember({ dir, name, host, brokerUri, configFile, tear
     host,
     daemon,
     admin,
-    /** Registers over the admin socket; the entity's inbox is deleted at teardown. */
+    /**
+     * Registers over the admin socket; the entity's inbox is deleted at teardown.
+     * @param {string} entityName
+     * @param {string} [kind]
+     * @param {string[]} [groups]
+     */
     async register(entityName, kind = 'main', groups) {
       const registration = await admin.call(adminRoutes.register, {
         kind,
@@ -119,7 +140,15 @@ export async function startMember({ dir, name, host, brokerUri, configFile, tear
   };
 }
 
-/** Runs `task(i)` for i in [0, count) with at most `concurrency` at once; `onDone(done)` after each. */
+/**
+ * Runs `task(i)` for i in [0, count) with at most `concurrency` at once; `onDone(done)` after each.
+ * @template T
+ * @param {number} count
+ * @param {number} concurrency
+ * @param {(i: number) => Promise<T>} task
+ * @param {(done: number) => void} [onDone]
+ * @returns {Promise<T[]>}
+ */
 export async function inParallel(count, concurrency, task, onDone = () => {}) {
   let next = 0;
   let done = 0;

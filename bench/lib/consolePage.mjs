@@ -8,6 +8,31 @@ import { performance } from 'node:perf_hooks';
  * timed is timed by the page's clock, not by polling it from here.
  */
 
+/**
+ * What `instrumentPage` keeps in the page as `window.__bench` (times in the page's clock or wall ms).
+ * @typedef {{
+ *   expected: number,
+ *   rosterInDom: number | null,
+ *   rosterShown: number | null,
+ *   flowsListed: number | null,
+ *   events: Array<{ topic: string, at: number, bytes: number }>,
+ *   renders: Array<{ at: number, removed: number, added: number, created: number }>,
+ *   watches: Map<string, Watch>,
+ *   watch: (key: string, selector: string, text: string) => void,
+ *   found: (key: string) => Promise<Seen>,
+ *   lags: number[],
+ *   lagTimer?: ReturnType<typeof setInterval>,
+ *   startLagProbe: () => void,
+ *   stopLagProbe: () => number[],
+ * }} BenchProbe
+ */
+/**
+ * An element `watch` waits for: when it was first in the DOM, when it was shown (wall ms).
+ * @typedef {{ selector: string, text: string, inDom: number | null, shown: number | null, resolve: (seen: Seen) => void, done: Promise<Seen> }} Watch
+ * @typedef {{ inDom: number, shown: number }} Seen
+ */
+/** The page's window, instrumented. @typedef {typeof window & { __bench: BenchProbe }} BenchWindow */
+
 /** Headless Chromium, found where the browser tests find it. */
 export async function launchChromium() {
   // Imported here, not at the top: the other scenarios never load tsx or playwright.
@@ -39,6 +64,7 @@ function instrumentPage({ expected }) {
   const wall = () => performance.timeOrigin + performance.now();
   /** The next frame's work (style, layout, paint) is done by the time a task posted from rAF runs. */
   const afterFrame = (record) => requestAnimationFrame(() => setTimeout(() => record()));
+  /** @type {BenchProbe} */
   const bench = {
     expected,
     rosterInDom: null,
@@ -48,14 +74,25 @@ function instrumentPage({ expected }) {
     renders: [],
     watches: new Map(),
     watch(key, selector, text) {
+      /** @type {((seen: Seen) => void) | undefined} */
       let resolve;
+      /** @type {Promise<Seen>} */
       const done = new Promise((r) => {
         resolve = r;
       });
-      bench.watches.set(key, { selector, text, inDom: null, shown: null, resolve, done });
+      // The executor ran synchronously: resolve is set.
+      bench.watches.set(key, {
+        selector,
+        text,
+        inDom: null,
+        shown: null,
+        resolve: /** @type {(seen: Seen) => void} */ (resolve),
+        done,
+      });
       check();
     },
-    found: (key) => bench.watches.get(key).done,
+    // Called after watch(key).
+    found: (key) => /** @type {Watch} */ (bench.watches.get(key)).done,
     lags: [],
     /** How late a 100 ms timer fires, each time: what a click or key would wait for the main thread. */
     startLagProbe() {
@@ -72,7 +109,7 @@ function instrumentPage({ expected }) {
       return bench.lags;
     },
   };
-  window.__bench = bench;
+  /** @type {BenchWindow} */ (window).__bench = bench;
 
   const NativeEventSource = window.EventSource;
   window.EventSource = class extends NativeEventSource {
@@ -122,7 +159,7 @@ function instrumentPage({ expected }) {
       watch.inDom = wall();
       afterFrame(() => {
         watch.shown = wall();
-        watch.resolve({ inDom: watch.inDom, shown: watch.shown });
+        watch.resolve({ inDom: /** @type {number} */ (watch.inDom), shown: watch.shown });
       });
     }
   };
@@ -184,16 +221,21 @@ export async function openConsolePage(browser, url, { expected, timeoutMs = 60_0
     async loaded() {
       await within(
         page.waitForFunction(
-          () => window.__bench?.rosterShown !== null && window.__bench?.flowsListed !== null,
+          () =>
+            /** @type {BenchWindow} */ (window).__bench?.rosterShown !== null &&
+            /** @type {BenchWindow} */ (window).__bench?.flowsListed !== null,
           undefined,
           { timeout: timeoutMs, polling: 50 },
         ),
         `the roster of ${expected} and the flows`,
       );
       const figures = await page.evaluate(() => {
+        // The page's performance (a browser's), not the one this module imports from node:perf_hooks.
         const paint = performance.getEntriesByName('first-contentful-paint')[0];
-        const [navigation] = performance.getEntriesByType('navigation');
-        const bench = window.__bench;
+        const [navigation] = /** @type {PerformanceNavigationTiming[]} */ (
+          /** @type {Performance} */ (/** @type {unknown} */ (performance)).getEntriesByType('navigation')
+        );
+        const bench = /** @type {BenchWindow} */ (window).__bench;
         return {
           fcpMs: paint ? paint.startTime : null,
           htmlMs: navigation ? navigation.responseEnd : null,
@@ -214,13 +256,13 @@ export async function openConsolePage(browser, url, { expected, timeoutMs = 60_0
       const metrics = await pageMetrics(cdp);
       return { nodes: metrics.Nodes, jsHeapUsedMB: metrics.JSHeapUsedSize / 2 ** 20 };
     },
-    startLagProbe: () => page.evaluate(() => window.__bench.startLagProbe()),
-    stopLagProbe: () => page.evaluate(() => window.__bench.stopLagProbe()),
+    startLagProbe: () => page.evaluate(() => /** @type {BenchWindow} */ (window).__bench.startLagProbe()),
+    stopLagProbe: () => page.evaluate(() => /** @type {BenchWindow} */ (window).__bench.stopLagProbe()),
     /** The event-stream messages the page got so far, by topic: how many, and their bytes. */
     stream: () =>
       page.evaluate(() => {
         const byTopic = {};
-        for (const { topic, bytes } of window.__bench.events) {
+        for (const { topic, bytes } of /** @type {BenchWindow} */ (window).__bench.events) {
           byTopic[topic] ??= { messages: 0, bytes: 0 };
           byTopic[topic].messages++;
           byTopic[topic].bytes += bytes;
@@ -229,11 +271,14 @@ export async function openConsolePage(browser, url, { expected, timeoutMs = 60_0
       }),
     async timeUntil(selector, text, action) {
       const key = `w${watches++}`;
-      await page.evaluate(([k, s, t]) => window.__bench.watch(k, s, t), [key, selector, text]);
+      await page.evaluate(
+        ([k, s, t]) => /** @type {BenchWindow} */ (window).__bench.watch(k, s, t),
+        [key, selector, text],
+      );
       const startedAt = wallNow();
       await action();
       const { inDom, shown } = await within(
-        page.evaluate((k) => window.__bench.found(k), key),
+        page.evaluate((k) => /** @type {BenchWindow} */ (window).__bench.found(k), key),
         `"${text}" in ${selector}`,
       );
       return { startedAt, inDomMs: inDom - startedAt, shownMs: shown - startedAt, shownAt: shown };

@@ -13,6 +13,7 @@ const cliPath = new URL('../../dist/cli/main.js', import.meta.url).pathname;
  * whatever else `env` sets (BRIDGE_HOST_ID, BRIDGE_BROKER_URI), with `configFile` if given.
  * Resolves once /healthz answers and the admin socket exists. With `cpuProf` ({ dir, name? }) it
  * runs under `node --cpu-prof`.
+ * @param {{ home: string, env?: Record<string, string>, configFile?: string, cpuProf?: { dir: string, name?: string } }} options
  */
 export async function startDaemon({ home, env = {}, configFile, cpuProf }) {
   mkdirSync(home, { recursive: true });

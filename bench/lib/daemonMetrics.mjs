@@ -5,9 +5,13 @@
  * Needs the daemon to run with `metrics.runtime: true` for the first two.
  */
 
-/** Reads `url` and returns its samples by series (`name` or `name{labels}`). */
+/**
+ * Reads `url` and returns its samples by series (`name` or `name{labels}`).
+ * @param {string} url
+ */
 export async function scrapeMetrics(url) {
   const text = await (await fetch(url)).text();
+  /** @type {Map<string, number>} */
   const samples = new Map();
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
@@ -21,8 +25,13 @@ const monitorPeriodMs = 10;
 
 const round = (value, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
 
-/** The samples of `name` (a histogram's `_bucket` series) by their `le`, as cumulative counts. */
+/**
+ * The samples of `name` (a histogram's `_bucket` series) by their `le`, as cumulative counts.
+ * @param {Map<string, number>} samples
+ * @param {string} name
+ */
 function buckets(samples, name) {
+  /** @type {Array<[number, number]>} */
   const out = [];
   for (const [series, value] of samples) {
     const match = new RegExp(`^${name}_bucket\\{.*le="([^"]+)"`).exec(series);
@@ -42,18 +51,28 @@ function quantileBound(before, after, name, q) {
 
 const delta = (before, after, series) => (after.get(series) ?? 0) - (before.get(series) ?? 0);
 
-/** What the daemon did between the reads `before` and `after`, for `messages` messages. */
+/**
+ * What the daemon did between the reads `before` and `after`, for `messages` messages.
+ * @param {Map<string, number>} before
+ * @param {Map<string, number>} after
+ * @param {number} messages
+ */
 export function metricsBetween(before, after, messages) {
-  const gcKinds = [...after.keys()]
-    .map((series) => /^nodejs_gc_duration_seconds_count\{kind="([^"]+)"\}$/.exec(series)?.[1])
-    .filter(Boolean);
+  const gcKinds = /** @type {string[]} */ (
+    [...after.keys()]
+      .map((series) => /^nodejs_gc_duration_seconds_count\{kind="([^"]+)"\}$/.exec(series)?.[1])
+      .filter(Boolean)
+  );
   const gc = Object.fromEntries(
     gcKinds
-      .map((kind) => {
-        const count = delta(before, after, `nodejs_gc_duration_seconds_count{kind="${kind}"}`);
-        const ms = delta(before, after, `nodejs_gc_duration_seconds_sum{kind="${kind}"}`) * 1000;
-        return [kind, { count, ms: round(ms, 1) }];
-      })
+      .map(
+        /** @returns {[string, { count: number, ms: number }]} */
+        (kind) => {
+          const count = delta(before, after, `nodejs_gc_duration_seconds_count{kind="${kind}"}`);
+          const ms = delta(before, after, `nodejs_gc_duration_seconds_sum{kind="${kind}"}`) * 1000;
+          return [kind, { count, ms: round(ms, 1) }];
+        },
+      )
       .filter(([, { count }]) => count > 0),
   );
   const gcMs = Object.values(gc).reduce((sum, { ms }) => sum + ms, 0);

@@ -41,6 +41,7 @@ export function formatValue(value, unit) {
   return `${value.toFixed(digits)} ${unit}`;
 }
 
+/** @type {import('./report.mjs').Column[]} */
 const fleetColumns = [
   ['scenario', (r) => r.label],
   ['measure', (r) => r.metric],

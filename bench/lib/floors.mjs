@@ -3,11 +3,11 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import amqp from 'amqplib';
 import BetterSqlite3 from 'better-sqlite3';
-import { Exchange, inboxSpec, QueueMode } from '../../dist/broker/topology.js';
-import { encodeHlc } from '../../dist/clock/hlc.js';
-import { encodeEnvelope } from '../../dist/wire/codec.js';
-import { schemaVersionString, WireKind } from '../../dist/wire/envelope.js';
-import { uuidv7 } from '../../dist/wire/ids.js';
+import { Exchange, inboxSpec, QueueMode } from '#bridge/federation/topology';
+import { encodeEnvelope } from '#bridge/wire/codec';
+import { schemaVersionString, WireKind } from '#bridge/wire/envelope';
+import { encodeHlc } from '#bridge/wire/hlc';
+import { uuidv7 } from '#bridge/wire/ids';
 import { deleteQueues, localBrokerCpuMs } from './broker.mjs';
 import { callTool, connectLanes } from './daemon.mjs';
 import { createDeliveryTracker, messageText, processCpuMs } from './measure.mjs';
@@ -195,7 +195,7 @@ export const amqpFloor = {
 };
 
 async function openAmqpFloor({ name, textBytes, brokerUri, gatewayConfig, deliveryTimeoutMs, teardown }) {
-  const { prefetch, inboxMaxLength } = gatewayConfig.broker;
+  const { prefetch, inboxMaxLength, deployment } = gatewayConfig.broker;
   const ttlMs = gatewayConfig.delivery.ttlMs;
   const routingKey = randomUUID();
   const queue = `bench.${name}.${randomBytes(4).toString('hex')}`;
@@ -218,8 +218,10 @@ async function openAmqpFloor({ name, textBytes, brokerUri, gatewayConfig, delive
   publisher.on('return', (message) => returned.add(message.properties.messageId));
   await publisher.assertExchange(Exchange.msg, 'topic', { durable: true });
   teardown.add(() => deleteQueues(brokerUri, [queue]));
+  // Only the spec's queue arguments are used (the queue is bound to routingKey alone below).
   const inbox = inboxSpec({
     gid: routingKey,
+    deployment,
     groups: [],
     mode: QueueMode.classic,
     maxLength: inboxMaxLength,
@@ -260,14 +262,17 @@ async function openAmqpFloor({ name, textBytes, brokerUri, gatewayConfig, delive
       const key = `m${i}`;
       const consumed = tracker.wait(key);
       consumed.catch(() => {}); // awaited below; only a failed publish leaves it unawaited
-      await new Promise((resolve, reject) => {
-        // Like the gateway, no wait for 'drain': a closed loop of a few lanes never fills the buffer.
-        publisher.publish(Exchange.msg, routingKey, body, { ...properties, messageId: key }, (err) => {
-          if (returned.delete(key)) reject(new Error(`${key} was returned: no queue bound to ${routingKey}`));
-          else if (err) reject(new Error(`${key} was nacked: ${err.message ?? err}`));
-          else resolve();
-        });
-      });
+      await /** @type {Promise<void>} */ (
+        new Promise((resolve, reject) => {
+          // Like the gateway, no wait for 'drain': a closed loop of a few lanes never fills the buffer.
+          publisher.publish(Exchange.msg, routingKey, body, { ...properties, messageId: key }, (err) => {
+            if (returned.delete(key))
+              reject(new Error(`${key} was returned: no queue bound to ${routingKey}`));
+            else if (err) reject(new Error(`${key} was nacked: ${err.message ?? err}`));
+            else resolve();
+          });
+        })
+      );
       await consumed;
     },
     close: () => teardown.run(),

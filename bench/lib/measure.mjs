@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks';
  * otherwise): CPU per message is steadier than msgs/s on a shared machine. `sideCpuMs`, a map of
  * name → reader of the same kind, breaks that down or adds other processes (the broker), reported
  * per message as `cpuUsPerMsgOf`.
+ * @param {{ count: number, concurrency: number, warmup?: number, op: (i: number, lane: number) => unknown, cpuMs?: () => number, sideCpuMs?: Record<string, () => number> }} options
  */
 export async function measure({ count, concurrency, warmup = 0, op, cpuMs = processCpuMs, sideCpuMs = {} }) {
   if (warmup > 0) await runLanes(warmup, concurrency, op, -warmup);
@@ -98,6 +99,7 @@ export function keyOfText(text) {
  * before its waiter registers is kept, so the order of the two never matters. With `timeoutMs`,
  * a wait that sees no delivery in time rejects (a lost message fails the run instead of hanging
  * it); `fail(err)` rejects every wait, current and future (the receiving side broke).
+ * @param {{ timeoutMs?: number }} [options]
  */
 export function createDeliveryTracker({ timeoutMs } = {}) {
   const waiting = new Map();

@@ -22,6 +22,7 @@ import { percentile, processCpuMs, round } from './measure.mjs';
  * peakInFlight, cpuUsPerMsg (and cpuUsPerMsgOf by `sideCpuMs`, as `measure` does).
  * `window.start()` and `window.end()` (both awaited) run just before and just after the measured
  * operations, after the warm-up: where a profiler marks the span it reports on.
+ * @param {{ rate: number, seconds: number, warmup?: number, op: (i: number) => unknown, cpuMs?: () => number, sideCpuMs?: Record<string, () => number>, maxInFlight?: number, onProgress?: (done: number, total: number) => void, window?: { start: () => Promise<void>, end: () => Promise<void> } }} options
  */
 export async function measurePaced({
   rate,
@@ -75,6 +76,9 @@ export async function measurePaced({
   };
 }
 
+/**
+ * @param {{ rate: number, count: number, firstIndex: number, op: (i: number) => unknown, maxInFlight: number, onProgress?: (done: number, total: number) => void }} options
+ */
 async function runPaced({ rate, count, firstIndex, op, maxInFlight, onProgress = () => {} }) {
   const intervalMs = 1000 / rate;
   const latencies = new Float64Array(count);

@@ -11,7 +11,11 @@ const baseEnv = Object.fromEntries(
   Object.entries(process.env).filter(([name]) => !name.startsWith('BRIDGE_')),
 );
 
-/** Starts a node script as a child process the benchmark keeps track of (and kills at exit). */
+/**
+ * Starts a node script as a child process the benchmark keeps track of (and kills at exit).
+ * @param {string[]} args
+ * @param {{ env?: Record<string, string>, cwd?: string }} [options]
+ */
 export function spawnNode(args, { env = {}, cwd } = {}) {
   const child = spawn(process.execPath, args, {
     cwd,
@@ -67,7 +71,12 @@ export function killRunningChildren() {
   for (const child of running) child.kill('SIGKILL');
 }
 
-/** Runs a node script to completion and returns its stdout; rejects with its output on failure. */
+/**
+ * Runs a node script to completion and returns its stdout; rejects with its output on failure.
+ * @param {string[]} args
+ * @param {{ env?: Record<string, string>, timeoutMs?: number }} [options]
+ * @returns {Promise<string>}
+ */
 export function runNode(args, { env = {}, timeoutMs = 30_000 } = {}) {
   return new Promise((resolve, reject) => {
     execFile(
@@ -82,7 +91,13 @@ export function runNode(args, { env = {}, timeoutMs = 30_000 } = {}) {
   });
 }
 
-/** Polls `check` until it returns a truthy value; fails early if `process` exits meanwhile. */
+/**
+ * Polls `check` until it returns a truthy value; fails early if `process` exits meanwhile.
+ * @template T
+ * @param {() => Promise<T>} check
+ * @param {{ what: string, process?: ReturnType<typeof spawnNode>, timeoutMs?: number }} options
+ * @returns {Promise<T>}
+ */
 export async function waitFor(check, { what, process: proc, timeoutMs = 20_000 }) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -102,11 +117,13 @@ export function freePort() {
     const server = createServer();
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
+      const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
       server.close(() => resolve(port));
     });
   });
 }
+
+/** @typedef {ReturnType<typeof createTeardown>} Teardown */
 
 /** Teardowns that have not run yet: the run's timeout and signal handlers run them before exiting. */
 const pendingTeardowns = new Set();

@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
  *
  * `plan(steps)` sets how many steps the run has; `step(name, total?)` starts the next one;
  * `tick(n)` adds units done, `update(done, total?, detail?)` sets them; `done()` clears the bar.
+ * @returns {Progress}
  */
 export function createProgress({
   stream = process.stderr,
@@ -112,7 +113,20 @@ export function createProgress({
   };
 }
 
-/** A progress bar that shows nothing (for code run outside `bench/run.mjs`). */
+/**
+ * @typedef {{
+ *   plan: (steps: number) => void,
+ *   step: (name: string, total?: number) => void,
+ *   tick: (count?: number) => void,
+ *   update: (done: number, total?: number, detail?: string) => void,
+ *   done: () => void,
+ * }} Progress
+ */
+
+/**
+ * A progress bar that shows nothing (for code run outside `bench/run.mjs`).
+ * @type {Progress}
+ */
 export const noProgress = {
   plan() {},
   step() {},

@@ -1,14 +1,14 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createHlc } from '../../dist/clock/hlc.js';
-import { machines } from '../../dist/machines/index.js';
-import { exportTrace } from '../../dist/replay/exportTrace.js';
-import { replayTrace } from '../../dist/replay/replayTrace.js';
-import { initEvent } from '../../dist/runtime/parseRecordedEvent.js';
-import { pureInitialTransition, pureTransition } from '../../dist/runtime/pureTransition.js';
-import { stateName } from '../../dist/runtime/stateName.js';
-import { openStore } from '../../dist/store/openStore.js';
+import { initEvent } from '#bridge/kernel/parseRecordedEvent';
+import { pureInitialTransition, pureTransition } from '#bridge/kernel/pureTransition';
+import { stateName } from '#bridge/kernel/stateName';
+import { machines } from '#bridge/machines/index';
+import { exportTrace } from '#bridge/replay/exportTrace';
+import { replayTrace } from '#bridge/replay/replayTrace';
+import { openStore } from '#bridge/store/openStore';
+import { createHlc } from '#bridge/wire/hlc';
 
 /**
  * Generated event logs for the replay benchmark: three hosts' `events.db` files (opened through
@@ -56,6 +56,7 @@ const cacheRoot = new URL('../.cache/', import.meta.url).pathname;
 /**
  * The cached logs of at least `events` events, generated first if missing. Returns
  * `{ dir, events, hosts: [{ host, db, export, events }], generated: { seconds } | null, ... }`.
+ * @param {{ events: number, log?: (line: string) => void }} options
  */
 export async function replayLogs({ events, log = () => {} }) {
   const dir = join(cacheRoot, `replay-v${generatorVersion}-${events}`);
@@ -241,6 +242,7 @@ async function generateLogs({ dir, events: target }) {
       events: 0,
       wall: () => Math.floor(now + skewMs),
       hlc: createHlc(() => Math.floor(now + skewMs)),
+      /** @type {any[]} the generated entities: plain records the generator mutates */
       entities: [],
     };
   });

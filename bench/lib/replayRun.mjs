@@ -10,7 +10,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { StringDecoder } from 'node:string_decoder';
 import BetterSqlite3 from 'better-sqlite3';
-import { replayTrace } from '../../dist/replay/replayTrace.js';
+import { replayTrace } from '#bridge/replay/replayTrace';
 
 const options = JSON.parse(process.argv[2] ?? '{}');
 const mb = (bytes) => Math.round((bytes / 2 ** 20) * 10) / 10;
@@ -116,7 +116,8 @@ function mergeHeads(streams, each) {
     if (next.done) {
       const last = heap.pop();
       if (heap.length > 0) {
-        heap[0] = last;
+        // The heap was not empty, so pop returned an entry.
+        heap[0] = /** @type {NonNullable<typeof last>} */ (last);
         siftDown(0);
       }
     } else {

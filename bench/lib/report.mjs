@@ -11,6 +11,11 @@ export const ratioNote =
   'steadier than msgs/s when the machine is shared. RabbitMQ’s own CPU is not in it; cross-host rows list it apart. ' +
   'cpu Δ is cpu µs/msg minus base cpu µs/msg (for signing on vs off: what signing costs per message).';
 
+/**
+ * A results table's column: its title and how a row's cell reads.
+ * @typedef {[title: string, cell: (row: any) => string]} Column
+ */
+
 /** A target's CPU per message by process (`cpuUsPerMsgOf`), e.g. "daemon A 900, daemon B 700, broker 120". */
 export function cpuBreakdown(result) {
   const parts = Object.entries(result.cpuUsPerMsgOf ?? {}).map(([name, us]) => `${name} ${us}`);
@@ -22,6 +27,7 @@ export function cpuBreakdown(result) {
  * process (`cpuDeltaUsPerMsgOf`) when both measured the same processes (signing on vs off).
  */
 export function cpuDifference(gateway, floor) {
+  /** @type {{ cpuDeltaUsPerMsg: number, cpuDeltaUsPerMsgOf?: Record<string, number> }} */
   const delta = { cpuDeltaUsPerMsg: gateway.cpuUsPerMsg - floor.cpuUsPerMsg };
   const ours = Object.keys(gateway.cpuUsPerMsgOf ?? {});
   const theirs = Object.keys(floor.cpuUsPerMsgOf ?? {});
@@ -42,7 +48,9 @@ export function machineInfo(dir, loadAtStart) {
     node: process.version,
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     memoryGiB: Math.round(os.totalmem() / 2 ** 30),
-    sqlite: new BetterSqlite3(':memory:').prepare('SELECT sqlite_version() AS v').get().v,
+    sqlite: /** @type {{ v: string }} */ (
+      new BetterSqlite3(':memory:').prepare('SELECT sqlite_version() AS v').get()
+    ).v,
     tempDir: dir,
     tempDirFilesystem: filesystemOf(dir),
     loadAverage1m: { start: loadAtStart, end: loadAverage() },
@@ -70,6 +78,7 @@ export function commandLine() {
   return [...overrides, command].join(' ');
 }
 
+/** @type {Column[]} */
 const rowColumns = [
   ['scenario', (r) => r.label],
   ['baseline', (r) => r.baseline],
@@ -85,6 +94,7 @@ const rowColumns = [
   ['cpu Δ µs/msg', (r) => String(r.cpuDeltaUsPerMsg)],
 ];
 
+/** @type {Column[]} */
 const primitiveColumns = [
   ['primitive', (r) => r.label],
   ['envelope bytes', (r) => String(r.bytes)],
@@ -98,6 +108,8 @@ const primitiveColumns = [
 /**
  * The results table, padded; as Markdown (a pipe table) or as plain text for the terminal.
  * `columns` are [title, cell] pairs, the first `textColumns` left-aligned, the rest numbers.
+ * @param {object[]} rows
+ * @param {{ markdown?: boolean, columns?: Column[], textColumns?: number }} [options]
  */
 export function renderTable(rows, { markdown = false, columns = rowColumns, textColumns = 2 } = {}) {
   const cells = [columns.map(([title]) => title), ...rows.map((row) => columns.map(([, cell]) => cell(row)))];

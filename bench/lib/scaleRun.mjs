@@ -27,7 +27,11 @@ const memory = () => {
  */
 const brokerUsage = (gateway) => gateway.federation?.broker.usage() ?? null;
 
-/** Every other entity a worker with a (no-op) tmux pane, the rest mains. */
+/**
+ * Every other entity a worker with a (no-op) tmux pane, the rest mains.
+ * @param {number} i
+ * @returns {import('#bridge/gateway/Registrations').RegisterRequest}
+ */
 function request(i) {
   return i % 2 === 1
     ? { kind: 'worker', name: `w${i}`, pane: { type: 'tmux', target: `%${i}` } }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp from 'amqplib';
-import { controlSpec, Exchange, inboxName, inboxSpec, QueueMode } from '../../dist/broker/topology.js';
+import { controlSpec, Exchange, inboxName, inboxSpec, QueueMode } from '#bridge/federation/topology';
 import { clusterHosts, inParallel, trustAll, withCluster } from '../lib/cluster.mjs';
 import { finishRow } from '../lib/fleetReport.mjs';
 import { wireSizedBody } from '../lib/floors.mjs';
@@ -11,6 +11,9 @@ import { keyOfText, percentile, round } from '../lib/measure.mjs';
 import { waitFor } from '../lib/processes.mjs';
 import { intSetting } from '../lib/settings.mjs';
 import { startGateway } from './router.mjs';
+
+/** @typedef {import('#bridge/deliver/EntityActor').EntityActor} EntityActor */
+/** @typedef {import('#bridge/gateway/Gateway').Gateway} Gateway */
 
 /**
  * Broadcast to 1,000 inboxes (`BENCH_ONLY=broadcast`): 1,000 entities spread over 3 gateways
@@ -135,8 +138,11 @@ async function gatewayBroadcast(ctx, settings, teardown, queues) {
   // Check: every main holds exactly the rounds' broadcasts (drained now), every worker got each once.
   let foreign = 0;
   const problems = [];
+  /** @type {Map<Gateway, EntityActor[]>} */
   const byGateway = new Map(gateways.map((g) => [g.gateway, []]));
-  for (const r of recipients) if (!r.worker) byGateway.get(r.gateway).push(r.entity);
+  // Every recipient's gateway is one of gateways: its list exists.
+  for (const r of recipients)
+    if (!r.worker) /** @type {EntityActor[]} */ (byGateway.get(r.gateway)).push(r.entity);
   for (const [gateway, entities] of byGateway) {
     for (const main of entities) {
       const keys = [];
@@ -175,7 +181,7 @@ async function gatewayBroadcast(ctx, settings, teardown, queues) {
 /** The baseline: raw amqplib fan-out to 1,000 bound queues, consumed over 3 connections. */
 async function floorBroadcast(ctx, settings, teardown, queues) {
   const { brokerUri, gatewayConfig, progress, textBytes } = ctx;
-  const { prefetch, inboxMaxLength } = gatewayConfig.broker;
+  const { prefetch, inboxMaxLength, deployment } = gatewayConfig.broker;
   const suffix = randomBytes(3).toString('hex');
   const key = `broadcast.bench-bc-floor-${suffix}`;
   const names = Array.from({ length: settings.entities }, (_, i) => `bench.bc-floor.${suffix}.${i}`);
@@ -186,7 +192,14 @@ async function floorBroadcast(ctx, settings, teardown, queues) {
   teardown.add(() => publishing.close().catch(() => {}));
   const publisher = await publishing.createConfirmChannel();
   await publisher.assertExchange(Exchange.msg, 'topic', { durable: true });
-  const spec = inboxSpec({ gid: 'x', groups: [], mode: QueueMode.classic, maxLength: inboxMaxLength });
+  // Only the spec's queue arguments are used (each queue is bound to `key` alone below).
+  const spec = inboxSpec({
+    gid: 'x',
+    deployment,
+    groups: [],
+    mode: QueueMode.classic,
+    maxLength: inboxMaxLength,
+  });
   const counts = new Map();
   let failure;
   const connections = [];
@@ -232,14 +245,16 @@ async function floorBroadcast(ctx, settings, teardown, queues) {
   for (let round_ = 1; round_ <= settings.warmupRounds + settings.rounds; round_++) {
     const id = `bc${round_}`;
     const started = performance.now();
-    await new Promise((resolve, reject) =>
-      publisher.publish(
-        Exchange.msg,
-        key,
-        body,
-        { persistent: true, mandatory: true, messageId: id, contentType: 'application/json' },
-        (err) => (err ? reject(err) : resolve()),
-      ),
+    await /** @type {Promise<void>} */ (
+      new Promise((resolve, reject) =>
+        publisher.publish(
+          Exchange.msg,
+          key,
+          body,
+          { persistent: true, mandatory: true, messageId: id, contentType: 'application/json' },
+          (err) => (err ? reject(err) : resolve()),
+        ),
+      )
     );
     if (round_ > settings.warmupRounds) publishMs.push(performance.now() - started);
     const deadline = started + ctx.deliveryTimeoutMs;

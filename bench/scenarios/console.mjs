@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
+import { adminRoutes } from '#bridge/interfaces/adminProtocol';
 import { inParallel } from '../lib/cluster.mjs';
 import { launchChromium, openConsolePage, wallNow } from '../lib/consolePage.mjs';
 import { adminClient, startDaemon } from '../lib/daemon.mjs';
@@ -19,6 +19,8 @@ import {
 } from '../lib/report.mjs';
 import { intSetting } from '../lib/settings.mjs';
 import { killTmuxServerSync, startCatPane } from '../lib/submissionTargets.mjs';
+
+/** @typedef {import('../lib/consolePage.mjs').BenchWindow} BenchWindow */
 
 /**
  * The operator console under load (`BENCH_ONLY=console`): "the console stays responsive with
@@ -322,7 +324,7 @@ async function pageRound(side, { browser, settings, round: roundIndex, problems 
       // The push that brought the row: the last one before the row was in the DOM.
       const { push, render } = await console_.page.evaluate(
         ([since, until]) => {
-          const { events, renders } = window.__bench;
+          const { events, renders } = /** @type {BenchWindow} */ (window).__bench;
           return {
             push: events.filter((e) => e.topic === 'roster' && e.at >= since && e.at <= until).at(-1),
             render: renders.find((r) => r.at >= since),
@@ -411,7 +413,7 @@ async function pageWindow(sides, pages, seconds, during) {
     sides.map(async (side, i) => {
       const lags = await pages[i].stopLagProbe();
       const renders = await pages[i].page.evaluate((since) => {
-        const within = window.__bench.renders.filter((r) => r.at >= since);
+        const within = /** @type {BenchWindow} */ (window).__bench.renders.filter((r) => r.at >= since);
         const sum = (key) => within.reduce((total, r) => total + r[key], 0);
         return {
           changes: within.length,
@@ -668,6 +670,7 @@ export async function runConsoleBench({
 const value = (v) => (v === null ? '—' : v.toFixed(Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : 2));
 const ratio = (v) => (v === null ? '—' : v.toFixed(2));
 
+/** @type {import('../lib/report.mjs').Column[]} */
 const consoleColumns = [
   ['measure', (r) => r.measure],
   ['unit', (r) => r.unit],

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { controlSpec, inboxName } from '../../dist/broker/topology.js';
-import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
-import { initKeys } from '../../dist/security/keys.js';
-import { addTrust } from '../../dist/security/TrustStore.js';
+import { controlSpec, inboxName } from '#bridge/federation/topology';
+import { adminRoutes } from '#bridge/interfaces/adminProtocol';
+import { initKeys } from '#bridge/security/keys';
+import { addTrust } from '#bridge/security/TrustStore';
 import { deleteQueues, localBrokerCpuMs, queueDepths } from '../lib/broker.mjs';
 import { adminClient, callTool, connectMcp, startDaemon } from '../lib/daemon.mjs';
 import { amqpFloor } from '../lib/floors.mjs';

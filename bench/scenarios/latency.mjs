@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { inboxName } from '../../dist/broker/topology.js';
-import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
+import { inboxName } from '#bridge/federation/topology';
+import { adminRoutes } from '#bridge/interfaces/adminProtocol';
 import { deleteQueues, localBrokerCpuMs, queueDepths } from '../lib/broker.mjs';
 import { clusterHosts, profileName, startDaemons } from '../lib/cluster.mjs';
 import { cpuPerMessage, describeCpu, monotonicUs } from '../lib/cpuProfile.mjs';

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setupSharedTopology } from '../../dist/broker/sharedTopology.js';
-import { inboxName } from '../../dist/broker/topology.js';
+import { setupSharedTopology } from '#bridge/federation/sharedTopology';
+import { inboxName } from '#bridge/federation/topology';
 import { findFreePortBase, startCluster, stopCluster } from '../../tools/cluster.mjs';
 import { queueDepths } from '../lib/broker.mjs';
 import { clusterHosts, trustAll } from '../lib/cluster.mjs';
@@ -32,6 +32,7 @@ import { startGateway } from './router.mjs';
  * (100), BENCH_QUORUM_DRAIN_WAIT_MS (1000; as BENCH_CROSSHOST_DRAIN_WAIT_MS).
  */
 
+/** @type {Array<'classic' | 'quorum'>} */
 const modes = ['classic', 'quorum'];
 
 /**
@@ -97,7 +98,7 @@ async function runMode(ctx, settings, uris, mode) {
       },
     });
     const check = drain.verify(dst.depth, await queueDepths(uris[0], [inboxName(dst.gid)]));
-    const status = await gatewayB.gateway.status();
+    const status = /** @type {{ broker?: { queueMode?: string } }} */ (await gatewayB.gateway.status());
     if (status.broker?.queueMode !== mode) {
       throw new Error(`quorum (${mode}): gateway B runs with queueMode ${status.broker?.queueMode}`);
     }
@@ -156,7 +157,8 @@ export const quorumScenario = {
     mkdirSync(join(ctx.dir, 'quorum'), { recursive: true });
     const teardown = createTeardown();
     teardown.add(() => stopCluster({ dir: clusterDir }));
-    const results = {};
+    // Filled below, one result per mode.
+    const results = /** @type {Record<'classic' | 'quorum', Awaited<ReturnType<typeof runMode>>>} */ ({});
     let cluster;
     try {
       progress.step('quorum: start a 3-node RabbitMQ cluster');

@@ -38,7 +38,8 @@ const floorMeasures = {
 
 async function measureIn(options, timeoutMs) {
   const stdout = await runNode([runScript, JSON.stringify(options)], { timeoutMs });
-  return JSON.parse(stdout.trim().split('\n').at(-1));
+  // split always yields at least one element, so the last one exists.
+  return JSON.parse(/** @type {string} */ (stdout.trim().split('\n').at(-1)));
 }
 
 /** The best of `runs` runs (highest events/s), each in a fresh process. */
@@ -129,6 +130,7 @@ export async function runReplayBench({ events, runs = 1, timeoutMs = 600_000, lo
   };
 }
 
+/** @type {import('../lib/report.mjs').Column[]} */
 const replayColumns = [
   ['scenario', (r) => r.label],
   ['baseline', (r) => r.floorLabel],

@@ -75,7 +75,8 @@ export const rosterScenario = {
 
       progress.step(`roster: start daemon ${settings.gateways}, wait for ${total} entries everywhere`);
       const t0 = performance.now();
-      const last = await startMember({ ...common, host: hosts.at(-1) });
+      // gateways ≥ 2, so there is a last host.
+      const last = await startMember({ ...common, host: /** @type {string} */ (hosts.at(-1)) });
       const readyMs = performance.now() - t0;
       await registerAll(last);
       const registeredMs = performance.now() - t0;

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import pino from 'pino';
-import { Gateway } from '../../dist/actors/Gateway.js';
-import { loadConfig } from '../../dist/config/loadConfig.js';
-import { createLogger } from '../../dist/log/logger.js';
+import { loadConfig } from '#bridge/config/loadConfig';
+import { Gateway } from '#bridge/gateway/Gateway';
+import { createLogger } from '#bridge/log/logger';
 import { sqliteFloor } from '../lib/floors.mjs';
 import { createDeliveryTracker, keyOfText, messageText } from '../lib/measure.mjs';
 
@@ -142,6 +142,7 @@ async function openGateway({ dir, name, gatewayConfigFile }, build) {
  * there, panes that are no-ops (`onInjected` sees the text typed). With BRIDGE_BROKER_URI in `env`
  * it federates, and resolves once it has connected. `entity(kind, name, pane?)` registers a local
  * entity.
+ * @param {{ home: string, env?: Record<string, string>, configFile?: string, onInjected?: (text: string) => void }} options
  */
 export async function startGateway({ home, env, configFile, onInjected = () => {} }) {
   const { config } = loadConfig({ file: configFile, env: { BRIDGE_HOME: home, ...env } });
@@ -157,8 +158,16 @@ export async function startGateway({ home, env, configFile, onInjected = () => {
   await gateway.start();
   return {
     gateway,
+    /**
+     * @param {import('#bridge/wire/envelope').EntityKind} kind
+     * @param {string} entityName
+     * @param {import('#bridge/wire/paneTarget').PaneTarget} [pane]
+     */
     entity: async (kind, entityName, pane) =>
-      gateway.authenticate((await gateway.register({ kind, name: entityName, pane })).token),
+      // A token just issued always authenticates.
+      /** @type {import('#bridge/deliver/EntityActor').EntityActor} */ (
+        gateway.authenticate((await gateway.register({ kind, name: entityName, pane })).token)
+      ),
     stop: async () => {
       await gateway.stop();
       destination.end();
@@ -168,7 +177,9 @@ export async function startGateway({ home, env, configFile, onInjected = () => {
 
 /**
  * A pane that takes input instantly and is always idle: the gateway's cost alone. It speaks the
- * PaneInjector interface of src/inject/paneInjector.ts: typed, then submitted at once.
+ * PaneInjector interface of src/panes/paneInjector.ts: typed, then submitted at once.
+ * @param {(text: string) => void} onInjected
+ * @returns {import('#bridge/panes/paneInjector').PaneInjector}
  */
 function createNoopInjector(onInjected) {
   return {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import BetterSqlite3 from 'better-sqlite3';
-import { controlSpec, inboxLockName, inboxName } from '../../dist/broker/topology.js';
+import { controlSpec, inboxLockName, inboxName } from '#bridge/federation/topology';
 import { deleteQueues } from '../lib/broker.mjs';
 import { clusterHosts, trustAll } from '../lib/cluster.mjs';
 import { finishRow } from '../lib/fleetReport.mjs';
@@ -26,7 +26,7 @@ import { intSetting } from '../lib/settings.mjs';
  *
  * Then the same federated, on the shared broker (each entity an inbox with a consumer, signing
  * on), with BENCH_SCALE_FEDERATED_ENTITIES entities (default 10,000 too, 0 to skip). Inbox
- * consumers share channels and channels a small pool of connections (src/actors/BrokerConsumers.ts,
+ * consumers share channels and channels a small pool of connections (src/federation/BrokerConsumers.ts,
  * ConnectionPool.ts), so RabbitMQ's channel_max (2,047 a connection) no longer caps the entities of
  * one gateway; the federated rows add the connections and channels the gateway's broker actor
  * holds at ready (its `usage()`, as `agentbridge status` shows it), beside what one channel per
@@ -47,6 +47,8 @@ const runScript = new URL('../lib/scaleRun.mjs', import.meta.url).pathname;
  * Runs one phase in its own process; `onProgress(done, total)`, `onReady()` as it goes. With a
  * `teardown`, the process is stopped first when that runs (a timeout, a signal), so it is not
  * still declaring queues while the teardown deletes them.
+ * @param {{ mode: string, resultFile: string, [key: string]: unknown }} options
+ * @param {{ onProgress?: (done: number, total: number) => void, onReady?: () => void, timeoutMs?: number, teardown?: import('../lib/processes.mjs').Teardown }} [callbacks]
  */
 async function phase(
   options,
@@ -59,7 +61,7 @@ async function phase(
   let carry = '';
   child.child.stderr.on('data', (chunk) => {
     const lines = (carry + chunk.toString()).split('\n');
-    carry = lines.pop();
+    carry = /** @type {string} */ (lines.pop()); // split returns at least one element
     for (const line of lines) {
       const match = /^progress (\d+) (\d+)$/.exec(line);
       if (match) onProgress(Number(match[1]), Number(match[2]));
@@ -84,7 +86,10 @@ async function phase(
   };
 }
 
-/** Registers `entities` on a gateway in `home`, restarts it; returns both phases' results. */
+/**
+ * Registers `entities` on a gateway in `home`, restarts it; returns both phases' results.
+ * @param {{ ctx: { progress: import('../lib/progress.mjs').Progress, gatewayConfigFile: string }, home: string, env: Record<string, string>, entities: number, concurrency: number, gidsFile?: string, label: string, teardown?: import('../lib/processes.mjs').Teardown }} options
+ */
 async function registerAndRestart({ ctx, home, env, entities, concurrency, gidsFile, label, teardown }) {
   const { progress, gatewayConfigFile } = ctx;
   mkdirSync(home, { recursive: true });
@@ -140,7 +145,8 @@ function registeredGids(home, gidsFile) {
   if (existsSync(storeFile)) {
     const db = new BetterSqlite3(storeFile, { readonly: true, fileMustExist: true });
     try {
-      for (const { gid } of db.prepare('SELECT gid FROM entities').all()) gids.add(gid);
+      const rows = /** @type {Array<{ gid: string }>} */ (db.prepare('SELECT gid FROM entities').all());
+      for (const { gid } of rows) gids.add(gid);
     } catch (err) {
       console.error(
         `scale: could not read the gids in ${storeFile} (${err.message}); deleting the reported ones`,
@@ -327,7 +333,7 @@ export const scaleScenario = {
       notes: [
         describe('single host', raw.single),
         ...(raw.federated ? [describe('federated', raw.federated)] : []),
-        'Registrations on a federated gateway announce the presence snapshot of all local entities coalesced (one snapshot per 50 ms, src/actors/PresenceExchange.ts), not one each.',
+        'Registrations on a federated gateway announce the presence snapshot of all local entities coalesced (one snapshot per 50 ms, src/federation/PresenceExchange.ts), not one each.',
       ],
       raw,
     };

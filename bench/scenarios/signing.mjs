@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { publicKeyString } from '../../dist/security/publicKey.js';
-import { sign, verify } from '../../dist/security/signature.js';
+import { publicKeyString } from '#bridge/security/publicKey';
+import { sign, verify } from '#bridge/security/signature';
 import { wireSizedBody } from '../lib/floors.mjs';
 import { measure, round } from '../lib/measure.mjs';
 import { crosshostScenarios } from './crosshost.mjs';
@@ -25,7 +25,10 @@ export function signingScenarios({ count, concurrency, drainWaitMs }) {
     crosshostScenarios({ count, concurrency, drainWaitMs }).map((scenario) => [scenario.name, scenario]),
   );
   return ['admin', 'inproc'].map((via) => {
-    const scenario = crosshost.get(`crosshost-${via}`);
+    // crosshostScenarios has both of these.
+    const scenario = /** @type {ReturnType<typeof crosshostScenarios>[number]} */ (
+      crosshost.get(`crosshost-${via}`)
+    );
     return {
       ...scenario,
       name: `signing-${via}`,

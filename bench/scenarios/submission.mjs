@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import BetterSqlite3 from 'better-sqlite3';
-import { decodeHlc } from '../../dist/clock/hlc.js';
-import { createTmuxInjector } from '../../dist/inject/tmuxInjector.js';
-import { adminRoutes } from '../../dist/interfaces/adminProtocol.js';
+import { adminRoutes } from '#bridge/interfaces/adminProtocol';
+import { createTmuxInjector } from '#bridge/panes/tmuxInjector';
+import { decodeHlc } from '#bridge/wire/hlc';
 import { adminClient, startDaemon } from '../lib/daemon.mjs';
 import { percentile, round } from '../lib/measure.mjs';
 import { createTeardown, runNode } from '../lib/processes.mjs';
@@ -35,6 +35,9 @@ import {
   waitForLines,
   waitForPrompt,
 } from '../lib/submissionTargets.mjs';
+
+/** @typedef {Awaited<ReturnType<typeof verifiedSubmission>>} VerifiedResult */
+/** @typedef {Awaited<ReturnType<typeof baselineSubmission>>} BaselineResult */
 
 /**
  * The cost of verified submission (R-DL6, `BENCH_ONLY=submission`): per message, the latency to
@@ -173,6 +176,7 @@ async function runCat({ work, settings, progress, teardown, sockets, log }) {
   const total = settings.catWarmup + settings.messages;
   progress.step('submission · cat (line reader): verified vs paste+Enter', 2 * total);
   const sent = { verified: [], baseline: [] };
+  /** @type {{ verified: Array<{ i: number } & VerifiedResult>, baseline: Array<{ i: number } & BaselineResult> }} */
   const measured = { verified: [], baseline: [] };
   const started = performance.now();
   for (let i = -settings.catWarmup; i < settings.messages; i++) {
@@ -439,6 +443,7 @@ async function runGateway({ work, settings, progress, teardown, sockets, log, co
 
   const total = settings.catWarmup + settings.gatewayMessages;
   progress.step('submission · gateway: send to a worker on cat vs paste+Enter', 2 * total);
+  /** @type {{ gateway: Array<{ i: number, typedMs: number, submittedMs: number, typedEvent: boolean }>, baseline: BaselineResult[] }} */
   const measured = { gateway: [], baseline: [] };
   const sentBaseline = [];
   const deadLettered = [];
@@ -575,6 +580,7 @@ export async function runSubmissionBench({
 const ms = (value) => (value === null ? '—' : value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2));
 const ratio = (value) => (value === null ? '—' : value.toFixed(2));
 
+/** @type {import('../lib/report.mjs').Column[]} */
 const submissionColumns = [
   ['target', (r) => r.target],
   ['latency to', (r) => r.measure],
@@ -642,7 +648,7 @@ function submissionSection(results) {
     submissionRatioNote,
     '',
     ...costLines(results),
-    '- **verified**: `createTmuxInjector` (dist/inject/tmuxInjector.js) with its default timing, as a pane delivery drives it: ' +
+    '- **verified**: `createTmuxInjector` (dist/panes/tmuxInjector.js) with its default timing, as a pane delivery drives it: ' +
       '`type(message)` (the pane read, one paste, read back until it shows), then `submit(message)` when `type` said `typed` ' +
       '(Enter as its own step, read back until the input took it). Latency to typed = `type`; to submitted = `type` + `submit`. ' +
       'Messages as the gateway types them, `[bridge SEND from lead@bench msg <uuid>] <text>` with marker `msg <uuid>`; ' +

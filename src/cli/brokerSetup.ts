@@ -1,9 +1,9 @@
-import { describeBrokerError } from '../broker/describeBrokerError.js';
-import { type SetupReport, setupSharedTopology } from '../broker/sharedTopology.js';
-import { legacyControlExchange } from '../broker/topology.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { redactUri } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { describeBrokerError } from '../federation/describeBrokerError.js';
+import { type SetupReport, setupSharedTopology } from '../federation/sharedTopology.js';
+import { legacyControlExchange } from '../federation/topology.js';
 import type { CliValues } from './cliOptions.js';
 import { printResult, writeHuman } from './output.js';
 

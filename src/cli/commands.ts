@@ -1,19 +1,18 @@
 import type { z } from 'zod';
-import type { BrokerUsage } from '../actors/BrokerConsumers.js';
+import { loadConfig } from '../config/loadConfig.js';
+import { BridgeError, ErrorCode } from '../errors.js';
+import type { BrokerUsage } from '../federation/BrokerConsumers.js';
+import type { BrokerNodeView } from '../federation/BrokerNodes.js';
 import type {
   ControlOutcome,
   MessageStatus,
   Registration,
   RosterEntry,
   SendOutcome,
-} from '../actors/Gateway.js';
-import type { BroadcastResult } from '../actors/Router.js';
-import type { BrokerNodeView } from '../broker/BrokerNodes.js';
-import { loadConfig } from '../config/loadConfig.js';
-import { BridgeError, ErrorCode } from '../errors.js';
-import type { PaneTarget } from '../inject/paneInjector.js';
+} from '../gateway/Gateway.js';
 import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
+import type { BroadcastResult } from '../send/Router.js';
 import { neutraliseLine } from '../text/neutralise.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
@@ -24,6 +23,7 @@ import {
   groupsSchema,
   WireKind,
 } from '../wire/envelope.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 import { callAdmin } from './adminClient.js';
 import type { CliValues } from './cliOptions.js';
 import { block, printResult } from './output.js';

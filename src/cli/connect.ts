@@ -1,12 +1,10 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, resolve } from 'node:path';
-import type { Registration } from '../actors/Gateway.js';
+import { resolve } from 'node:path';
+import { type Agent, agents } from '../config/agents.js';
 import { loadConfig } from '../config/loadConfig.js';
 import type { Config } from '../config/schema.js';
 import {
-  type Agent,
-  agents,
   type ConnectTarget,
   connectEdits,
   isAgent,
@@ -14,11 +12,14 @@ import {
   serverName,
   tokenVariable,
 } from '../connect/agentConfigs.js';
+import { modeOf, readText, writeText } from '../connect/configFiles.js';
 import { disconnectCommand, type Ledger, ledgerPath, readLedger } from '../connect/ledger.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import type { PaneTarget } from '../inject/paneInjector.js';
+import type { Registration } from '../gateway/Gateway.js';
 import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
+import { urlHost } from '../interfaces/checkHostAndOrigin.js';
 import { entityNameSchema } from '../wire/envelope.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 import { callAdmin } from './adminClient.js';
 import type { CliValues } from './cliOptions.js';
 import { paneOf } from './commands.js';
@@ -68,8 +69,7 @@ async function mcpUrl(config: Config, required: boolean): Promise<string> {
   } catch (err) {
     if (required) throw err;
   }
-  const host = config.mcp.host.includes(':') ? `[${config.mcp.host}]` : config.mcp.host;
-  return `http://${host}:${config.mcp.port}/mcp`;
+  return `http://${urlHost(config.mcp.host)}:${config.mcp.port}/mcp`;
 }
 
 /** The pane connect runs in, for a worker set up from inside it as an agent's setup would. */
@@ -77,10 +77,6 @@ function ownPane(): PaneTarget | undefined {
   if (process.env.HERDR_PANE_ID) return { type: 'herdr', paneId: process.env.HERDR_PANE_ID };
   if (process.env.TMUX_PANE) return { type: 'tmux', target: process.env.TMUX_PANE };
   return undefined;
-}
-
-function readText(path: string): string | undefined {
-  return existsSync(path) ? readFileSync(path, 'utf8') : undefined;
 }
 
 export async function runConnect(values: CliValues, rest: string[]): Promise<number> {
@@ -132,7 +128,7 @@ export async function runConnect(values: CliValues, rest: string[]): Promise<num
     return {
       edit,
       before,
-      beforeMode: before === undefined ? null : statSync(edit.path).mode & 0o777,
+      beforeMode: before === undefined ? null : modeOf(edit.path),
       after: edit.apply(before),
     };
   });
@@ -148,13 +144,8 @@ export async function runConnect(values: CliValues, rest: string[]): Promise<num
       after: p.after,
     })),
   };
-  mkdirSync(dirname(ledgerFile), { recursive: true, mode: 0o700 });
-  writeFileSync(ledgerFile, `${JSON.stringify(ledger, null, 2)}\n`, { mode: 0o600 });
-  for (const p of planned) {
-    mkdirSync(dirname(p.edit.path), { recursive: true, mode: 0o700 });
-    writeFileSync(p.edit.path, p.after, { mode: p.edit.secret ? 0o600 : (p.beforeMode ?? 0o644) });
-    if (p.edit.secret) chmodSync(p.edit.path, 0o600);
-  }
+  writeText(ledgerFile, `${JSON.stringify(ledger, null, 2)}\n`, 0o600);
+  for (const p of planned) writeText(p.edit.path, p.after, p.edit.secret ? 0o600 : (p.beforeMode ?? 0o644));
   const result = {
     agent: where.agent,
     scope: where.scope,

@@ -1,12 +1,12 @@
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
-import { describeBrokerError } from '../broker/describeBrokerError.js';
-import { probeSharedTopology } from '../broker/sharedTopology.js';
 import { loadConfig } from '../config/loadConfig.js';
 import { agentDirs, type Config, redactUri } from '../config/schema.js';
 import { allLedgers, disconnectCommand } from '../connect/ledger.js';
 import { BridgeError } from '../errors.js';
+import { describeBrokerError } from '../federation/describeBrokerError.js';
+import { probeSharedTopology } from '../federation/sharedTopology.js';
 import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import { loadKeys } from '../security/keys.js';
 import { openEntries } from '../security/privateHome.js';

@@ -2,15 +2,15 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { loadConfig } from '../config/loadConfig.js';
+import { hostIdSchema } from '../config/schema.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import {
   type GatewayPermissions,
   gatewayPermissions,
   provisionCommands,
   type RabbitmqctlCommand,
-} from '../broker/permissions.js';
-import { loadConfig } from '../config/loadConfig.js';
-import { hostIdSchema } from '../config/schema.js';
-import { BridgeError, ErrorCode } from '../errors.js';
+} from '../federation/permissions.js';
 import { readEntities } from '../store/entities.js';
 import { openStore } from '../store/openStore.js';
 import { runBrokerSetup } from './brokerSetup.js';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { parseAuthority } from '../interfaces/checkHostAndOrigin.js';
 import { groupsSchema, hostIdPattern } from '../wire/envelope.js';
+import { agents } from './agents.js';
+import { parseAuthority } from './authority.js';
 
 /**
  * The gateway's configuration. Every key has a default, so no file at all gives the embedded
@@ -53,6 +54,12 @@ export const profileSchema = z.strictObject({
   injector: z.enum(['tmux', 'herdr']).default('tmux'),
   kind: z.enum(['worker', 'main', 'orchestrator']).default('worker'),
   groups: groupsSchema.default([]),
+  /**
+   * The agent the command starts (claude, codex, gemini): it then comes connected to this
+   * gateway as the spawned entity, bridge's tools allowed (src/connect/agentConfigs.ts,
+   * spawnConnection); the command must then start that agent, its flags are appended.
+   */
+  agent: z.enum(agents).optional(),
   /** Extra environment for the agent (besides BRIDGE_MCP_URL, BRIDGE_TOKEN, …). */
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
 });

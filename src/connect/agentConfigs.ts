@@ -1,5 +1,7 @@
 import { join } from 'node:path';
+import { type Agent, agents } from '../config/agents.js';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { shellQuote } from '../text/shellQuote.js';
 
 /**
  * What `agentbridge connect` writes into an agent's own configuration so that it reaches this
@@ -26,8 +28,6 @@ import { BridgeError, ErrorCode } from '../errors.js';
  * may be committed, only name the `BRIDGE_TOKEN` variable.
  */
 
-export const agents = ['claude', 'codex', 'gemini'] as const;
-export type Agent = (typeof agents)[number];
 export type Scope = 'user' | 'project';
 
 /** The MCP server's name in every agent's config: its tools read `mcp__bridge__bridge_send`. */
@@ -78,8 +78,32 @@ export function isAgent(name: string | undefined): name is Agent {
 /** The permission rule that allows every tool of bridge's server in Claude Code. */
 const claudeRule = `mcp__${serverName}`;
 
+/** The token as a file or flag names it, for the agent to expand from its environment. */
+const tokenReference = `\${${tokenVariable}}`;
+
+/** Claude Code's entry for bridge's server. */
+function claudeServer(url: string, token: string) {
+  return { type: 'http', url, headers: { Authorization: `Bearer ${token}` } };
+}
+
+type TomlSetting = [key: string, value: string];
+
+/** Codex's settings of bridge's server, as TOML keys and values, with how it authenticates. */
+function codexServer(url: string, auth: TomlSetting[]): TomlSetting[] {
+  return [['url', tomlString(url)], ...auth, ['default_tools_approval_mode', '"approve"']];
+}
+
+/** The token in a header (a user-scope file, 0600). */
+const codexHeader = (token: string): TomlSetting => [
+  'http_headers',
+  `{ Authorization = ${tomlString(`Bearer ${token}`)} }`,
+];
+
+/** The token named by its variable, for Codex to read from its environment. */
+const codexTokenVariable: TomlSetting = ['bearer_token_env_var', tomlString(tokenVariable)];
+
 function claudeEdits(target: ConnectTarget): FileEdit[] {
-  const server = { type: 'http', url: target.url, headers: { Authorization: `Bearer ${target.token}` } };
+  const server = claudeServer(target.url, target.token);
   // The project scope is Claude Code's "local" scope: this project only, in the user's own file.
   const serversAt = target.scope === 'user' ? ['mcpServers'] : ['projects', target.cwd, 'mcpServers'];
   const settings =
@@ -107,12 +131,65 @@ function claudeEdits(target: ConnectTarget): FileEdit[] {
   ];
 }
 
+/**
+ * How a spawned agent comes connected (a profile's `agent`), without touching the user's own
+ * config files in their home (Gemini: its working directory's): the token is in the spawned
+ * environment as BRIDGE_TOKEN, and each agent is told to take it from there, never given it on
+ * its command line or in a file.
+ *
+ * - Claude Code: `--mcp-config <json>` (a server whose header names `${BRIDGE_TOKEN}`, which
+ *   Claude expands as in `.mcp.json`) and `--allowedTools mcp__bridge` appended to the command
+ *   (https://code.claude.com/docs/en/cli-reference, https://code.claude.com/docs/en/mcp).
+ * - Codex CLI: `-c mcp_servers.bridge.…` overrides appended: url, `bearer_token_env_var`,
+ *   `default_tools_approval_mode` (https://developers.openai.com/codex/config-reference/).
+ * - Gemini CLI: no flag defines a server, and it reads a system settings file only when root
+ *   owns it and every directory above it (isFileAndDirectorySecureSync in its bundle): the
+ *   project scope's edit of the agent's working directory (`.gemini/settings.json`, naming
+ *   `${BRIDGE_TOKEN}`), as `connect --scope project` writes it
+ *   (google-gemini/gemini-cli docs/tools/mcp-server.md).
+ */
+export interface SpawnConnection {
+  /** The profile's command with the agent's connection flags appended (shell words). */
+  command(base: string): string;
+  /** An edit of a file in the agent's working directory, made before it starts. */
+  readonly edit?: FileEdit;
+}
+
+export function spawnConnection(agent: Agent, url: string, cwd: string): SpawnConnection {
+  const appended = (words: string[]) => (base: string) => [base, ...words.map(shellQuote)].join(' ');
+  switch (agent) {
+    case 'claude':
+      return {
+        command: appended([
+          '--mcp-config',
+          JSON.stringify({ mcpServers: { [serverName]: claudeServer(url, tokenReference) } }),
+          '--allowedTools',
+          claudeRule,
+        ]),
+      };
+    case 'codex': {
+      // No headers: a user-scope connection of the same HOME names its own entity's token in one.
+      const settings = codexServer(url, [['http_headers', '{}'], codexTokenVariable]);
+      return {
+        command: appended(
+          settings.flatMap(([key, value]) => ['-c', `mcp_servers.${serverName}.${key}=${value}`]),
+        ),
+      };
+    }
+    case 'gemini':
+      return {
+        command: (base) => base,
+        edit: geminiEdit({ agent, scope: 'project', cwd, home: '', url, token: '' }),
+      };
+  }
+}
+
 function geminiEdit(target: ConnectTarget): FileEdit {
   const user = target.scope === 'user';
   const path = user
     ? join(target.home, '.gemini', 'settings.json')
     : join(target.cwd, '.gemini', 'settings.json');
-  const token = user ? target.token : `\${${tokenVariable}}`;
+  const token = user ? target.token : tokenReference;
   return jsonEdit(path, user, ['mcpServers'], {
     httpUrl: target.url,
     headers: { Authorization: `Bearer ${token}` },
@@ -129,15 +206,12 @@ function codexEdit(target: ConnectTarget): FileEdit {
   const user = target.scope === 'user';
   const dir = user ? (target.codexHome ?? join(target.home, '.codex')) : join(target.cwd, '.codex');
   const path = join(dir, 'config.toml');
-  const auth = user
-    ? `http_headers = { Authorization = ${tomlString(`Bearer ${target.token}`)} }`
-    : `bearer_token_env_var = ${tomlString(tokenVariable)}`;
   const block = [
     tomlBegin,
     `[mcp_servers.${serverName}]`,
-    `url = ${tomlString(target.url)}`,
-    auth,
-    'default_tools_approval_mode = "approve"',
+    ...codexServer(target.url, [user ? codexHeader(target.token) : codexTokenVariable]).map(
+      ([key, value]) => `${key} = ${value}`,
+    ),
     tomlEnd,
     '',
   ].join('\n');
@@ -146,7 +220,7 @@ function codexEdit(target: ConnectTarget): FileEdit {
     secret: user,
     apply: (before) => {
       const text = codexRemove(before ?? '');
-      if (new RegExp(`^\\s*\\[mcp_servers\\.${serverName}[\\].]`, 'm').test(text)) {
+      if (text.split('\n').some(isBridgeHeader)) {
         throw new BridgeError(
           ErrorCode.badRequest,
           `${path} already has an MCP server named "${serverName}" that agentbridge did not write: remove it (codex mcp remove ${serverName}) and connect again`,
@@ -159,15 +233,43 @@ function codexEdit(target: ConnectTarget): FileEdit {
   };
 }
 
-/** The TOML text without bridge's block (and the blank line that set it apart). */
+/**
+ * The TOML text without bridge's block: the markers, the blank line that set it apart, and
+ * bridge's server table (with any `mcp_servers.bridge.*` subtable). Codex writes its own tables
+ * where it pleases, inside the markers too (it appends after the last table): those stay. A
+ * text without the markers is left alone (a server named bridge that connect did not write).
+ */
 function codexRemove(text: string): string {
-  const begin = text.indexOf(tomlBegin);
-  if (begin < 0) return text;
-  const endAt = text.indexOf(tomlEnd, begin);
-  const end =
-    endAt < 0 ? text.length : endAt + tomlEnd.length + (text[endAt + tomlEnd.length] === '\n' ? 1 : 0);
-  const head = text.slice(0, begin).replace(/\n\n$/, '\n');
-  return head + text.slice(end);
+  if (!text.includes(tomlBegin)) return text;
+  const kept: string[] = [];
+  // Only lines between the markers are looked at: outside them nothing is connect's.
+  let inBlock = false;
+  let inBridgeTable = false;
+  for (const line of text.split('\n')) {
+    const trimmed = line.trim();
+    if (trimmed === tomlBegin) {
+      if (kept.at(-1)?.trim() === '') kept.pop();
+      inBlock = true;
+      inBridgeTable = false;
+      continue;
+    }
+    if (trimmed === tomlEnd) {
+      inBlock = false;
+      inBridgeTable = false;
+      continue;
+    }
+    if (inBlock && /^\[/.test(trimmed)) inBridgeTable = isBridgeHeader(trimmed);
+    if (!inBridgeTable) kept.push(line);
+  }
+  return kept.join('\n');
+}
+
+/** Whether a TOML line opens bridge's server table or one of its subtables (`[mcp_servers.bridge.tools.x]`). */
+function isBridgeHeader(line: string): boolean {
+  const header = /^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$/.exec(line);
+  if (!header) return false;
+  const path = (header[1] ?? '').split('.').map((key) => key.trim().replace(/^(["'])(.*)\1$/, '$2'));
+  return path[0] === 'mcp_servers' && path[1] === serverName;
 }
 
 function tomlString(value: string): string {

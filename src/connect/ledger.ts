@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { type Agent, agents, type Scope } from './agentConfigs.js';
+import { type Agent, agents } from '../config/agents.js';
+import type { Scope } from './agentConfigs.js';
 
 /**
  * What `agentbridge connect` changed, kept in the gateway's home (`connect/`, 0600): each file's
@@ -32,11 +33,27 @@ function ledgerDir(home: string): string {
   return join(home, 'connect');
 }
 
-/** One connection's ledger: one per agent and scope (and project directory). */
-export function ledgerPath(home: string, where: { agent: Agent; scope: Scope; cwd: string }): string {
+/**
+ * One connection's ledger: one per agent and place its configuration lives in (the user's
+ * HOME, and CODEX_HOME for Codex; or the project directory), so that several users, or one
+ * user's several HOMEs, connect through one gateway. A ledger written by an earlier release
+ * (one per agent and scope) is still found.
+ */
+export function ledgerPath(
+  home: string,
+  where: { agent: Agent; scope: Scope; cwd: string; home: string; codexHome?: string | undefined },
+): string {
+  const place =
+    where.scope === 'project'
+      ? where.cwd
+      : `${where.home}\0${where.agent === 'codex' ? (where.codexHome ?? '') : ''}`;
+  const key = createHash('sha256').update(place).digest('hex').slice(0, 12);
+  const path = join(ledgerDir(home), `${where.agent}-${where.scope}-${key}.json`);
+  if (existsSync(path)) return path;
   const project =
     where.scope === 'project' ? `-${createHash('sha256').update(where.cwd).digest('hex').slice(0, 12)}` : '';
-  return join(ledgerDir(home), `${where.agent}-${where.scope}${project}.json`);
+  const earlier = join(ledgerDir(home), `${where.agent}-${where.scope}${project}.json`);
+  return existsSync(earlier) ? earlier : path;
 }
 
 export function readLedger(path: string): Ledger {

@@ -1,12 +1,12 @@
-import { Gateway } from '../actors/Gateway.js';
-import type { Clock } from '../clock/clock.js';
 import { agentDirs, type Config } from '../config/schema.js';
-import { createInjectorFactory, paneChecker, submissionTiming } from '../inject/createInjector.js';
+import { Gateway } from '../gateway/Gateway.js';
 import { adminSocketPath } from '../interfaces/adminProtocol.js';
 import { startAdminServer } from '../interfaces/adminServer.js';
 import { ConsoleSessions } from '../interfaces/ConsoleSessions.js';
 import { startHttpServer } from '../interfaces/httpServer.js';
+import { type Clock, systemClock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
+import { createInjectorFactory, paneChecker, submissionTiming } from '../panes/createInjector.js';
 import { makeHomePrivate } from '../security/privateHome.js';
 
 export interface Daemon {
@@ -29,6 +29,7 @@ export interface DaemonOptions {
  */
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const { config, logger } = options;
+  const clock = options.clock ?? systemClock;
   const opened = makeHomePrivate(config.home, { agentDirs: agentDirs(config) });
   if (opened.length > 0) {
     logger.warn(
@@ -43,11 +44,12 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const gateway = new Gateway({
     config,
     logger,
-    ...(options.clock ? { clock: options.clock } : {}),
+    clock,
     createInjector: createInjectorFactory({
       herdrSocketPath: config.herdr.socketPath,
       logger,
       timing: submissionTiming(config.delivery),
+      clock,
     }),
     checkPane: paneChecker(config.herdr.socketPath),
     ...(options.onFatal ? { onFatal: options.onFatal } : {}),

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Clock } from '../clock/clock.js';
+import type { Clock } from '../kernel/clock.js';
 
 /** A login URL's code: good once, for this long. */
 export const loginCodeTtlMs = 5 * 60_000;

@@ -2,8 +2,8 @@ import type { ServerResponse } from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Gauge } from 'prom-client';
-import type { EntityActor } from '../actors/EntityActor.js';
-import type { Clock } from '../clock/clock.js';
+import type { EntityActor } from '../deliver/EntityActor.js';
+import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
 import { chooseEvictions, type Eviction, EvictionReason } from './chooseEvictions.js';
 

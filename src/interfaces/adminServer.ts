@@ -1,8 +1,8 @@
 import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createConnection } from 'node:net';
-import type { Gateway } from '../actors/Gateway.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import type { Gateway } from '../gateway/Gateway.js';
 import {
   adminRoutes,
   broadcastBody,

@@ -4,16 +4,9 @@
  * but its requests still say `Host: evil.example` (and `Origin: http://evil.example`): the server
  * answers only to the names it is known by, at its own port.
  *
- * Pure: the HTTP server asks, this answers. Names are normalised by the WHATWG URL parser, as the
- * MCP SDK's `hostHeaderValidation` does (so `LOCALHOST`, `127.1` and `[0:0::1]` read as the
- * loopback names they are).
+ * Pure: the HTTP server asks, this answers. Names are read as config/authority.ts reads them.
  */
-
-/** A host name (lower case; IPv6 in brackets) and a port; no port means the scheme's default. */
-export interface Authority {
-  readonly hostname: string;
-  readonly port: number | undefined;
-}
+import { type Authority, normaliseHostname, parseAuthority } from '../config/authority.js';
 
 /** The names a gateway's HTTP server answers to, each at one port. */
 export interface HostAllowList {
@@ -37,31 +30,9 @@ export const loopbackHostnames = ['localhost', '127.0.0.1', '[::1]'] as const;
 /** Bind addresses that stand for every interface, and so name no host a client could use. */
 const wildcardBindAddresses = new Set(['0.0.0.0', '[::]']);
 
-/** A DNS name or IPv4 address (letters, digits, `.`, `-`, `_`), or an IPv6 address in brackets. */
-const authorityPattern = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/;
-
-/**
- * Parses `host` or `host:port` (a `Host` header, an `mcp.allowedHosts` entry). Undefined for
- * anything else: userinfo, a path, a bad port, an empty name.
- */
-export function parseAuthority(text: string): Authority | undefined {
-  const match = authorityPattern.exec(text.trim());
-  if (!match) return undefined;
-  const [, name, portText] = match;
-  const hostname = normaliseHostname(name as string);
-  if (hostname === undefined) return undefined;
-  if (portText === undefined) return { hostname, port: undefined };
-  const port = Number(portText);
-  return port >= 1 && port <= 65_535 ? { hostname, port } : undefined;
-}
-
-function normaliseHostname(name: string): string | undefined {
-  try {
-    const hostname = new URL(`http://${name}/`).hostname;
-    return hostname === '' ? undefined : hostname;
-  } catch {
-    return undefined;
-  }
+/** A host as a URL writes it: an IPv6 address in brackets. */
+export function urlHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 /**
@@ -76,7 +47,7 @@ export function createHostAllowList(options: {
   allowedHosts: readonly Authority[];
 }): HostAllowList {
   const { port } = options;
-  const bind = normaliseHostname(options.bindHost.includes(':') ? `[${options.bindHost}]` : options.bindHost);
+  const bind = normaliseHostname(urlHost(options.bindHost));
   const entries = [
     ...loopbackHostnames.map((hostname) => ({ hostname, port })),
     ...(bind === undefined || wildcardBindAddresses.has(bind) ? [] : [{ hostname: bind, port }]),

@@ -1,6 +1,6 @@
-import type { Gateway } from '../actors/Gateway.js';
-import { addressOf } from '../actors/Router.js';
 import { BridgeError, ErrorCode } from '../errors.js';
+import type { Gateway } from '../gateway/Gateway.js';
+import { addressOf } from '../send/Router.js';
 import type { Address } from '../wire/envelope.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 

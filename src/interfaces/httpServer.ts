@@ -3,11 +3,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import type { EntityActor } from '../actors/EntityActor.js';
-import type { Gateway } from '../actors/Gateway.js';
+import type { EntityActor } from '../deliver/EntityActor.js';
 import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import type { Gateway } from '../gateway/Gateway.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
-import { checkHostAndOrigin, createHostAllowList, type HostAllowList } from './checkHostAndOrigin.js';
+import {
+  checkHostAndOrigin,
+  createHostAllowList,
+  type HostAllowList,
+  urlHost,
+} from './checkHostAndOrigin.js';
 import { createConsoleHandler } from './consoleServer.js';
 import { McpSessions } from './McpSessions.js';
 import { createMcpSession } from './mcpTools.js';
@@ -140,6 +145,12 @@ export async function startHttpServer(
       const body = req.method === 'POST' ? await readJson(req, res) : undefined;
       if (body === invalid) return;
       sessions.use(session, res);
+      // Written out means the client has bridge's tools (a spawned agent's brief waits for this).
+      if (listsTools(body)) {
+        res.once('finish', () => {
+          if (res.statusCode === 200) gateway.mcpToolsListed(entity.gid);
+        });
+      }
       await session.transport.handleRequest(req, res, body);
       return;
     }
@@ -243,7 +254,7 @@ export async function startHttpServer(
     });
   });
   const bound = (server.address() as AddressInfo).port;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${bound}`;
+  const url = `http://${urlHost(host)}:${bound}`;
   return {
     url,
     port: bound,
@@ -267,4 +278,12 @@ function refuse(res: ServerResponse, status: number, code: string, message: stri
     error: { code: jsonRpcServerError, message: `${code}: ${message}` },
     id: null,
   });
+}
+
+/** Whether a POST's body (one JSON-RPC message or a batch) asks for the tool list. */
+function listsTools(body: unknown): boolean {
+  const messages: unknown[] = Array.isArray(body) ? body : [body];
+  return messages.some(
+    (m) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'tools/list',
+  );
 }

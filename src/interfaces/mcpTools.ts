@@ -7,8 +7,8 @@
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import type { EntityActor } from '../actors/EntityActor.js';
-import type { Gateway } from '../actors/Gateway.js';
+import type { EntityActor } from '../deliver/EntityActor.js';
+import type { Gateway } from '../gateway/Gateway.js';
 import { registerMessageTools } from './messageTools.js';
 import { registerSpawnTools } from './spawnTools.js';
 import { createToolScope } from './toolScope.js';

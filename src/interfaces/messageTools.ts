@@ -3,10 +3,10 @@
  */
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import type { SendOutcome } from '../actors/Gateway.js';
+import type { SendOutcome } from '../gateway/Gateway.js';
 import { withTrace } from '../log/logger.js';
-import { receiptStages, WaitableStage } from '../receipts/receipt.js';
 import { groupNameSchema, WireKind } from '../wire/envelope.js';
+import { receiptStages, WaitableStage } from '../wire/receipt.js';
 import { callGoneSignal, settleOnResponse } from './responseOutcome.js';
 import {
   addressShape,

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ServerResponse } from 'node:http';
-import type { Handover } from '../actors/handover.js';
+import type { Handover } from '../deliver/handover.js';
 
 type Listener = (delivered: boolean) => void;
 

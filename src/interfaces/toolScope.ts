@@ -5,9 +5,9 @@
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { EntityActor } from '../actors/EntityActor.js';
-import type { Gateway } from '../actors/Gateway.js';
+import type { EntityActor } from '../deliver/EntityActor.js';
 import { ErrorCode, toBridgeError } from '../errors.js';
+import type { Gateway } from '../gateway/Gateway.js';
 import type { Envelope } from '../wire/envelope.js';
 
 /** The session a tool runs in. Identity comes from the connection, never from an argument (R-ID2). */

@@ -1,20 +1,7 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
+import { DeadLetterReason } from '../wire/deadLetterReason.js';
 
-/** Why a delivery ended dead-lettered instead of reaching its recipient. */
-export const DeadLetterReason = {
-  rejected: 'rejected',
-  expired: 'expired',
-  maxlen: 'maxlen',
-  badSignature: 'bad-signature',
-  unknownSender: 'unknown-sender',
-  newerMajor: 'newer-major',
-  deliveryLimit: 'delivery-limit',
-  recipientGone: 'recipient-gone',
-  /** Typed into the pane, and Enter never took it (R-DL6). */
-  notSubmitted: 'not-submitted',
-} as const;
-export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 const deadLetterReasons = Object.values(DeadLetterReason) as [DeadLetterReason, ...DeadLetterReason[]];
 
 export const DeliveryMode = { inject: 'inject', hold: 'hold' } as const;
@@ -25,6 +12,8 @@ export const deliveryInputSchema = z.object({
   traceId: z.string(),
   recipient: z.string(),
   sender: z.string(),
+  /** The sender's host: where a flow view draws the message from before that host's export is added. */
+  senderHost: z.string().optional(),
   mode: z.enum([DeliveryMode.inject, DeliveryMode.hold]),
   /** When it was accepted and when it expires (ms since epoch). */
   acceptedAt: z.number(),

@@ -10,7 +10,7 @@ import { turnEventSchema, turnInputSchema, turnMachine } from './turnMachine.js'
 
 /**
  * Every machine by actor kind, with the schemas of its input and events: what a row of its log
- * is parsed with (runtime/parseRecordedEvent.ts), and what viz draws.
+ * is parsed with (kernel/parseRecordedEvent.ts), and what viz draws.
  */
 export interface MachineEntry {
   readonly machine: AnyStateMachine;

@@ -1,6 +1,6 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
-import { ReceiptStage, receiptStages, stagesAfter } from '../receipts/receipt.js';
+import { ReceiptStage, receiptStages, stagesAfter } from '../wire/receipt.js';
 
 /** The message as it was accepted from the sender. */
 export const sendInputSchema = z.object({

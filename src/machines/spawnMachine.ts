@@ -1,6 +1,6 @@
 import { assign, setup } from 'xstate';
 import { z } from 'zod';
-import type { PaneTarget } from '../inject/paneInjector.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 import { paneTargetSchema } from '../wire/paneTarget.js';
 
 /** The spawn request as it arrived, with who asked for it. */

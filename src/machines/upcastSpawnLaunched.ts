@@ -1,4 +1,4 @@
-import type { PaneTarget } from '../inject/paneInjector.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 
 /**
  * Upcasts a recorded `spawn.launched` to its current shape. Logs written before the event

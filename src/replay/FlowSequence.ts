@@ -35,12 +35,16 @@ export class FlowSequence {
       this.sent.set(event.msgId, { host: event.host, kind });
     }
     if (event.actorKind === 'delivery' && event.event === 'xstate.init' && event.msgId !== null) {
-      const from = this.sent.get(event.msgId);
-      const kind = typeof event.data?.kind === 'string' ? event.data.kind : (from?.kind ?? 'MESSAGE');
+      const sent = this.sent.get(event.msgId);
+      const kind = typeof event.data?.kind === 'string' ? event.data.kind : (sent?.kind ?? 'MESSAGE');
+      // Without the sender's export, its host as the delivery recorded it (earlier releases did not).
+      const from =
+        sent?.host ?? (typeof event.data?.senderHost === 'string' ? event.data.senderHost : event.host);
+      if (!hosts.includes(from)) hosts.splice(hosts.indexOf(event.host), 0, from);
       this.delivered.set(event.msgId, event.host);
       steps.push({
         kind: 'message',
-        from: from?.host ?? event.host,
+        from,
         to: event.host,
         label: `${kind} ${shortId(event.msgId)}`,
       });

@@ -1,8 +1,8 @@
 import type { AnyMachineSnapshot } from 'xstate';
+import { initEvent, parseRecordedEvent } from '../kernel/parseRecordedEvent.js';
+import { pureInitialTransition, pureTransition } from '../kernel/pureTransition.js';
+import { stateName } from '../kernel/stateName.js';
 import { type ActorKind, machines } from '../machines/index.js';
-import { initEvent, parseRecordedEvent } from '../runtime/parseRecordedEvent.js';
-import { pureInitialTransition, pureTransition } from '../runtime/pureTransition.js';
-import { stateName } from '../runtime/stateName.js';
 import type { ReplayEvent } from './replayEvent.js';
 
 /** Why a recorded actor and the current machine definition part ways. */

@@ -1,4 +1,4 @@
-import { decodeHlc } from '../clock/hlc.js';
+import { decodeHlc } from '../wire/hlc.js';
 import type { Divergence } from './Rerun.js';
 import type { ReplayEvent } from './replayEvent.js';
 import type { ReplaySummary } from './replayTrace.js';

@@ -1,5 +1,5 @@
 import { BridgeError, ErrorCode } from '../errors.js';
-import { initEvent } from '../runtime/parseRecordedEvent.js';
+import { initEvent } from '../kernel/parseRecordedEvent.js';
 import { mergeByHlc } from './mergeByHlc.js';
 import { type Divergence, Rerun } from './Rerun.js';
 import { openSource, type ReplaySource } from './readSource.js';

@@ -199,6 +199,7 @@ export class TrustStore {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { stamp: undefined, modifiedMs: 0 };
       // Cannot stat: force a re-read so that the read reports the real problem.
+      // (The file system's time, as the racy rule below compares with: not the gateway's clock.)
       return { stamp: `error:${(err as Error).message}`, modifiedMs: Date.now() };
     }
   }
@@ -212,6 +213,7 @@ export class TrustStore {
     // File timestamps are coarse (a kernel tick): an in-place edit of the same size, in the same
     // tick as our read, would leave the stamp unchanged. While the file is that fresh, re-read
     // it on every check instead of trusting the stamp (git's "racy clean" rule).
+    // A file's mtime is on the file system's clock: compared with that, not the gateway's.
     this.racy = Date.now() - modifiedMs < racyWindowMs;
     try {
       const file = readTrustFile(this.home);

@@ -1,10 +1,8 @@
 import type { KeyObject } from 'node:crypto';
+import { type SignatureCheck, SignatureHeader } from '../wire/signatureHeaders.js';
 import type { PublicKeyString } from './publicKey.js';
 import { sign, verify } from './signature.js';
 import type { TrustStore } from './TrustStore.js';
-
-/** AMQP headers that carry a signature (R-ID3): over the exact published bytes. */
-export const SignatureHeader = { signature: 'x-bridge-sig', signer: 'x-bridge-signer' } as const;
 
 export interface Signer {
   readonly host: string;
@@ -17,8 +15,6 @@ export interface Signer {
    */
   verify(content: Buffer, headers: Record<string, unknown>): SignatureCheck;
 }
-
-export type SignatureCheck = { ok: true; signer: string } | { ok: false; detail: string };
 
 export interface SignerOptions {
   host: string;

@@ -1,17 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { shellQuote } from '../text/shellQuote.js';
 
 // A spawned agent's environment carries BRIDGE_TOKEN. Neither on the command line (argv is
 // readable by every local user in `ps`) nor typed where the screen shows it: in a 0600 file
 // the pane's shell sources and deletes before it runs the agent.
 
 const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** `value` as one single-quoted POSIX shell word: `'` becomes `'\''`. */
-export function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", `'\\''`)}'`;
-}
 
 /** The env file's text: one `export KEY='value'` line per variable. Throws on a name no shell takes. */
 export function envFileText(env: Readonly<Record<string, string>>): string {

@@ -1,8 +1,8 @@
 import { BridgeError, ErrorCode } from '../errors.js';
-import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../inject/herdrProtocol.js';
-import { type HerdrRequestFailure, herdrRequest } from '../inject/herdrRequest.js';
-import type { PaneTarget } from '../inject/paneInjector.js';
-import { resolveHerdrSocketPath } from '../inject/resolveHerdrSocketPath.js';
+import { HerdrErrorCode, HerdrMethod, type HerdrParams, type HerdrResults } from '../panes/herdrProtocol.js';
+import { type HerdrRequestFailure, herdrRequest } from '../panes/herdrRequest.js';
+import { resolveHerdrSocketPath } from '../panes/resolveHerdrSocketPath.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 import { type EnvFile, envFileText, sourceAndRun, writeEnvFile } from './envFile.js';
 import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 

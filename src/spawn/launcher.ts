@@ -1,4 +1,4 @@
-import type { PaneTarget } from '../inject/paneInjector.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 
 /** What a launcher starts: one agent, in its own window or tab. */
 export interface LaunchRequest {

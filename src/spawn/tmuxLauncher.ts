@@ -1,6 +1,6 @@
 import { BridgeError, ErrorCode } from '../errors.js';
-import type { PaneTarget } from '../inject/paneInjector.js';
-import { defaultTimeoutMs, runTmux, type TmuxRunOptions, toTmuxFailure } from '../inject/tmuxInjector.js';
+import { defaultTimeoutMs, runTmux, type TmuxRunOptions, toTmuxFailure } from '../panes/tmuxInjector.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 import { type EnvFile, envFileText, sourceAndRun, writeEnvFile } from './envFile.js';
 import { type Launcher, type LaunchRequest, oneAtATime } from './launcher.js';
 

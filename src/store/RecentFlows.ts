@@ -1,4 +1,4 @@
-import { encodeHlc } from '../clock/hlc.js';
+import { encodeHlc } from '../wire/hlc.js';
 import type { Store } from './openStore.js';
 
 /**

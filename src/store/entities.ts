@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { PaneTarget } from '../inject/paneInjector.js';
 import { type EntityKind, entityKindSchema, isGroupName } from '../wire/envelope.js';
+import type { PaneTarget } from '../wire/paneTarget.js';
 import { paneTargetSchema } from '../wire/paneTarget.js';
 import type { Store } from './openStore.js';
 import { parseJsonColumn, parseStoredRow } from './storeDamage.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type Receipt, receiptStages, stageRank } from '../receipts/receipt.js';
+import { type Receipt, receiptStages, stageRank } from '../wire/receipt.js';
 import type { Store } from './openStore.js';
 
 /** A receipt waiting to be told to its sender's gateway, and where it goes. */

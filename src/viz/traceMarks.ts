@@ -1,4 +1,4 @@
-import { initEvent } from '../runtime/parseRecordedEvent.js';
+import { initEvent } from '../kernel/parseRecordedEvent.js';
 import { type GraphTransition, isWithin, type MachineGraph } from './machineGraph.js';
 
 /** What viz needs of a recorded event: one row of some host's event log. */

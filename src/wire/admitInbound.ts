@@ -1,9 +1,9 @@
-import { decodeHlc } from '../clock/hlc.js';
-import type { DeadLetterReason } from '../machines/deliveryMachine.js';
-import type { SignatureCheck } from '../security/messageSigning.js';
 import { decodeEnvelope } from './codec.js';
+import type { DeadLetterReason } from './deadLetterReason.js';
 import { byteLength } from './digest.js';
 import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from './envelope.js';
+import { decodeHlc } from './hlc.js';
+import type { SignatureCheck } from './signatureHeaders.js';
 import { oversized } from './wireSize.js';
 
 /** Where an arrival is headed: an entity's inbox, or a gateway's control queue. */

@@ -1,4 +1,4 @@
-import { SignatureHeader } from '../security/messageSigning.js';
+import { SignatureHeader } from './signatureHeaders.js';
 
 /** Headers the gateway writes on what it publishes. */
 export const BridgeHeader = {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { isHlc } from '../clock/hlc.js';
-import { receiptSchema } from '../receipts/receipt.js';
+import { isHlc } from './hlc.js';
+import { receiptSchema } from './receipt.js';
 
 /**
  * The message envelope: what a sender hands to the router and what crosses the broker.
@@ -107,7 +107,7 @@ export const addressSchema = z.object({
 });
 export type Address = z.infer<typeof addressSchema>;
 
-/** A hybrid-logical-clock time as it travels (see src/clock/hlc.ts). */
+/** A hybrid-logical-clock time as it travels (see src/wire/hlc.ts). */
 export const hlcSchema = z.string().refine(isHlc, 'not a hybrid-logical-clock time');
 
 /** The latest time a JavaScript Date can hold. */

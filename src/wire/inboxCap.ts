@@ -60,6 +60,18 @@ export function brokerMayDeliver(
   return load.count < Math.min(limit, Math.ceil(cap.maxLength / 2)) && load.bytes < cap.maxBytes / 2;
 }
 
+/**
+ * Whether a broker inbox that nacked a publish is full: it holds at least its cap (`depth` is
+ * what the broker reads it to hold, undefined when it does not answer). A quorum inbox nacks at
+ * its cap (reject-publish), but a cluster that lost nodes nacks quorum-queue publishes too,
+ * whatever the queue holds, and reads a queue whose leader it cannot reach as 0. A consumer
+ * that took a message between the nack and the read makes a full inbox read as not full: the
+ * sender is then told to retry, and nothing is dead-lettered for a message the broker may take.
+ */
+export function brokerInboxFull(depth: number | undefined, maxLength: number): boolean {
+  return depth !== undefined && depth >= maxLength;
+}
+
 /** Kinds that take room in an inbox: what an entity's senders write. */
 const roomKinds: ReadonlySet<string> = new Set([
   WireKind.send,

@@ -1,10 +1,15 @@
 import { z } from 'zod';
 
 /**
- * A `PaneTarget` (inject/paneInjector.ts) as it is stored (an entity's row, a spawn's log) or
- * sent to the admin socket. Here rather than beside the type so that the spawn machine, which
- * records one, stays clear of the injectors.
+ * The pane an entity is typed into: a tmux target (on the default server or a socket's) or a
+ * herdr pane. Here, in the base, rather than with the injectors (panes/), so that what records
+ * one (an entity's row, the spawn machine) stays clear of them.
  */
+export type PaneTarget =
+  | { readonly type: 'tmux'; readonly target: string; readonly socket?: string | undefined }
+  | { readonly type: 'herdr'; readonly paneId: string; readonly socketPath?: string | undefined };
+
+/** A `PaneTarget` as it is stored (an entity's row, a spawn's log) or sent to the admin socket. */
 export const paneTargetSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('tmux'), target: z.string().min(1), socket: z.string().min(1).optional() }),
   z.object({ type: z.literal('herdr'), paneId: z.string().min(1), socketPath: z.string().min(1).optional() }),

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { decodeHlc } from '../clock/hlc.js';
 import {
   describeIssues,
   entityKindSchema,
@@ -8,6 +7,7 @@ import {
   schemaVersion,
   WireKind,
 } from './envelope.js';
+import { decodeHlc } from './hlc.js';
 import { boundedDetail } from './wireSize.js';
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
@@ -31,6 +31,8 @@ export const presenceSchema = z.object({
   hlc: hlcSchema,
   /** Sent every heartbeat; a receiver expires the host after ttlMs without one. */
   ttlMs: z.number().int().min(1),
+  /** The cap its entities' inboxes are declared with (broker.inboxMaxLength); earlier peers leave it out. */
+  inboxMaxLength: z.number().int().min(1).optional(),
   entities: z.array(presenceEntrySchema),
 });
 export type Presence = z.infer<typeof presenceSchema>;

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import { startTestCluster, type TestCluster } from '../support/cluster.js';
+import { startTestCluster, stopUnstoppedClusters, type TestCluster } from '../support/cluster.js';
 import { brokerClusterSuite } from './cluster/brokerCluster.js';
 import { clusterNodeLossSuite } from './cluster/clusterNodeLoss.js';
 import { quorumInboxesSuite } from './cluster/quorumInboxes.js';
@@ -28,6 +28,8 @@ afterEach(async () => {
 
 afterAll(async () => {
   await cluster?.stop();
+  // A start the beforeAll gave up on is still under way: its nodes are stopped too.
+  await stopUnstoppedClusters();
 }, 120_000);
 
 brokerClusterSuite(sharedCluster);

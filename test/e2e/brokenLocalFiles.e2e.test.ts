@@ -49,7 +49,7 @@ describe('a damaged events.db stops agentbridge start with exit 2, naming the fi
     gateway = new GatewayProcess({ hostId: uniqueHostId('brokenFiles') });
     await gateway.start();
     const registered = await gateway.cli(['register', '--kind', 'main', '--name', 'keep', '--json']);
-    expect(registered.code, registered.stderr).toBe(0);
+    expect(registered.code, registered.stderr || registered.stdout).toBe(0);
     keep = JSON.parse(registered.stdout) as Registered;
     for (const name of ['a', 'b', 'c']) await gateway.cli(['register', '--kind', 'main', '--name', name]);
     // Held for keep (a main that has not drained): bodies and deliveries in the log.
@@ -57,7 +57,7 @@ describe('a damaged events.db stops agentbridge start with exit 2, naming the fi
       const sent = await gateway.cli(['send', 'keep', `${i} ${'x'.repeat(60_000)}`], {
         BRIDGE_TOKEN: keep.token,
       });
-      expect(sent.code, sent.stderr).toBe(0);
+      expect(sent.code, sent.stderr || sent.stdout).toBe(0);
     }
     expect(await gateway.stop()).toBe(0);
     file = join(gateway.home, 'events.db');
@@ -124,6 +124,6 @@ describe('a damaged events.db stops agentbridge start with exit 2, naming the fi
     for (const suffix of ['-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
     await gateway.start();
     const roster = await gateway.cli(['roster', '--json']);
-    expect(roster.code, roster.stderr).toBe(0);
+    expect(roster.code, roster.stderr || roster.stdout).toBe(0);
   });
 });

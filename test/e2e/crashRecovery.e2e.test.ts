@@ -55,7 +55,7 @@ describe('SIGKILL during a same-host stream', { timeout: 480_000 }, () => {
           tmux.socket,
           '--json',
         ]);
-        expect(workerReg.code, workerReg.stderr).toBe(0);
+        expect(workerReg.code, workerReg.stderr || workerReg.stdout).toBe(0);
         const mainReg = await gateway.cli(['register', '--kind', 'main', '--name', 'source', '--json']);
         const { token } = JSON.parse(mainReg.stdout) as { token: string };
 

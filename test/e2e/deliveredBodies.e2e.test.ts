@@ -54,26 +54,26 @@ describe('a delivered body leaves no bytes in the event log files', () => {
     gateway = new GatewayProcess({ hostId: uniqueHostId('deliveredBodies') });
     await gateway.start();
     const registered = await gateway.cli(['register', '--kind', 'main', '--name', 'inbox', '--json']);
-    expect(registered.code, registered.stderr).toBe(0);
+    expect(registered.code, registered.stderr || registered.stdout).toBe(0);
     const { token } = JSON.parse(registered.stdout) as { token: string };
     const asInbox = { BRIDGE_TOKEN: token };
 
     for (const text of [`please review ${short}`, longBody]) {
       const sent = await gateway.cli(['send', 'inbox', text], asInbox);
-      expect(sent.code, sent.stderr).toBe(0);
+      expect(sent.code, sent.stderr || sent.stdout).toBe(0);
     }
     // Held, so on disk: the search finds a body where it is.
     expect(traces(gateway.home, short)).not.toEqual([]);
     expect(traces(gateway.home, long)).not.toEqual([]);
 
     const drained = await gateway.cli(['drain', '--json'], asInbox);
-    expect(drained.code, drained.stderr).toBe(0);
+    expect(drained.code, drained.stderr || drained.stdout).toBe(0);
     const texts = (JSON.parse(drained.stdout) as { text: string }[]).map((m) => m.text);
     expect(texts).toEqual([`please review ${short}`, longBody]);
 
     // One more, left undelivered: kept, as it must be, beside the delivered ones' absence.
     const kept = await gateway.cli(['send', 'inbox', `not yet drained ${held}`], asInbox);
-    expect(kept.code, kept.stderr).toBe(0);
+    expect(kept.code, kept.stderr || kept.stdout).toBe(0);
 
     expect(await tracesLeftAfterAWhile(gateway.home, [short, long])).toEqual([]);
     expect(traces(gateway.home, held)).not.toEqual([]);

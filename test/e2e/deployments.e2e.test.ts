@@ -1,6 +1,9 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inboxName } from '../../src/federation/topology.js';
 import {
   brokerEnv,
   brokerUri,
@@ -9,7 +12,7 @@ import {
   testDeployment,
   waitFor,
 } from '../support/federation.js';
-import { GatewayProcess, runCli } from '../support/GatewayProcess.js';
+import { GatewayProcess, repoRoot, runCli } from '../support/GatewayProcess.js';
 import { addVhost, deleteVhost } from '../support/rabbit.js';
 import { announcePresence, fakePeer } from '../support/signedPeer.js';
 
@@ -41,7 +44,7 @@ describe('two deployments on one broker', () => {
 
   const register = async (g: GatewayProcess, name: string): Promise<Registered> => {
     const result = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
-    expect(result.code, result.stderr).toBe(0);
+    expect(result.code, result.stderr || result.stdout).toBe(0);
     const registered = JSON.parse(result.stdout) as Registered;
     mains[name] = registered;
     return registered;
@@ -50,7 +53,7 @@ describe('two deployments on one broker', () => {
     const r = await g.cli(['drain', '--wait', String(waitMs), '--json'], {
       BRIDGE_TOKEN: mains[name]?.token,
     });
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr || r.stdout).toBe(0);
     return (JSON.parse(r.stdout) as Array<{ text: string }>).map((m) => m.text);
   };
   const roster = async (g: GatewayProcess): Promise<string[]> => {
@@ -84,7 +87,7 @@ describe('two deployments on one broker', () => {
     const sent = await alpha.cli(['broadcast', `hello ${suffix}`, '--json'], {
       BRIDGE_TOKEN: mains.lead?.token,
     });
-    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.code, sent.stderr || sent.stdout).toBe(0);
     const broadcast = JSON.parse(sent.stdout) as { msgId: string; partial: boolean };
     expect(broadcast.partial).toBe(false);
 
@@ -104,7 +107,7 @@ describe('two deployments on one broker', () => {
       async () => {
         reads += 1;
         const r = await alpha.cli(['dlq', 'list', '--max', '10000', '--json']);
-        expect(r.code, r.stderr).toBe(0);
+        expect(r.code, r.stderr || r.stdout).toBe(0);
         return JSON.parse(r.stdout) as Letter[];
       },
       () => reads >= 3,
@@ -140,7 +143,7 @@ describe('two deployments in two vhosts of one broker', () => {
     for (const vhost of vhosts) {
       await addVhost(vhost);
       const setup = await runCli(['broker', 'setup', '--json'], { BRIDGE_BROKER_URI: uriOf(vhost) });
-      expect(setup.code, setup.stderr).toBe(0);
+      expect(setup.code, setup.stderr || setup.stdout).toBe(0);
     }
     const config = { broker: { heartbeatMs } };
     gateways = [
@@ -163,7 +166,7 @@ describe('two deployments in two vhosts of one broker', () => {
     await Promise.all(gateways.map((g) => g.start()));
     for (const [g, name] of gateways.map((g, i) => [g, ['a1', 'a2', 'b1'][i] as string] as const)) {
       const r = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
-      expect(r.code, r.stderr).toBe(0);
+      expect(r.code, r.stderr || r.stdout).toBe(0);
       tokens[name] = (JSON.parse(r.stdout) as Registered).token;
     }
   }, 120_000);
@@ -182,7 +185,7 @@ describe('two deployments in two vhosts of one broker', () => {
       return hosts.includes(a2.hostId) ? true : undefined;
     });
     const sent = await a1.cli(['broadcast', `vhost hello ${suffix}`, '--json'], { BRIDGE_TOKEN: tokens.a1 });
-    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.code, sent.stderr || sent.stdout).toBe(0);
     const drainOf = async (g: GatewayProcess, name: string, waitMs: number) =>
       (
         JSON.parse(
@@ -202,7 +205,7 @@ describe('two deployments in two vhosts of one broker', () => {
     expect(bHosts).not.toContain(a2.hostId);
     // b's vhost has a bridge.dlq of its own, and nothing of a's traffic is in it.
     const letters = await b1.cli(['dlq', 'list', '--json']);
-    expect(letters.code, letters.stderr).toBe(0);
+    expect(letters.code, letters.stderr || letters.stdout).toBe(0);
     expect(JSON.parse(letters.stdout)).toEqual([]);
   });
 });
@@ -243,5 +246,114 @@ describe('untrusted hosts announcing every heartbeat', () => {
     expect(lines).toHaveLength(4);
     for (const peer of strangers)
       expect(lines.filter((l) => l.includes(`roster.${peer.host}`))).toHaveLength(1);
+  });
+});
+
+/**
+ * `npm run demo` on a broker where another deployment's hosts are called alpha and beta (the
+ * demo's own names): the demo picks host ids and a deployment of its own, and removes only what
+ * it made. Both run in a vhost of this test's own, so the real names alpha and beta are safe to
+ * use; the demo is pointed at it with BRIDGE_DEMO_BROKER_URI.
+ */
+describe('npm run demo beside a deployment whose hosts are alpha and beta', () => {
+  const vhost = `bridge-test-${suffix}-demo`;
+  const uri = `${brokerUri.replace(/\/$/, '')}/${encodeURIComponent(vhost)}`;
+  let alpha: GatewayProcess;
+  let beta: GatewayProcess;
+  let connection: ChannelModel;
+  const tokens: Record<string, string> = {};
+  const gids: Record<string, string> = {};
+
+  /** Each of the team's queues: how many messages wait in it and how many consumers it has. */
+  const teamQueues = async (): Promise<Record<string, string>> => {
+    const names = ['control.alpha', 'control.beta', inboxName(gids.ops ?? ''), inboxName(gids.peer ?? '')];
+    const seen: Record<string, string> = {};
+    for (const name of names) {
+      // A passive check on a channel of its own: a missing queue closes the channel.
+      const channel = await connection.createChannel();
+      const q = await channel.checkQueue(name).catch((err: Error) => err);
+      seen[name] =
+        q instanceof Error
+          ? `missing: ${q.message}`
+          : `${q.messageCount} waiting, ${q.consumerCount} consumers`;
+      await channel.close().catch(() => undefined);
+    }
+    return seen;
+  };
+
+  beforeAll(async () => {
+    await addVhost(vhost);
+    const setup = await runCli(['broker', 'setup', '--json'], { BRIDGE_BROKER_URI: uri });
+    expect(setup.code, setup.stderr || setup.stdout).toBe(0);
+    const env = { ...brokerEnv, BRIDGE_BROKER_URI: uri, BRIDGE_DEPLOYMENT: 'team' };
+    const config = { broker: { heartbeatMs } };
+    alpha = new GatewayProcess({ hostId: 'alpha', env, config });
+    beta = new GatewayProcess({ hostId: 'beta', env, config });
+    await Promise.all([alpha.start(), beta.start()]);
+    for (const [g, name] of [
+      [alpha, 'ops'],
+      [beta, 'peer'],
+    ] as const) {
+      const r = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
+      expect(r.code, r.stderr || r.stdout).toBe(0);
+      const registered = JSON.parse(r.stdout) as Registered;
+      tokens[name] = registered.token;
+      gids[name] = registered.gid;
+    }
+    connection = await amqp.connect(uri);
+  }, 120_000);
+
+  afterAll(async () => {
+    await connection?.close().catch(() => undefined);
+    await Promise.all([alpha?.dispose(), beta?.dispose()]);
+    await deleteVhost(vhost);
+  }, 120_000);
+
+  it("runs to the end and leaves the team's queues, inboxes, roster and dead letters as they were", async () => {
+    await waitFor('peer@beta in alpha’s roster', async () =>
+      (await alpha.cli(['roster', '--json'])).stdout.includes('"peer"') ? true : undefined,
+    );
+    // A message held in the team's broker: peer's inbox on beta keeps it until peer drains.
+    const held = await alpha.cli(['send', 'peer@beta', `held ${suffix}`, '--json'], {
+      BRIDGE_TOKEN: tokens.ops,
+    });
+    expect(held.code, held.stderr || held.stdout).toBe(0);
+    const before = await teamQueues();
+    expect(Object.values(before).filter((q) => q.startsWith('missing'))).toEqual([]);
+
+    const demo = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [join(repoRoot, 'tools', 'demo.mjs')],
+        { env: { ...process.env, BRIDGE_DEMO_BROKER_URI: uri }, timeout: 120_000 },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
+      );
+    });
+    expect(demo.code, demo.out).toBe(0);
+    expect(demo.out).toMatch(/reply on the open send, from coder@beta-\w+/);
+
+    expect(await teamQueues()).toEqual(before);
+    // The demo's broadcast reached neither of the team's mains; the held message is still there.
+    const drained = async (g: GatewayProcess, name: string) =>
+      (
+        JSON.parse(
+          (await g.cli(['drain', '--wait', '1000', '--json'], { BRIDGE_TOKEN: tokens[name] })).stdout,
+        ) as Array<{ text: string }>
+      ).map((m) => m.text);
+    expect(await drained(alpha, 'ops')).toEqual([]);
+    expect(await drained(beta, 'peer')).toEqual([`held ${suffix}`]);
+    // Neither roster shows the demo's hosts, and the vhost's dead letters hold nothing of the team's.
+    for (const g of [alpha, beta]) {
+      const hosts = (JSON.parse((await g.cli(['roster', '--json'])).stdout) as Array<{ host: string }>).map(
+        (e) => e.host,
+      );
+      expect(hosts.filter((h) => h !== 'alpha' && h !== 'beta')).toEqual([]);
+    }
+    const letters = await alpha.cli(['dlq', 'list', '--json']);
+    expect(letters.code, letters.stderr || letters.stdout).toBe(0);
+    expect(JSON.parse(letters.stdout)).toEqual([]);
+    expect(await alpha.healthy()).toBe(true);
+    expect(await beta.healthy()).toBe(true);
   });
 });

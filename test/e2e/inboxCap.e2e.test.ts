@@ -1,6 +1,6 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlSpec, inboxName } from '../../src/broker/topology.js';
+import { controlSpec, inboxName } from '../../src/federation/topology.js';
 import { deleteQueues } from '../support/broker.js';
 import { brokerEnv, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Exchange, rosterKey } from '../../src/broker/topology.js';
+import { Exchange, rosterKey } from '../../src/federation/topology.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
 import { brokerEnv, brokerUri, testDeployment, waitFor } from '../support/federation.js';

@@ -79,7 +79,7 @@ describe("secrets in argv: a spawned tmux agent's BRIDGE_TOKEN", () => {
     });
     await gateway.start();
     const result = await gateway.cli(['register', '--kind', 'main', '--name', 'lead', '--json']);
-    expect(result.code, result.stderr).toBe(0);
+    expect(result.code, result.stderr || result.stdout).toBe(0);
     mcp = await connectMcp(gateway.mcpUrl, (JSON.parse(result.stdout) as { token: string }).token);
   });
 

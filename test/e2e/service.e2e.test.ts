@@ -24,12 +24,12 @@ describe('agentbridge service install and uninstall', () => {
 
   it('--print writes nothing; install writes the unit with this home and settings, the broker password only in a 0600 file; uninstall removes both', async () => {
     const printed = await runCli(['service', 'install', '--print'], env);
-    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.code, printed.stderr || printed.stdout).toBe(0);
     expect(printed.stdout).toContain(`Environment="BRIDGE_HOME=${bridgeHome}"`);
     expect(existsSync(unit)).toBe(false);
 
     const installed = await runCli(['service', 'install'], env);
-    expect(installed.code, installed.stderr).toBe(0);
+    expect(installed.code, installed.stderr || installed.stdout).toBe(0);
     expect(installed.stdout).toContain(
       'systemctl --user daemon-reload && systemctl --user enable --now agentbridge',
     );
@@ -60,7 +60,7 @@ describe('agentbridge service install and uninstall', () => {
     expect(verified).toBe('');
 
     const removed = await runCli(['service', 'uninstall'], env);
-    expect(removed.code, removed.stderr).toBe(0);
+    expect(removed.code, removed.stderr || removed.stdout).toBe(0);
     expect(existsSync(unit)).toBe(false);
     expect(existsSync(envFile)).toBe(false);
   });

@@ -6,13 +6,13 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlKey, controlSpec, Exchange, inboxName } from '../../src/broker/topology.js';
-import { encodeHlc } from '../../src/clock/hlc.js';
-import { parseDeliveryActorId } from '../../src/runtime/actorIds.js';
-import { SignatureHeader } from '../../src/security/messageSigning.js';
+import { controlKey, controlSpec, Exchange, inboxName } from '../../src/federation/topology.js';
 import { sign } from '../../src/security/signature.js';
 import { addTrust } from '../../src/security/TrustStore.js';
+import { parseDeliveryActorId } from '../../src/store/actorIds.js';
 import type { ControlResult, Envelope } from '../../src/wire/envelope.js';
+import { encodeHlc } from '../../src/wire/hlc.js';
+import { SignatureHeader } from '../../src/wire/signatureHeaders.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { consolePost, openConsoleSession } from '../support/consoleSession.js';
 import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
@@ -62,6 +62,16 @@ const profiles = { standin: { command: standIn }, idle: { command: 'sleep 600' }
 const errorText = (result: ToolResult): string =>
   (result.content as Array<{ type: string; text?: string }>)[0]?.text ?? '';
 
+/** Drains `client`'s inbox until a message `match`es, and returns it. */
+function drainUntil(client: Client, what: string, match: (m: Message) => boolean): Promise<Message> {
+  const got: Message[] = [];
+  return waitFor(what, async () => {
+    const result = await callTool(client, 'bridge_drain', {});
+    got.push(...(result.structuredContent as { messages: Message[] }).messages);
+    return got.find(match);
+  });
+}
+
 /** Every transition a host's event log holds for one actor, in order. */
 function actorEvents(home: string, kind: string, id: string): EventRow[] {
   const db = new Database(join(home, 'events.db'), { readonly: true, fileMustExist: true });
@@ -101,12 +111,12 @@ describe('spawn / stop (U4)', () => {
 
   const register = async (g: GatewayProcess, args: string[]): Promise<Registered> => {
     const result = await g.cli(['register', ...args, '--json']);
-    expect(result.code, result.stderr).toBe(0);
+    expect(result.code, result.stderr || result.stdout).toBe(0);
     return JSON.parse(result.stdout) as Registered;
   };
   const roster = async (g: GatewayProcess) => {
     const r = await g.cli(['roster', '--json']);
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr || r.stdout).toBe(0);
     return JSON.parse(r.stdout) as Array<{
       gid: string;
       name: string;
@@ -139,14 +149,6 @@ describe('spawn / stop (U4)', () => {
       async () => ((await tmux.capture(pane)).includes(text) ? true : undefined),
       ms,
     );
-  const drainUntil = (client: Client, what: string, match: (m: Message) => boolean) => {
-    const got: Message[] = [];
-    return waitFor(what, async () => {
-      const result = await callTool(client, 'bridge_drain', {});
-      got.push(...(result.structuredContent as { messages: Message[] }).messages);
-      return got.find(match);
-    });
-  };
   const spawnTool = (client: Client, args: Record<string, unknown>) =>
     callTool(client, 'bridge_spawn', { wait_ms: 30_000, ...args });
 
@@ -392,7 +394,7 @@ describe('spawn / stop (U4)', () => {
     queues.push(inboxName(spawned.gid as string));
     await inRoster(a, spawned.gid as string, true);
     const printed = await a.cli(['console', '--json']);
-    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.code, printed.stderr || printed.stdout).toBe(0);
     const session = await openConsoleSession((JSON.parse(printed.stdout) as { url: string }).url);
 
     const refused = await consolePost(session, '/ui/api/stop', { gid: main.gid });
@@ -512,11 +514,19 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     tmux = await startTmuxServer();
     solo = new GatewayProcess({
       hostId: uniqueHostId('spawnSolo'),
-      config: { spawn: { tmuxSocket: tmux.socket, tmuxSession: session }, profiles },
+      config: {
+        spawn: { tmuxSocket: tmux.socket, tmuxSession: session },
+        profiles: {
+          ...profiles,
+          // Started as a connected Claude Code would be (its flags are appended and ignored here),
+          // with an MCP client that lists the tools 3 s after its handshake.
+          slowTools: { command: standIn, agent: 'claude', env: { BRIDGE_LIST_TOOLS_AFTER_MS: '3000' } },
+        },
+      },
     });
     await solo.start();
     const result = await solo.cli(['register', '--kind', 'main', '--name', 'mainS', '--json']);
-    expect(result.code, result.stderr).toBe(0);
+    expect(result.code, result.stderr || result.stdout).toBe(0);
     mcp = await connectMcp(solo.mcpUrl, (JSON.parse(result.stdout) as Registered).token);
   });
 
@@ -546,12 +556,7 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     await waitFor('the solo stand-in', async () =>
       (await tmux.capture(pane)).includes('stand-in agent ready') ? true : undefined,
     );
-    const got: Message[] = [];
-    const reply = await waitFor('the reply to the brief', async () => {
-      const drained = await callTool(mcp, 'bridge_drain', {});
-      got.push(...(drained.structuredContent as { messages: Message[] }).messages);
-      return got.find((m) => m.text === 'done: review PR 9');
-    });
+    const reply = await drainUntil(mcp, 'the reply to the brief', (m) => m.text === 'done: review PR 9');
     expect(reply).toMatchObject({ kind: 'REPLY', from: { gid: spawned.gid, name: 'rev9' } });
 
     const stopped = await callTool(mcp, 'bridge_stop', { gid: spawned.gid, wait_ms: 20_000 });
@@ -569,5 +574,23 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     const states = rows.map((e) => e.to_state).filter((s, i, all) => s !== all[i - 1]);
     expect(states).toEqual(['requested', 'launching', 'running', 'stopped']);
     expect(new Set(rows.map((e) => e.trace_id))).toEqual(new Set([spawned.traceId]));
+  });
+
+  it("a connected agent's brief waits until its MCP client has listed bridge's tools, not only for the handshake", async () => {
+    const result = await callTool(mcp, 'bridge_spawn', {
+      host: solo.hostId,
+      profile: 'slowTools',
+      brief: 'review PR 10',
+      name: 'rev10',
+      wait_ms: 30_000,
+    });
+    expect(result.isError, errorText(result)).toBeFalsy();
+    const spawned = result.structuredContent as unknown as Spawned;
+    expect(spawned).toMatchObject({ status: 'running', name: 'rev10' });
+    const reply = await drainUntil(mcp, 'the reply to the brief', (m) => m.text.endsWith('review PR 10'));
+    // Let in at the end of the handshake, the brief came 3 s before the tools: "no tools yet".
+    expect(reply.text).toBe('done: review PR 10');
+    const stopped = await callTool(mcp, 'bridge_stop', { gid: spawned.gid, wait_ms: 20_000 });
+    expect(stopped.isError, errorText(stopped)).toBeFalsy();
   });
 });

@@ -4,20 +4,20 @@ import { join } from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createHlc, isHlc } from '../../src/clock/hlc.js';
+import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/kernel/ActorCell.js';
 import { silentLogger } from '../../src/log/logger.js';
 import {
   type DeliveryContext,
   type DeliveryInput,
   deliveryMachine,
 } from '../../src/machines/deliveryMachine.js';
-import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/runtime/ActorCell.js';
-import { deliveryActorId } from '../../src/runtime/actorIds.js';
 import { readActorHead } from '../../src/store/actorHeads.js';
+import { deliveryActorId } from '../../src/store/actorIds.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorEvents, readLastHlc } from '../../src/store/readEvents.js';
 import { WriteBatch } from '../../src/store/WriteBatch.js';
 import type { WriteOp, Writer } from '../../src/store/writers.js';
+import { createHlc, isHlc } from '../../src/wire/hlc.js';
 
 type DeliveryCell = ActorCell<typeof deliveryMachine>;
 
@@ -322,7 +322,7 @@ describe('ActorCell: effects run only after the batch commits', () => {
     expect(readActorHead(proc.store, 'delivery', actorId(input.msgId))?.state).toBe('pending');
   });
 
-  // Regression (was a bug in src/runtime/ActorCell.ts, `stop()`: `this.stopped = this.done || this.stopped`): stop()
+  // Regression (was a bug in src/kernel/ActorCell.ts, `stop()`: `this.stopped = this.done || this.stopped`): stop()
   // on a live actor never sets `stopped`, so effects already queued for the commit (here the
   // deadline timer of its creation) re-arm timers after stop() has cleared them. The actor keeps
   // moving and logging after it was stopped; Gateway.stop() stops entities, then flushes, so a

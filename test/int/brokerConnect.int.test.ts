@@ -1,9 +1,9 @@
 import amqp from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../src/actors/BrokerActor.js';
-import type { ConsumerSpec } from '../../src/broker/brokerMessages.js';
-import { controlLockSpec, controlSpec, QueueMode } from '../../src/broker/topology.js';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
+import type { BrokerActor } from '../../src/federation/BrokerActor.js';
+import type { ConsumerSpec } from '../../src/federation/brokerMessages.js';
+import { controlLockSpec, controlSpec, QueueMode } from '../../src/federation/topology.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';

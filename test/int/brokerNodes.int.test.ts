@@ -1,20 +1,18 @@
 import amqp from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../src/actors/BrokerActor.js';
-import type { InboundMessage } from '../../src/broker/brokerMessages.js';
+import { ErrorCode } from '../../src/errors.js';
+import type { BrokerActor } from '../../src/federation/BrokerActor.js';
+import type { InboundMessage } from '../../src/federation/brokerMessages.js';
 import {
-  controlKey,
   controlLockSpec,
   controlSpec,
-  Exchange,
   inboxLockSpec,
   inboxSpec,
   QueueMode,
-} from '../../src/broker/topology.js';
-import { ErrorCode } from '../../src/errors.js';
+} from '../../src/federation/topology.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
-import { createBrokerActor } from '../support/brokerActor.js';
+import { createBrokerActor, publishControl } from '../support/brokerActor.js';
 import { brokerUri, testDeployment, waitFor } from '../support/federation.js';
 import { TcpForwarder } from '../support/netns.js';
 
@@ -56,15 +54,7 @@ describe('broker actor: several nodes, one at a time', () => {
     });
   };
 
-  const publishControl = (hostId: string, text: string) =>
-    broker?.publish({
-      exchange: Exchange.control,
-      routingKey: controlKey(hostId),
-      content: Buffer.from(text),
-      messageId: `${hostId}/${text}`,
-      mandatory: true,
-      persistent: true,
-    });
+  const publishTo = (hostId: string, text: string) => publishControl(broker as BrokerActor, hostId, text);
 
   it('on loss of its node it moves to the next, re-opens its consumers, and shows each node', async () => {
     const hostId = uniqueHostId('nodes');
@@ -82,7 +72,7 @@ describe('broker actor: several nodes, one at a time', () => {
     await broker.start();
     await waitFor('connected to the first node', () => (broker?.connected ? true : undefined));
     expect(broker.currentNode).toBe(`amqp://guest:***@127.0.0.1:${first.forwarder.port}`);
-    expect(await publishControl(hostId, 'one')).toEqual({ ok: true });
+    expect(await publishTo(hostId, 'one')).toEqual({ ok: true });
     await waitFor('the first message', () => (received.includes('one') ? true : undefined));
 
     const firstNode = `amqp://guest:***@127.0.0.1:${first.forwarder.port}`;
@@ -100,7 +90,7 @@ describe('broker actor: several nodes, one at a time', () => {
       { node: firstNode, state: 'failing', failures: 1 },
       { node: secondNode, state: 'connected', failures: 0 },
     ]);
-    expect(await publishControl(hostId, 'two')).toEqual({ ok: true });
+    expect(await publishTo(hostId, 'two')).toEqual({ ok: true });
     await waitFor('the message through the second node', () => (received.includes('two') ? true : undefined));
     // An ack on its way when the node went may be lost with it: the broker redelivers (at least
     // once; the gateway's msgId dedup takes the copy). Nothing is lost, order is kept.
@@ -160,7 +150,7 @@ describe('broker actor: several nodes, one at a time', () => {
     );
     expect(broker.usage()).toEqual({ connections: 2, channels: 2, consumers: 2 });
     expect(second.forwarder.accepted).toBe(2);
-    expect(await publishControl(hostId, 'moved')).toEqual({ ok: true });
+    expect(await publishTo(hostId, 'moved')).toEqual({ ok: true });
     await waitFor('the message through the second node', () =>
       received.includes('moved') ? true : undefined,
     );

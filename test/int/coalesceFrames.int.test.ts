@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel } from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
-import { coalesceFrames } from '../../src/broker/coalesceFrames.js';
+import { coalesceFrames } from '../../src/federation/coalesceFrames.js';
 import { brokerUri } from '../support/federation.js';
 
 /** Counts the socket writes (write or writev calls) under one amqplib connection. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../src/actors/BrokerActor.js';
-import { DeadLetters } from '../../src/actors/DeadLetters.js';
+import type { BrokerActor } from '../../src/federation/BrokerActor.js';
+import { DeadLetters } from '../../src/federation/DeadLetters.js';
 import {
   Exchange,
   inboxLockName,
@@ -9,13 +9,13 @@ import {
   inboxName,
   inboxSpec,
   QueueMode,
-} from '../../src/broker/topology.js';
-import { systemClock } from '../../src/clock/clock.js';
-import { createHlc } from '../../src/clock/hlc.js';
+} from '../../src/federation/topology.js';
+import { systemClock } from '../../src/kernel/clock.js';
 import { silentLogger } from '../../src/log/logger.js';
-import type { Receipt, ReceiptRoute } from '../../src/receipts/receipt.js';
 import { createNoSigner } from '../../src/security/messageSigning.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
+import { createHlc } from '../../src/wire/hlc.js';
+import type { Receipt, ReceiptRoute } from '../../src/wire/receipt.js';
 import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { createBrokerActor } from '../support/brokerActor.js';
 import { removeDeadLettersOf, testDeployment, waitFor } from '../support/federation.js';

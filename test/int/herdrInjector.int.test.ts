@@ -3,15 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
-import { createHerdrInjector, type HerdrInjectorOptions } from '../../src/inject/herdrInjector.js';
+import { createHerdrInjector, type HerdrInjectorOptions } from '../../src/panes/herdrInjector.js';
 import type {
   PaneInjector,
   PaneMessage,
   PaneStatus,
   SubmitOutcome,
   TypeOutcome,
-} from '../../src/inject/paneInjector.js';
-import { resolveHerdrSocketPath } from '../../src/inject/resolveHerdrSocketPath.js';
+} from '../../src/panes/paneInjector.js';
+import { resolveHerdrSocketPath } from '../../src/panes/resolveHerdrSocketPath.js';
 import { type FakeHerdr, type FakeHerdrVersion, startFakeHerdr } from '../support/fakeHerdr.js';
 import { waitFor } from '../support/waitFor.js';
 

@@ -5,10 +5,11 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
-import type { PaneTarget } from '../../src/inject/paneInjector.js';
-import { envFileText, shellQuote } from '../../src/spawn/envFile.js';
+import { envFileText } from '../../src/spawn/envFile.js';
 import { createHerdrLauncher } from '../../src/spawn/herdrLauncher.js';
 import type { LaunchRequest } from '../../src/spawn/launcher.js';
+import { shellQuote } from '../../src/text/shellQuote.js';
+import type { PaneTarget } from '../../src/wire/paneTarget.js';
 import { type FakeHerdr, startFakeHerdr } from '../support/fakeHerdr.js';
 
 const run = promisify(execFile);

@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { Gateway } from '../../src/actors/Gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
+import { Gateway } from '../../src/gateway/Gateway.js';
 import { createLogger } from '../../src/log/logger.js';
-import { deliveryActorId } from '../../src/runtime/actorIds.js';
+import { deliveryActorId } from '../../src/store/actorIds.js';
 import { RecordingPane } from '../support/RecordingPane.js';
 
 let home: string;

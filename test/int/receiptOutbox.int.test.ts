@@ -3,19 +3,20 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Federation } from '../../src/actors/Federation.js';
-import { Receipts } from '../../src/actors/Receipts.js';
-import type { Router } from '../../src/actors/Router.js';
-import type { PublishOutcome } from '../../src/broker/brokerMessages.js';
-import { systemClock } from '../../src/clock/clock.js';
-import { createHlc } from '../../src/clock/hlc.js';
+import type { PublishOutcome } from '../../src/federation/brokerMessages.js';
+import type { Federation } from '../../src/federation/Federation.js';
+import { systemClock } from '../../src/kernel/clock.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import type { Receipt, ReceiptRoute } from '../../src/receipts/receipt.js';
+import { ReceiptsArriving } from '../../src/send/ReceiptsArriving.js';
+import { ReceiptsLeaving } from '../../src/send/ReceiptsLeaving.js';
+import type { Router } from '../../src/send/Router.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { putOutboxReceipt, readOutboxReceipts } from '../../src/store/receiptOutbox.js';
 import { decodeEnvelope, encodeEnvelope } from '../../src/wire/codec.js';
 import type { Envelope } from '../../src/wire/envelope.js';
+import { createHlc } from '../../src/wire/hlc.js';
+import type { Receipt, ReceiptRoute } from '../../src/wire/receipt.js';
 
 /** One publish the receipts actor made, and how the test answers it. */
 interface Published {
@@ -36,7 +37,7 @@ describe('receipt outbox (recipient side)', () => {
   let home: string;
   let store: Store;
   let metrics: Metrics;
-  let receipts: Receipts;
+  let receipts: ReceiptsLeaving;
   let connected: boolean;
   let published: Published[];
 
@@ -64,7 +65,7 @@ describe('receipt outbox (recipient side)', () => {
     (await metrics.receipts.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 
   /** The receipts actor on the current store, with the fake broker; no gathering window unless asked. */
-  const build = (gatherMs = 0): Receipts => {
+  const build = (gatherMs = 0): ReceiptsLeaving => {
     const federation = {
       broker: {
         get connected() {
@@ -87,8 +88,12 @@ describe('receipt outbox (recipient side)', () => {
         });
       },
     } as unknown as Federation;
-    const router = { liveSend: () => undefined, loadSend: async () => undefined } as unknown as Router;
-    return new Receipts({
+    const router = {
+      liveSend: () => undefined,
+      loadSend: async () => undefined,
+      hostOf: () => undefined,
+    } as unknown as Router;
+    const deps = {
       store,
       hlc: createHlc(() => Date.now()),
       clock: systemClock,
@@ -96,10 +101,8 @@ describe('receipt outbox (recipient side)', () => {
       logger: silentLogger(),
       metrics,
       router,
-      federation,
-      isLocal: () => false,
-      gatherMs,
-    });
+    };
+    return new ReceiptsLeaving({ ...deps, federation, gatherMs, arriving: new ReceiptsArriving(deps) });
   };
 
   beforeEach(() => {

@@ -3,21 +3,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Directory } from '../../src/actors/Directory.js';
-import type { EntityActor } from '../../src/actors/EntityActor.js';
-import type { Federation } from '../../src/actors/Federation.js';
-import { Receipts } from '../../src/actors/Receipts.js';
-import { Router, type SendResult } from '../../src/actors/Router.js';
-import type { PublishOutcome } from '../../src/broker/brokerMessages.js';
-import { systemClock } from '../../src/clock/clock.js';
-import { createHlc, encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
+import { Directory } from '../../src/deliver/Directory.js';
+import type { EntityActor } from '../../src/deliver/EntityActor.js';
+import type { PublishOutcome } from '../../src/federation/brokerMessages.js';
+import type { Federation } from '../../src/federation/Federation.js';
+import { systemClock } from '../../src/kernel/clock.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { ReceiptsArriving } from '../../src/send/ReceiptsArriving.js';
+import { Router, type SendResult } from '../../src/send/Router.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorEvents } from '../../src/store/readEvents.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
+import { createHlc, encodeHlc } from '../../src/wire/hlc.js';
 
 /**
  * The sender's side when a receipt overtakes the broker's confirm (the recipient's gateway can
@@ -29,7 +29,7 @@ describe('a receipt that overtakes the confirm', () => {
   let home: string;
   let store: Store;
   let router: Router;
-  let receipts: Receipts;
+  let receipts: ReceiptsArriving;
   let confirm: (outcome: PublishOutcome) => void;
   const bob = { gid: randomUUID(), name: 'bob', host: 'host-b', kind: 'main' as const };
   const lead = {
@@ -86,7 +86,7 @@ describe('a receipt that overtakes the confirm', () => {
         }),
     } as unknown as Federation;
     router = new Router({ ...deps, config, metrics, directory: new Directory('host-a'), federation });
-    receipts = new Receipts({ ...deps, metrics, router, federation, isLocal: () => false });
+    receipts = new ReceiptsArriving({ ...deps, metrics, router });
   });
 
   afterEach(async () => {

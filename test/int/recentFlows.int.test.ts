@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { encodeHlc } from '../../src/clock/hlc.js';
 import { appendEvent } from '../../src/store/appendEvent.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { RecentFlows } from '../../src/store/RecentFlows.js';
+import { encodeHlc } from '../../src/wire/hlc.js';
 
 /** The console's flow list over a real event log: only the flows with an event in the window. */
 describe('RecentFlows', () => {

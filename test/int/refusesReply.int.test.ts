@@ -3,18 +3,18 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Directory } from '../../src/actors/Directory.js';
-import type { EntityActor } from '../../src/actors/EntityActor.js';
-import type { Federation } from '../../src/actors/Federation.js';
-import { Router } from '../../src/actors/Router.js';
-import { systemClock } from '../../src/clock/clock.js';
-import { createHlc, encodeHlc } from '../../src/clock/hlc.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
+import { Directory } from '../../src/deliver/Directory.js';
+import type { EntityActor } from '../../src/deliver/EntityActor.js';
+import type { Federation } from '../../src/federation/Federation.js';
+import { systemClock } from '../../src/kernel/clock.js';
+import { readActorInput } from '../../src/kernel/readActorInput.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { Router } from '../../src/send/Router.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
-import { readActorInput } from '../../src/store/readActorInput.js';
 import { type Envelope, WireKind } from '../../src/wire/envelope.js';
+import { createHlc, encodeHlc } from '../../src/wire/hlc.js';
 
 /**
  * A reply from the broker may name only a message that went to its sender (judgeReply). The

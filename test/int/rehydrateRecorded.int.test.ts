@@ -4,14 +4,14 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createHlc } from '../../src/clock/hlc.js';
+import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/kernel/ActorCell.js';
+import { resumeOrReport } from '../../src/kernel/resumeOrReport.js';
 import { type DeliveryInput, deliveryMachine } from '../../src/machines/deliveryMachine.js';
-import { ActorCell, type ActorIdentity, type RuntimeDeps } from '../../src/runtime/ActorCell.js';
-import { resumeOrReport } from '../../src/runtime/resumeOrReport.js';
 import { appendEvent } from '../../src/store/appendEvent.js';
 import type { EventRow } from '../../src/store/eventRow.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorEvents, readLastHlc } from '../../src/store/readEvents.js';
+import { createHlc } from '../../src/wire/hlc.js';
 import { sampleDeliveryInput } from '../support/sampleInputs.js';
 
 /**

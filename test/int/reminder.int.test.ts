@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createRemindMachine, type Nudge, Reminder, type ReminderDeps } from '../../src/actors/Reminder.js';
-import { createHlc } from '../../src/clock/hlc.js';
+import { createRemindMachine, type Nudge, Reminder, type ReminderDeps } from '../../src/deliver/Reminder.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
-import { remindActorId } from '../../src/runtime/actorIds.js';
+import { remindActorId } from '../../src/store/actorIds.js';
 import { openStore, type Store } from '../../src/store/openStore.js';
 import { readActorEvents } from '../../src/store/readEvents.js';
+import { createHlc } from '../../src/wire/hlc.js';
 
 describe('Reminder: driven by the held count alone (real SQLite, simulated clock)', () => {
   let dir: string;
@@ -46,7 +46,7 @@ describe('Reminder: driven by the held count alone (real SQLite, simulated clock
       config: { remind: { enabled: true, firstMs: 1_000, maxMs: 4_000 } },
       metrics: createMetrics(() => []),
       onNudge: (nudge) => nudges.push(nudge),
-      machines: { remind: createRemindMachine(clock, (gid) => (gid === 'lead-gid' ? reminder : undefined)) },
+      machines: { remind: createRemindMachine(clock) },
     };
     reminder = Reminder.open(
       { gid: 'lead-gid', name: 'lead', oldestHeld: () => oldest, readyPane: () => undefined },

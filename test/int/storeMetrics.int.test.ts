@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Gateway } from '../../src/actors/Gateway.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
+import { Gateway } from '../../src/gateway/Gateway.js';
 import { createLogger } from '../../src/log/logger.js';
 import { RecordingPane } from '../support/RecordingPane.js';
 

@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
-import { type PaneInjector, PaneStatus } from '../../src/inject/paneInjector.js';
-import { createTmuxInjector, tmuxPaneExists } from '../../src/inject/tmuxInjector.js';
-import { typeAndSubmit } from '../../src/inject/typeAndSubmit.js';
+import { type PaneInjector, PaneStatus } from '../../src/panes/paneInjector.js';
+import { createTmuxInjector, tmuxPaneExists } from '../../src/panes/tmuxInjector.js';
+import { typeAndSubmit } from '../../src/panes/typeAndSubmit.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 let server: TmuxTestServer;

@@ -6,7 +6,7 @@ import type {
   SubmitOutcome,
   TypeOutcome,
   Whereabouts,
-} from '../../src/inject/paneInjector.js';
+} from '../../src/panes/paneInjector.js';
 
 /**
  * A pane that records what is submitted to it, for tests of the gateway's side (the real

@@ -1,5 +1,5 @@
-import type { Screen } from '../../src/inject/readScreen.js';
-import type { PanePort } from '../../src/inject/verifiedSubmission.js';
+import type { Screen } from '../../src/panes/readScreen.js';
+import type { PanePort } from '../../src/panes/verifiedSubmission.js';
 import { collapse, type DrawStyle, draw, inputText, type Segment } from './agentDrawing.js';
 
 /**

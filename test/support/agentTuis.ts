@@ -59,6 +59,19 @@ export interface LaunchAgentTuiOptions {
   /** Pane size; default 120×40. */
   readonly columns?: number;
   readonly rows?: number;
+  /**
+   * Runs once the pane exists and the agent's HOME is prepared, before the agent starts (the
+   * pane waits): a setup that needs the pane, as `agentbridge connect --as worker --tmux` does.
+   */
+  readonly beforeStart?: (pane: PaneBeforeStart) => Promise<void>;
+}
+
+/** The pane and HOME an agent is about to start in. */
+export interface PaneBeforeStart {
+  readonly target: string;
+  readonly socket: string;
+  readonly home: string;
+  readonly cwd: string;
 }
 
 export interface Cursor {
@@ -109,6 +122,51 @@ const closedApiUrl = 'http://127.0.0.1:9';
 /** The dummy key Claude is given with a fake API; approved in `.claude.json` by its last 20 chars. */
 const claudeApiKey = 'sk-ant-api03-bridge-fake-key-0123456789abcdefghij';
 
+/**
+ * A HOME (and working directory) prepared for `agent` to reach its prompt offline, and the
+ * whole environment and executable to start it with; for a launch of the test's own
+ * (`launchAgentTui`) or one a gateway makes from a spawn profile.
+ */
+export interface AgentHome {
+  readonly home: string;
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  /** The agent's executable (an npm wrapper). */
+  readonly bin: string;
+  /** Kills every process still running with this HOME, then removes the temp dirs. */
+  remove(): Promise<void>;
+}
+
+export async function prepareAgentHome(
+  agent: AgentTui,
+  options: Pick<LaunchAgentTuiOptions, 'apiUrl' | 'cwd' | 'env'> = {},
+): Promise<AgentHome> {
+  const home = await realpath(await mkdtemp(join(tmpdir(), `bridge-${agent}-home-`)));
+  const ownCwd = options.cwd === undefined;
+  // Real paths: the agents key their trust settings by the resolved directory.
+  const cwd = await realpath(options.cwd ?? (await mkdtemp(join(tmpdir(), `bridge-${agent}-cwd-`))));
+  let removed = false;
+  const remove = async (): Promise<void> => {
+    if (removed) return;
+    removed = true;
+    await killProcessesWithHome(home);
+    if (agent === AgentTui.codex) await keepCodexRelease(home);
+    await rm(home, { recursive: true, force: true });
+    if (ownCwd) await rm(cwd, { recursive: true, force: true });
+  };
+  try {
+    const env = {
+      ...baseEnv(home),
+      ...(await prepareHome(agent, home, cwd, options.apiUrl)),
+      ...options.env,
+    };
+    return { home, cwd, env, bin: bin(agent), remove };
+  } catch (err) {
+    await remove();
+    throw err;
+  }
+}
+
 /** Starts `agent` in a new tmux session and waits until its prompt is on screen. */
 export async function launchAgentTui(
   agent: AgentTui,
@@ -116,12 +174,11 @@ export async function launchAgentTui(
 ): Promise<AgentTuiSession> {
   const started = Date.now();
   const timeoutMs = options.timeoutMs ?? 60_000;
-  const home = await realpath(await mkdtemp(join(tmpdir(), `bridge-${agent}-home-`)));
-  const ownCwd = options.cwd === undefined;
-  // Real paths: the agents key their trust settings by the resolved directory.
-  const cwd = await realpath(options.cwd ?? (await mkdtemp(join(tmpdir(), `bridge-${agent}-cwd-`))));
   const session = options.session ?? `${agent}-${randomBytes(4).toString('hex')}`;
   const run = (...args: string[]): Promise<string> => runTmux(options.socket, args);
+  const prepared = await prepareAgentHome(agent, options);
+  const { home, cwd, env } = prepared;
+  const go = join(home, '.bridge-test-start');
 
   let target = '';
   let stopped = false;
@@ -130,18 +187,10 @@ export async function launchAgentTui(
     stopped = true;
     // The session may be gone already (the agent exited, or a test killed the server).
     await run('kill-session', '-t', `=${session}`).catch(() => undefined);
-    await killProcessesWithHome(home);
-    if (agent === AgentTui.codex) await keepCodexRelease(home);
-    await rm(home, { recursive: true, force: true });
-    if (ownCwd) await rm(cwd, { recursive: true, force: true });
+    await prepared.remove();
   };
 
   try {
-    const env = {
-      ...baseEnv(home),
-      ...(await prepareHome(agent, home, cwd, options.apiUrl)),
-      ...options.env,
-    };
     const out = await run(
       '-f',
       '/dev/null',
@@ -163,7 +212,11 @@ export async function launchAgentTui(
       'env',
       '-i',
       ...Object.entries(env).map(([key, value]) => `${key}=${value}`),
-      bin(agent),
+      // With a setup to run first, a shell waits for its go file, then becomes the agent.
+      ...(options.beforeStart
+        ? ['/bin/sh', '-c', 'while [ ! -e "$0" ]; do sleep 0.1; done; exec "$@"', go]
+        : []),
+      prepared.bin,
       ...(options.args ?? []),
     );
     target = out.trim();
@@ -171,6 +224,10 @@ export async function launchAgentTui(
       throw new Error(`tmux new-session printed ${JSON.stringify(out)}, not a pane id`);
     // Keep the pane after the agent exits, so a failed launch can show what it printed.
     await run('set-option', '-t', target, '-p', 'remain-on-exit', 'on');
+    if (options.beforeStart) {
+      await options.beforeStart({ target, socket: options.socket, home, cwd });
+      await writeFile(go, '');
+    }
 
     const capture = (): Promise<string> => run('capture-pane', '-p', '-t', target);
     const waitForScreen = <T>(
@@ -366,6 +423,31 @@ async function prepareGemini(home: string, apiUrl: string | undefined): Promise<
   // GOOGLE_GEMINI_BASE_URL is read by the bundled @google/genai client (getBaseUrl).
   return { GEMINI_API_KEY: 'bridge-fake-key', GOOGLE_GEMINI_BASE_URL: apiUrl ?? closedApiUrl };
 }
+
+/**
+ * Each agent's permission dialog for its shell tool, as the agent draws it: its question at the
+ * start of a line (after blanks or a box side). A message may quote these words, and the
+ * transcript shows them behind a message header or a continuation mark; only the dialog itself
+ * starts a line so.
+ */
+export const shellDialogOf: Readonly<Record<AgentTui, RegExp>> = {
+  claude: /^[ \t]*Do you want to proceed\?/m,
+  codex: /^[ \t]*Would you like to run the following command\?/m,
+  gemini: /^[ \t│]*Allow execution of \[Shell\]\?/m,
+};
+
+/**
+ * Any permission dialog the agent draws, for any tool: the shell's above, and the forms the
+ * agents use for an MCP tool (Claude asks "Do you want to proceed?" for every tool; Codex asks
+ * 'Allow the bridge MCP server to run tool "bridge_send"?' and offers "Run the tool and
+ * continue"; Gemini asks "Allow execution of MCP tool …?"), as the pinned releases draw them.
+ */
+export const anyDialogOf: Readonly<Record<AgentTui, RegExp>> = {
+  claude: shellDialogOf.claude,
+  codex:
+    /^[ \t]*(?:Would you like to (?:run|grant|make)|Allow the \S+ MCP server to run tool)|Run the tool and continue|Approve app tool call\?/m,
+  gemini: /^[ \t│]*Allow execution of/m,
+};
 
 /** Screens an agent may show instead of its prompt when the pre-seeded config is not enough. */
 const blockingScreens: readonly RegExp[] = [

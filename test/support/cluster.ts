@@ -70,6 +70,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
   const dir = mkdtempSync(join(tmpdir(), 'bridge-test-cluster-'));
   const log = options.log ?? (() => {});
   const opts = { dir, log };
+  unstopped.add(dir);
   const port = await findFreePortBase(nodes, 5800);
   try {
     const started = await startCluster({
@@ -104,14 +105,27 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
           await startNode(node.index, opts);
         }
       },
-      stop: async () => {
-        await stopCluster(opts);
-        rmSync(dir, { recursive: true, force: true });
-      },
+      stop: () => stopAndRemove(dir, log),
     };
   } catch (err) {
-    await stopCluster(opts);
-    rmSync(dir, { recursive: true, force: true });
+    await stopAndRemove(dir, log);
     throw err;
   }
+}
+
+/** The dirs of clusters this process started and has not stopped yet. */
+const unstopped = new Set<string>();
+
+async function stopAndRemove(dir: string, log: (line: string) => void): Promise<void> {
+  await stopCluster({ dir, log });
+  rmSync(dir, { recursive: true, force: true });
+  unstopped.delete(dir);
+}
+
+/**
+ * Stops every cluster this process started and did not stop: for an afterAll whose beforeAll
+ * timed out while `startTestCluster` was still starting one (it has no cluster to stop then).
+ */
+export async function stopUnstoppedClusters(): Promise<void> {
+  for (const dir of [...unstopped]) await stopAndRemove(dir, () => {});
 }

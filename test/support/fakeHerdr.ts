@@ -1,7 +1,7 @@
 /**
  * A fake herdr server for tests: speaks herdr's socket protocol on a unix socket in a temp
  * dir, as one of a few real herdr releases does (`version`). Its wire shapes are written out
- * here on purpose rather than taken from `src/inject/herdrProtocol.ts`, so a wrong field name
+ * here on purpose rather than taken from `src/panes/herdrProtocol.ts`, so a wrong field name
  * there fails the tests instead of being mirrored by the fake.
  *
  * What it follows, read in herdrdev/herdr at master 1c76079f8b9494ec1c971c80fda34c116ecb89dd

@@ -11,9 +11,12 @@
  *   Gemini CLI with `GOOGLE_GEMINI_BASE_URL`.
  *
  * The script is fixed: a model turn that ends with a user prompt is answered with one call of
- * the agent's shell tool running `command(prompt)` (which makes the agent ask for permission),
- * or with plain text when `command` gives no command; a turn that ends with a tool result (the
- * call was approved or denied) is answered with plain text that ends the turn. Requests that
+ * another of the agent's tools when `toolCall(prompt)` names one (an MCP tool, found in the
+ * tools the request offers by the end of its name: `bridge_send` is Claude's
+ * `mcp__bridge__bridge_send`), else with one call of the agent's shell tool running
+ * `command(prompt)` (which makes the agent ask for permission), else with plain text; a turn
+ * that ends with a tool result (the call was made, approved or denied) is answered with plain
+ * text that ends the turn. Requests that
  * are not model turns (Claude's and Codex's title requests, Gemini's model router) get a reply
  * that satisfies the JSON schema they ask for. Every request is recorded.
  *
@@ -58,15 +61,27 @@ export interface RecordedRequest {
   readonly kind: RequestKind;
   /** For `prompt` requests: the user's text, without the context blocks the agent adds. */
   readonly prompt: string | undefined;
-  /** For `prompt` requests answered with a tool call: the command the fake asked to run. */
+  /** For `prompt` requests answered with a shell call: the command the fake asked to run. */
   readonly command: string | undefined;
+  /** For `prompt` requests answered with a call of another tool: that tool's full name. */
+  readonly tool: string | undefined;
+  /** For `tool-result` requests: the tool's output as the agent sent it back, as text. */
+  readonly toolResult: string | undefined;
   /** HTTP status the fake answered with. */
   readonly status: number;
   /** When the request arrived (`Date.now()`). */
   readonly receivedAt: number;
 }
 
+/** A call of one of the tools the agent offers, named by the end of its name, and its arguments. */
+export interface ToolCall {
+  readonly tool: string;
+  readonly args: Readonly<Record<string, unknown>>;
+}
+
 export interface FakeModelApiOptions {
+  /** The tool call the fake model makes in answer to a user prompt, if any (before `command`). */
+  readonly toolCall?: (prompt: string) => ToolCall | undefined;
   /**
    * The shell command the fake model asks to run in answer to a user prompt, or a function of
    * the prompt giving one (undefined: answer with plain text). Default: never run anything.
@@ -97,7 +112,11 @@ export async function startFakeModelApi(options: FakeModelApiOptions = {}): Prom
   const requests: RecordedRequest[] = [];
   const commandFor = (prompt: string): string | undefined =>
     typeof options.command === 'function' ? options.command(prompt) : options.command;
-  const script: Script = { commandFor, replyText: options.replyText ?? 'Done.' };
+  const script: Script = {
+    commandFor,
+    toolCallFor: options.toolCall ?? (() => undefined),
+    replyText: options.replyText ?? 'Done.',
+  };
   const delayFor = (prompt: string): number =>
     typeof options.replyDelayMs === 'function' ? options.replyDelayMs(prompt) : (options.replyDelayMs ?? 0);
 
@@ -127,6 +146,8 @@ export async function startFakeModelApi(options: FakeModelApiOptions = {}): Prom
         kind: RequestKind.other,
         prompt: undefined,
         command: undefined,
+        tool: undefined,
+        toolResult: undefined,
         status: 400,
         receivedAt: Date.now(),
       });
@@ -161,18 +182,23 @@ export async function startFakeModelApi(options: FakeModelApiOptions = {}): Prom
 
 interface Script {
   readonly commandFor: (prompt: string) => string | undefined;
+  readonly toolCallFor: (prompt: string) => ToolCall | undefined;
   readonly replyText: string;
 }
 
 /** What the fake decided to say for one model request. */
 type Reply =
-  | { readonly type: 'tool'; readonly command: string }
+  | { readonly type: 'shell'; readonly command: string }
+  | { readonly type: 'call'; readonly name: string; readonly args: Readonly<Record<string, unknown>> }
+  /** Codex's code mode: a script for its `exec` tool that calls the tool (see `openaiTurn`). */
+  | { readonly type: 'code'; readonly tool: string; readonly source: string }
   | { readonly type: 'text'; readonly text: string };
 
 interface Turn {
   readonly kind: RequestKind;
   readonly prompt: string | undefined;
   readonly reply: Reply;
+  readonly toolResult?: string;
 }
 
 /** The request body as text, decompressed if the client compressed it. */
@@ -220,7 +246,14 @@ function route(script: Script, req: IncomingMessage, raw: string, res: ServerRes
       api,
       kind: turn?.kind ?? RequestKind.other,
       prompt: turn?.prompt,
-      command: turn?.reply.type === 'tool' ? turn.reply.command : undefined,
+      command: turn?.reply.type === 'shell' ? turn.reply.command : undefined,
+      tool:
+        turn?.reply.type === 'call'
+          ? turn.reply.name
+          : turn?.reply.type === 'code'
+            ? `exec: ${turn.reply.tool}`
+            : undefined,
+      toolResult: turn?.toolResult,
       status,
     },
     send,
@@ -281,18 +314,45 @@ function isAddedContext(text: string): boolean {
   return /^\s*<(system-reminder|session_context|environment_context)>/.test(text);
 }
 
-/** The reply for a turn whose last input is a user prompt. */
-function promptTurn(script: Script, prompt: string): Turn {
+/**
+ * The reply for a turn whose last input is a user prompt, given the names of the tools the
+ * request offers. A call of a tool the agent does not offer is answered in text that says so
+ * (the agent shows it; the test's wait for the call's effect fails with it on screen).
+ */
+function promptTurn(
+  script: Script,
+  prompt: string,
+  offered: readonly string[],
+  viaCode?: (call: ToolCall) => Reply,
+): Turn {
+  const turn = (reply: Reply): Turn => ({ kind: RequestKind.prompt, prompt, reply });
+  const call = script.toolCallFor(prompt);
+  if (call !== undefined) {
+    const name = offered.find((n) => n === call.tool) ?? offered.find((n) => n.endsWith(call.tool));
+    if (name !== undefined) return turn({ type: 'call', name, args: call.args });
+    if (viaCode !== undefined) return turn(viaCode(call));
+    return turn({ type: 'text', text: `No tool named ${call.tool} is offered (${offered.join(', ')})` });
+  }
   const command = script.commandFor(prompt);
+  return turn(command === undefined ? { type: 'text', text: script.replyText } : { type: 'shell', command });
+}
+
+function toolResultTurn(script: Script, toolResult: string): Turn {
   return {
-    kind: RequestKind.prompt,
-    prompt,
-    reply: command === undefined ? { type: 'text', text: script.replyText } : { type: 'tool', command },
+    kind: RequestKind.toolResult,
+    prompt: undefined,
+    reply: { type: 'text', text: script.replyText },
+    toolResult,
   };
 }
 
-function toolResultTurn(script: Script): Turn {
-  return { kind: RequestKind.toolResult, prompt: undefined, reply: { type: 'text', text: script.replyText } };
+/** A tool output as text: a string as it is, content parts' texts joined, anything else as JSON. */
+function textOf(output: unknown): string {
+  if (typeof output === 'string') return output;
+  const parts = asArray(output).map(asRecord);
+  if (parts.length > 0 && parts.every((p) => typeof p.text === 'string'))
+    return parts.map((p) => p.text as string).join('\n');
+  return JSON.stringify(output ?? null);
 }
 
 function sideTurn(schema: unknown): Turn {
@@ -314,28 +374,36 @@ function anthropicTurn(script: Script, body: Record<string, unknown>): Turn {
   const content = lastUser?.content;
   const blocks =
     typeof content === 'string' ? [{ type: 'text', text: content }] : asArray(content).map(asRecord);
-  if (blocks.some((b) => b.type === 'tool_result')) return toolResultTurn(script);
+  const result = blocks.find((b) => b.type === 'tool_result');
+  if (result !== undefined) return toolResultTurn(script, textOf(result.content));
   const prompt = blocks
     .filter((b) => b.type === 'text' && typeof b.text === 'string')
     .map((b) => b.text as string)
     .filter((text) => !isAddedContext(text))
     .join('\n');
-  return promptTurn(script, prompt);
+  return promptTurn(
+    script,
+    prompt,
+    tools.map((t) => String(t.name)),
+  );
 }
 
 function sendAnthropic(res: ServerResponse, body: Record<string, unknown>, reply: Reply): void {
   const model = typeof body.model === 'string' ? body.model : 'claude-fake';
   const id = `msg_${randomUUID().replaceAll('-', '')}`;
+  const toolUse = (name: string, input: unknown) => ({
+    type: 'tool_use' as const,
+    id: `toolu_${randomUUID().replaceAll('-', '')}`,
+    name,
+    input,
+  });
   const block =
-    reply.type === 'tool'
-      ? {
-          type: 'tool_use',
-          id: `toolu_${randomUUID().replaceAll('-', '')}`,
-          name: 'Bash',
-          input: { command: reply.command, description: 'Run the requested command' },
-        }
-      : { type: 'text', text: reply.text };
-  const stopReason = reply.type === 'tool' ? 'tool_use' : 'end_turn';
+    reply.type === 'shell'
+      ? toolUse('Bash', { command: reply.command, description: 'Run the requested command' })
+      : reply.type === 'call'
+        ? toolUse(reply.name, reply.args)
+        : { type: 'text' as const, text: textOfReply(reply) };
+  const stopReason = block.type === 'text' ? 'end_turn' : 'tool_use';
   const usage = {
     input_tokens: 10,
     output_tokens: 10,
@@ -437,41 +505,92 @@ function openaiTurn(script: Script, body: Record<string, unknown>): Turn {
       (item) => (item.type === 'message' && item.role === 'user') || openaiOutputTypes.has(String(item.type)),
     )
     .at(-1);
-  if (last === undefined || last.type !== 'message')
-    return last ? toolResultTurn(script) : sideTurn(undefined);
+  if (last === undefined) return sideTurn(undefined);
+  if (last.type !== 'message') return toolResultTurn(script, textOf(last.output));
   const prompt = asArray(last.content)
     .map(asRecord)
     .filter((part) => part.type === 'input_text' && typeof part.text === 'string')
     .map((part) => part.text as string)
     .filter((text) => !isAddedContext(text))
     .join('\n');
-  return promptTurn(script, prompt);
+  const tools = openaiTools(body);
+  return promptTurn(
+    script,
+    prompt,
+    tools.functions,
+    tools.codeMode ? (call) => ({ type: 'code', tool: call.tool, source: execSource(call) }) : undefined,
+  );
+}
+
+/**
+ * The tools a Responses request offers: function tools by name, in `tools` or (Codex 0.171) in
+ * an `additional_tools` input item, grouped in namespaces. Codex's code mode offers a custom
+ * `exec` tool instead of its MCP tools: the model calls them from a script it runs, as
+ * `tools.mcp__bridge__bridge_send(args)` (the MCP servers are listed as "deferred" namespaces).
+ */
+function openaiTools(body: Record<string, unknown>): { functions: string[]; codeMode: boolean } {
+  const listed = [
+    ...asArray(body.tools),
+    ...asArray(body.input)
+      .map(asRecord)
+      .filter((item) => item.type === 'additional_tools')
+      .flatMap((item) => asArray(item.tools)),
+  ].map(asRecord);
+  const flat = listed.flatMap((tool) =>
+    tool.type === 'namespace' ? asArray(tool.tools).map(asRecord) : [tool],
+  );
+  return {
+    functions: flat.filter((t) => t.type === 'function').map((t) => String(t.name)),
+    codeMode: flat.some((t) => t.type === 'custom' && t.name === 'exec'),
+  };
+}
+
+/** A code-mode script that finds the tool by the end of its name, calls it and returns its result. */
+function execSource(call: ToolCall): string {
+  return [
+    `const found = ALL_TOOLS.find((t) => t.name.endsWith(${JSON.stringify(call.tool)}));`,
+    `if (!found) { text('No tool named ${call.tool}'); exit(); }`,
+    `const result = await tools[found.name](${JSON.stringify(call.args)});`,
+    'text(JSON.stringify(result));',
+  ].join('\n');
 }
 
 function sendOpenai(res: ServerResponse, reply: Reply): void {
   const responseId = `resp_${randomUUID().replaceAll('-', '')}`;
+  const functionCall = (name: string, args: unknown) => ({
+    type: 'function_call',
+    id: `fc_${randomUUID().replaceAll('-', '')}`,
+    call_id: `call_${randomUUID().replaceAll('-', '')}`,
+    name,
+    arguments: JSON.stringify(args),
+    status: 'completed',
+  });
   const item =
-    reply.type === 'tool'
-      ? {
-          type: 'function_call',
-          id: `fc_${randomUUID().replaceAll('-', '')}`,
-          call_id: `call_${randomUUID().replaceAll('-', '')}`,
-          name: 'exec_command',
-          arguments: JSON.stringify({
-            cmd: reply.command,
-            // Without escalation Codex would run the command in its sandbox without asking.
-            sandbox_permissions: 'require_escalated',
-            justification: 'Do you want to run the requested command?',
-          }),
-          status: 'completed',
-        }
-      : {
-          type: 'message',
-          id: `msg_${randomUUID().replaceAll('-', '')}`,
-          role: 'assistant',
-          status: 'completed',
-          content: [{ type: 'output_text', text: reply.text, annotations: [] }],
-        };
+    reply.type === 'shell'
+      ? functionCall('exec_command', {
+          cmd: reply.command,
+          // Without escalation Codex would run the command in its sandbox without asking.
+          sandbox_permissions: 'require_escalated',
+          justification: 'Do you want to run the requested command?',
+        })
+      : reply.type === 'call'
+        ? functionCall(reply.name, reply.args)
+        : reply.type === 'code'
+          ? {
+              type: 'custom_tool_call',
+              id: `ctc_${randomUUID().replaceAll('-', '')}`,
+              call_id: `call_${randomUUID().replaceAll('-', '')}`,
+              name: 'exec',
+              input: reply.source,
+              status: 'completed',
+            }
+          : {
+              type: 'message',
+              id: `msg_${randomUUID().replaceAll('-', '')}`,
+              role: 'assistant',
+              status: 'completed',
+              content: [{ type: 'output_text', text: reply.text, annotations: [] }],
+            };
   const response = (status: string, output: unknown[]) => ({
     id: responseId,
     object: 'response',
@@ -527,25 +646,32 @@ function geminiTurn(script: Script, body: Record<string, unknown>): Turn {
     .filter((c) => c.role === 'user')
     .at(-1);
   const parts = asArray(lastUser?.parts).map(asRecord);
-  if (parts.some((p) => p.functionResponse !== undefined)) return toolResultTurn(script);
+  const result = parts.find((p) => p.functionResponse !== undefined);
+  if (result !== undefined) return toolResultTurn(script, textOf(asRecord(result.functionResponse).response));
   const prompt = parts
     .filter((p) => typeof p.text === 'string')
     .map((p) => p.text as string)
     .filter((text) => !isAddedContext(text))
     .join('\n');
-  return promptTurn(script, prompt);
+  return promptTurn(
+    script,
+    prompt,
+    declarations.map((d) => String(d.name)),
+  );
 }
 
 function sendGemini(res: ServerResponse, reply: Reply, stream: boolean, model: string): void {
   const part =
-    reply.type === 'tool'
+    reply.type === 'shell'
       ? {
           functionCall: {
             name: 'run_shell_command',
             args: { command: reply.command, description: 'Run the requested command' },
           },
         }
-      : { text: reply.text };
+      : reply.type === 'call'
+        ? { functionCall: { name: reply.name, args: reply.args } }
+        : { text: textOfReply(reply) };
   const chunk = {
     candidates: [{ content: { role: 'model', parts: [part] }, finishReason: 'STOP', index: 0 }],
     usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 10, totalTokenCount: 20 },
@@ -561,6 +687,11 @@ function sendGemini(res: ServerResponse, reply: Reply, stream: boolean, model: s
 }
 
 // ---------------------------------------------------------------- shared
+
+/** A text reply's text; only Codex is answered in code (`openaiTurn`), any other API in words. */
+function textOfReply(reply: Extract<Reply, { type: 'text' | 'code' }>): string {
+  return reply.type === 'text' ? reply.text : `Code mode is Codex's: ${reply.tool}`;
+}
 
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));

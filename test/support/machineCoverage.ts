@@ -15,7 +15,7 @@ import {
   getStateNodes,
   toDirectedGraph,
 } from 'xstate/graph';
-import { stateName } from '../../src/runtime/stateName.js';
+import { stateName } from '../../src/kernel/stateName.js';
 
 /**
  * Coverage of a machine's declared transitions, shared by the machine unit tests. Every step a

@@ -1,6 +1,6 @@
 import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'xstate';
 import type { ActorKind, MachineOf } from '../../src/machines/index.js';
-import { receiptStages } from '../../src/receipts/receipt.js';
+import { receiptStages } from '../../src/wire/receipt.js';
 import { graphEdges } from './machineCoverage.js';
 import { sampleDeliveryInput, sampleTurnInput } from './sampleInputs.js';
 
@@ -87,6 +87,8 @@ export const walks: { [K in ActorKind]: Walk<MachineOf<K>>[] } = {
         // Another recipient's receipt: no transition.
         { type: 'send.receipt', stage: 'queued', recipient: 'other-gid', at: 2_000 },
       ],
+      // Each stage taken is recorded: a send that took one twice would walk on without end.
+      stopWhen: (snapshot) => snapshot.context.stages.length > receiptStages.length,
     },
   ],
   broker: [

@@ -9,7 +9,7 @@ export async function registerEntity<T = { token: string }>(
   args: string[],
 ): Promise<T> {
   const result = await gateway.cli(['register', ...args, '--json']);
-  expect(result.code, result.stderr).toBe(0);
+  expect(result.code, result.stderr || result.stdout).toBe(0);
   return JSON.parse(result.stdout) as T;
 }
 

@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { encodeHlc } from '../../src/clock/hlc.js';
-import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
 import {
   type Envelope,
@@ -10,6 +8,8 @@ import {
   schemaVersion,
   WireKind,
 } from '../../src/wire/envelope.js';
+import { encodeHlc } from '../../src/wire/hlc.js';
+import { SignatureHeader } from '../../src/wire/signatureHeaders.js';
 import { type FakePeer, fakePeer } from './signedPeer.js';
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { encodeHlc } from '../../src/clock/hlc.js';
 import { type Address, type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
+import { encodeHlc } from '../../src/wire/hlc.js';
 
 /** A valid SEND from `from` to `to`, stamped now, with fresh ids; `overrides` replace any field. */
 export function sendEnvelope(from: Address, to: string, overrides: Partial<Envelope> = {}): Envelope {

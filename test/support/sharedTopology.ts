@@ -1,4 +1,4 @@
-import { setupSharedTopology } from '../../src/broker/sharedTopology.js';
+import { setupSharedTopology } from '../../src/federation/sharedTopology.js';
 import { brokerUri, removeDeadLetters } from './federation.js';
 
 /**

@@ -3,12 +3,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
-import { rosterKey } from '../../src/broker/topology.js';
-import { encodeHlc } from '../../src/clock/hlc.js';
+import { rosterKey } from '../../src/federation/topology.js';
 import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
-import { SignatureHeader } from '../../src/security/messageSigning.js';
 import { sign } from '../../src/security/signature.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
+import { encodeHlc } from '../../src/wire/hlc.js';
+import { SignatureHeader } from '../../src/wire/signatureHeaders.js';
 import { uniqueHostId } from './broker.js';
 import { testDeployment } from './federation.js';
 

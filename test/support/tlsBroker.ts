@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp from 'amqplib';
-import { setupSharedTopology } from '../../src/broker/sharedTopology.js';
+import { setupSharedTopology } from '../../src/federation/sharedTopology.js';
 import { freePort } from './GatewayProcess.js';
 
 /** A certificate and its private key, as PEM file paths. */

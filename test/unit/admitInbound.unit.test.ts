@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import { DeadLetterReason } from '../../src/machines/deliveryMachine.js';
 import { initKeys } from '../../src/security/keys.js';
 import { createNoSigner, createSigner } from '../../src/security/messageSigning.js';
 import { addTrust, TrustStore } from '../../src/security/TrustStore.js';
@@ -15,6 +14,7 @@ import {
   type AdmissionTarget,
   admitInbound,
 } from '../../src/wire/admitInbound.js';
+import { DeadLetterReason } from '../../src/wire/deadLetterReason.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
 import { judgeSender } from '../../src/wire/judgeSender.js';

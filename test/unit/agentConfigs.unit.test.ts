@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ConnectTarget, connectEdits } from '../../src/connect/agentConfigs.js';
+import { type ConnectTarget, connectEdits, spawnConnection } from '../../src/connect/agentConfigs.js';
 
 const target = (agent: ConnectTarget['agent'], scope: ConnectTarget['scope'] = 'user'): ConnectTarget => ({
   agent,
@@ -48,6 +48,20 @@ describe('agent configs written by connect', () => {
     }
   });
 
+  it("Codex's own tables, written inside bridge's block while it ran, stay when bridge's part comes out", () => {
+    const [codex] = connectEdits(target('codex'));
+    const connected = codex?.apply('model = "o3"\n') ?? '';
+    // Codex appends a table after the last one, which is bridge's (before the end marker).
+    const rewritten = connected.replace(
+      '# end of agentbridge connect',
+      '\n[tui]\nscreen_reader_detection_done = true\n\n[mcp_servers.bridge.tools.bridge_send]\napproval_mode = "approve"\n# end of agentbridge connect',
+    );
+    expect(codex?.remove(rewritten)).toBe('model = "o3"\n[tui]\nscreen_reader_detection_done = true\n\n');
+    // A server named bridge that connect did not write is not connect's to take out.
+    const own = '[mcp_servers.bridge]\nurl = "http://elsewhere"\n';
+    expect(codex?.remove(own)).toBe(own);
+  });
+
   it('refuses what it cannot edit safely, and says what to do', () => {
     const [codex] = connectEdits(target('codex'));
     expect(() => codex?.apply('[mcp_servers.bridge]\nurl = "http://elsewhere"\n')).toThrow(
@@ -61,5 +75,29 @@ describe('agent configs written by connect', () => {
       /settings\.json is not valid JSON .*fix or move it/,
     );
     expect(() => gemini?.apply('{ "mcpServers": [] }')).toThrow(/"mcpServers" is not an object/);
+  });
+
+  it('a spawned agent is connected by its command line (Claude, Codex) or its working directory (Gemini), the token only named', () => {
+    const url = 'http://127.0.0.1:7433/mcp';
+    const claude = spawnConnection('claude', url, '/w/a').command('claude --model x');
+    expect(claude).toBe(
+      `claude --model x '--mcp-config' '{"mcpServers":{"bridge":{"type":"http","url":"${url}","headers":{"Authorization":"Bearer \${BRIDGE_TOKEN}"}}}}' '--allowedTools' 'mcp__bridge'`,
+    );
+    expect(spawnConnection('claude', url, '/w/a').edit).toBeUndefined();
+    const codex = spawnConnection('codex', url, '/w/a').command('codex');
+    expect(codex).toBe(
+      `codex '-c' 'mcp_servers.bridge.url="${url}"' '-c' 'mcp_servers.bridge.http_headers={}' '-c' 'mcp_servers.bridge.bearer_token_env_var="BRIDGE_TOKEN"' '-c' 'mcp_servers.bridge.default_tools_approval_mode="approve"'`,
+    );
+    const gemini = spawnConnection('gemini', url, '/w/a');
+    expect(gemini.command('gemini')).toBe('gemini');
+    expect(gemini.edit?.path).toBe('/w/a/.gemini/settings.json');
+    expect(JSON.parse(gemini.edit?.apply('{"ui":{"theme":"dark"}}') ?? '')).toEqual({
+      ui: { theme: 'dark' },
+      mcpServers: {
+        bridge: { httpUrl: url, headers: { Authorization: `Bearer \${BRIDGE_TOKEN}` }, trust: true },
+      },
+    });
+    // A URL with a quote stays one shell word.
+    expect(spawnConnection('codex', "http://h/it's", '/w').command('codex')).toContain(`'\\''`);
   });
 });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { z } from 'zod';
+import { stateName } from '../../src/kernel/stateName.js';
 import { type BrokerEvent, type BrokerInput, brokerMachine } from '../../src/machines/brokerMachine.js';
-import { stateName } from '../../src/runtime/stateName.js';
 import {
   allStateIds,
   createMachineCoverage,

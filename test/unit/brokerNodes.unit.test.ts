@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BrokerNodes } from '../../src/broker/BrokerNodes.js';
+import { BrokerNodes } from '../../src/federation/BrokerNodes.js';
 
 const uris = ['amqp://u:pw@n1:5701', 'amqp://u:pw@n2:5702', 'amqp://u:pw@n3:5703'];
 const options = { retryBaseMs: 500, retryMaxMs: 15_000 };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { describeBrokerError } from '../../src/broker/describeBrokerError.js';
 import { configSchema } from '../../src/config/schema.js';
+import { describeBrokerError } from '../../src/federation/describeBrokerError.js';
 
 const tlsError = (code: string, message: string, extra: Record<string, unknown> = {}) =>
   Object.assign(new Error(message), { code, ...extra });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { withHeartbeat } from '../../src/actors/BrokerActor.js';
+import { withHeartbeat } from '../../src/federation/BrokerActor.js';
 
 describe('the broker URI the gateway connects with', () => {
   it('asks for the configured AMQP heartbeat', () => {

@@ -1,6 +1,5 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeHlc } from '../../src/clock/hlc.js';
 import { type Decoded, DecodeFailure, decodeEnvelope, encodeEnvelope } from '../../src/wire/codec.js';
 import {
   type Envelope,
@@ -8,6 +7,7 @@ import {
   schemaVersionString,
   WireKind,
 } from '../../src/wire/envelope.js';
+import { encodeHlc } from '../../src/wire/hlc.js';
 
 const maxBytes = 64 * 1024;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import type { Clock } from '../../src/clock/clock.js';
 import { ConsoleSessions, loginCodeTtlMs, sessionIdleMs } from '../../src/interfaces/ConsoleSessions.js';
+import type { Clock } from '../../src/kernel/clock.js';
 
 function clocked(): { clock: SimulatedClock; sessions: ConsoleSessions } {
   const clock = new SimulatedClock();

@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { getShortestPaths } from 'xstate/graph';
 import { z } from 'zod';
+import { stateName } from '../../src/kernel/stateName.js';
 import {
-  DeadLetterReason,
   type DeliveryEvent,
   type DeliveryInput,
   deliveryMachine,
 } from '../../src/machines/deliveryMachine.js';
-import { stateName } from '../../src/runtime/stateName.js';
+import { DeadLetterReason } from '../../src/wire/deadLetterReason.js';
 import {
   allStateIds,
   createMachineCoverage,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeQueueMismatch, parseInequivalentArg } from '../../src/broker/describeQueueMismatch.js';
+import { describeQueueMismatch, parseInequivalentArg } from '../../src/federation/describeQueueMismatch.js';
 import { reasonOf } from '../../src/wire/deadLetterView.js';
 
 // The broker's words, as RabbitMQ 3.10.8 on a 3-node cluster of this machine wrote them.

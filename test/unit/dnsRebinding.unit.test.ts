@@ -1,10 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { parseAuthority } from '../../src/config/authority.js';
 import { configSchema } from '../../src/config/schema.js';
-import {
-  checkHostAndOrigin,
-  createHostAllowList,
-  parseAuthority,
-} from '../../src/interfaces/checkHostAndOrigin.js';
+import { checkHostAndOrigin, createHostAllowList } from '../../src/interfaces/checkHostAndOrigin.js';
 
 const port = 7433;
 const loopbackOnly = createHostAllowList({ bindHost: '127.0.0.1', port, allowedHosts: [] });

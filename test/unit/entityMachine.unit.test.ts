@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
+import { stateName } from '../../src/kernel/stateName.js';
 import { type EntityEvent, type EntityInput, entityMachine } from '../../src/machines/entityMachine.js';
-import { stateName } from '../../src/runtime/stateName.js';
 import {
   allStateIds,
   createMachineCoverage,

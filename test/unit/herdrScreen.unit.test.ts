@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { herdrFeatures } from '../../src/inject/herdrFeatures.js';
-import { locateOnScreen, pendingInput } from '../../src/inject/herdrScreen.js';
+import { herdrFeatures } from '../../src/panes/herdrFeatures.js';
+import { locateOnScreen, pendingInput } from '../../src/panes/herdrScreen.js';
 
 const message = { text: '[bridge SEND from a@h msg M1] please\nreview this', marker: 'msg M1' };
 /** A program the agent table does not know gets a message folded into one line (`shownOnScreen`). */

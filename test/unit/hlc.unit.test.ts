@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createHlc, decodeHlc, encodeHlc, type HlcTime, isHlc } from '../../src/clock/hlc.js';
+import { createHlc, decodeHlc, encodeHlc, type HlcTime, isHlc } from '../../src/wire/hlc.js';
 
 /** A wall clock the test moves by hand, backwards too. */
 function manualClock(start: number): { now: () => number; set: (ms: number) => void } {
@@ -93,7 +93,7 @@ describe('createHlc: local ticks', () => {
     expect(decodeHlc(hlc.tick())).toEqual({ wall: 2_000, counter: 8 });
   });
 
-  // Regression (was a bug in src/clock/hlc.ts, counterWidth = 6 and no bound in `advance`): once the wall part is
+  // Regression (was a bug in hlc.ts, counterWidth = 6 and no bound in `advance`): once the wall part is
   // pinned (a peer's clock far ahead, see below, or a wall clock stepped back), every local
   // event bumps the counter; past 999999 the encoding grows to 7 digits, is no longer an HLC
   // (`isHlc` false, `decodeHlc` throws: the gateway cannot restart from readLastHlc) and sorts

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  brokerInboxFull,
   brokerMayDeliver,
   inboxPrefetch,
   inboxRefusal,
@@ -112,5 +113,21 @@ describe('a sender’s share of an inbox (limits.senderInboxShare)', () => {
     expect(
       senderShareRefusal({ count: 0, bytes: 0 }, { maxLength: 2, maxBytes: 4_000 }, 0.25, 1),
     ).toBeUndefined();
+  });
+});
+
+describe('a nacked publish to a broker inbox is called full only when the inbox holds its cap (brokerInboxFull)', () => {
+  it('full at and past the cap', () => {
+    expect(brokerInboxFull(10, 10)).toBe(true);
+    expect(brokerInboxFull(12, 10)).toBe(true);
+  });
+
+  it('not full below it: a cluster that lost nodes nacks a quorum inbox holding a backlog (37 of 1,000)', () => {
+    expect(brokerInboxFull(37, 1_000)).toBe(false);
+  });
+
+  it('not full when it reads empty (no leader reachable) or cannot be read', () => {
+    expect(brokerInboxFull(0, 1_000)).toBe(false);
+    expect(brokerInboxFull(undefined, 1_000)).toBe(false);
   });
 });

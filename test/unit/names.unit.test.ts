@@ -2,8 +2,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { inboxSpec, QueueMode } from '../../src/broker/topology.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
+import { inboxSpec, QueueMode } from '../../src/federation/topology.js';
 import { registerBody, spawnBody } from '../../src/interfaces/adminProtocol.js';
 import { decodeEnvelope } from '../../src/wire/codec.js';
 import {

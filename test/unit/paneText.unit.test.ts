@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { lineReader } from '../../src/inject/agentScreens.js';
-import { formatInjection, injectionMarker } from '../../src/inject/formatInjection.js';
-import { locateOnScreen, shownOnScreen } from '../../src/inject/herdrScreen.js';
-import { continuationMark, frameBody, oneLine } from '../../src/inject/paneText.js';
-import { inputHolds, messageKey, readAs } from '../../src/inject/readScreen.js';
+import { lineReader } from '../../src/panes/agentScreens.js';
+import { formatInjection, injectionMarker } from '../../src/panes/formatInjection.js';
+import { locateOnScreen, shownOnScreen } from '../../src/panes/herdrScreen.js';
+import { continuationMark, frameBody, oneLine } from '../../src/panes/paneText.js';
+import { inputHolds, messageKey, readAs } from '../../src/panes/readScreen.js';
 import { hasUnsafeChar, lineBreakMark } from '../../src/text/neutralise.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 

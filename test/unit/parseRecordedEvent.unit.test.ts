@@ -2,15 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AnyMachineSnapshot } from 'xstate';
+import { initEvent, parseRecordedEvent, type Upcasts, upcasts } from '../../src/kernel/parseRecordedEvent.js';
+import { pureInitialTransition, pureTransition } from '../../src/kernel/pureTransition.js';
+import { stateName } from '../../src/kernel/stateName.js';
 import { actorKinds, machines } from '../../src/machines/index.js';
-import {
-  initEvent,
-  parseRecordedEvent,
-  type Upcasts,
-  upcasts,
-} from '../../src/runtime/parseRecordedEvent.js';
-import { pureInitialTransition, pureTransition } from '../../src/runtime/pureTransition.js';
-import { stateName } from '../../src/runtime/stateName.js';
 import type { EventRow } from '../../src/store/eventRow.js';
 import { delayedEvents, walks } from '../support/machineWalks.js';
 

@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { escapeRegex, exactly, gatewayPermissions, provisionCommands } from '../../src/broker/permissions.js';
-import { controlLockName, inboxLockName, inboxName } from '../../src/broker/topology.js';
+import {
+  escapeRegex,
+  exactly,
+  gatewayPermissions,
+  provisionCommands,
+} from '../../src/federation/permissions.js';
+import { controlLockName, inboxLockName, inboxName } from '../../src/federation/topology.js';
 
 // RabbitMQ matches permission regexes with PCRE; these patterns use only what JS regexes share.
 const allows = (pattern: string, name: string) => new RegExp(pattern).test(name);

@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { RemoteRoster, unknownStatus } from '../../src/actors/RemoteRoster.js';
-import { createHlc, encodeHlc } from '../../src/clock/hlc.js';
+import { RemoteRoster, unknownStatus } from '../../src/federation/RemoteRoster.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { schemaVersionString } from '../../src/wire/envelope.js';
+import { createHlc, encodeHlc } from '../../src/wire/hlc.js';
 import {
   type DecodedPresence,
   decodePresence,
@@ -252,6 +252,22 @@ describe('RemoteRoster', () => {
       roster.apply(presence('host-b', hlcAt(1), [alice]));
       clock.increment(1_000);
       expect(roster.entries()).toEqual([]);
+    });
+  });
+
+  describe('inbox caps', () => {
+    it('gives the cap an entity’s host announced, and none for a host that did not say or an entity not listed', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice], { inboxMaxLength: 250 }));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC]));
+      expect(roster.inboxMaxLength(alice.gid)).toBe(250);
+      expect(roster.inboxMaxLength(aliceOnC.gid)).toBeUndefined();
+      expect(roster.inboxMaxLength(bob.gid)).toBeUndefined();
+    });
+
+    it('a newer snapshot’s cap replaces the older one', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice], { inboxMaxLength: 250 }));
+      roster.apply(presence('host-b', hlcAt(2), [alice], { inboxMaxLength: 40 }));
+      expect(roster.inboxMaxLength(alice.gid)).toBe(40);
     });
   });
 

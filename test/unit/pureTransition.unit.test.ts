@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { type AnyMachineSnapshot, type AnyStateMachine, initialTransition, transition } from 'xstate';
 import { getShortestPaths } from 'xstate/graph';
+import { pureInitialTransition, pureTransition } from '../../src/kernel/pureTransition.js';
 import { actorKinds, machines } from '../../src/machines/index.js';
-import { pureInitialTransition, pureTransition } from '../../src/runtime/pureTransition.js';
 import { unsampledEventTypes } from '../support/machineCoverage.js';
 import { delayedEvents, type Walk, walks } from '../support/machineWalks.js';
 
 /**
- * The proof that production's fork of XState's pure transition (runtime/pureTransition.ts: one
+ * The proof that production's fork of XState's pure transition (kernel/pureTransition.ts: one
  * inert actor scope per machine, reused) computes what `xstate.transition` computes: for every
  * registered machine, every step of every shortest path from its initial state agrees in state,
  * context, status and the actions to run (types and params), and neither side spawns a child.

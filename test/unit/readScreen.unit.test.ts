@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { agentScreens, isLineReader } from '../../src/inject/agentScreens.js';
-import { inputEmpty, inputHolds, readScreen, type ScreenReading } from '../../src/inject/readScreen.js';
-import { holdReason } from '../../src/inject/verifiedSubmission.js';
+import { agentScreens, isLineReader } from '../../src/panes/agentScreens.js';
+import { inputEmpty, inputHolds, readScreen, type ScreenReading } from '../../src/panes/readScreen.js';
+import { holdReason } from '../../src/panes/verifiedSubmission.js';
 
 /**
  * The agent table against real screens: `test/fixtures/screens/` holds `capture-pane -p` of

@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition } from 'xstate';
+import { receiptForTransition } from '../../src/deliver/receiptForTransition.js';
+import type { Transition } from '../../src/kernel/ActorCell.js';
+import { stateName } from '../../src/kernel/stateName.js';
 import {
   type DeliveryContext,
   type DeliveryEvent,
   type DeliveryInput,
   deliveryMachine,
 } from '../../src/machines/deliveryMachine.js';
-import type { Receipt } from '../../src/receipts/receipt.js';
-import { receiptForTransition } from '../../src/receipts/receiptForTransition.js';
-import type { Transition } from '../../src/runtime/ActorCell.js';
-import { stateName } from '../../src/runtime/stateName.js';
+import type { Receipt } from '../../src/wire/receipt.js';
 
 const msgId = '0193a4b2-0000-7000-8000-000000000001';
 const recipient = '6f1c3a52-4b7e-4d2a-9c1e-2f3b4a5c6d7e';

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { z } from 'zod';
+import { stateName } from '../../src/kernel/stateName.js';
 import {
   type RemindEvent,
   type RemindInput,
   remindInterval,
   remindMachine,
 } from '../../src/machines/remindMachine.js';
-import { stateName } from '../../src/runtime/stateName.js';
 import {
   allStateIds,
   createMachineCoverage,

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { PaneMessage, SubmitOutcome, TypeOutcome } from '../../src/inject/paneInjector.js';
-import { frameBody, oneLine } from '../../src/inject/paneText.js';
-import { createVerifiedSubmission, type SubmissionTiming } from '../../src/inject/verifiedSubmission.js';
+import type { PaneMessage, SubmitOutcome, TypeOutcome } from '../../src/panes/paneInjector.js';
+import { frameBody, oneLine } from '../../src/panes/paneText.js';
+import { createVerifiedSubmission, type SubmissionTiming } from '../../src/panes/verifiedSubmission.js';
 import { DrawStyle } from '../support/agentDrawing.js';
 import { SimulatedPane } from '../support/SimulatedPane.js';
 
@@ -266,16 +266,20 @@ describe('what a person leaves in the input', () => {
     expect(pane.gatewayEnters).toEqual([nudge(3).text, nudge(5).text]);
   });
 
-  it("a wrapped line of ours that reads as an agent's empty-input hint is still ours", async () => {
-    const pane = new SimulatedPane('gemini');
-    const submission = createVerifiedSubmission(pane, timing);
-    // Wrapped at the pane's width, its second row is exactly Gemini's hint.
-    const msg = message(
-      '00000000-0000-7000-8000-000000000000',
-      'Ask Codex to do anything  Type your message or @path/to/file',
-    );
-    expect(await submission.type(msg)).toEqual({ kind: 'typed' });
-    expect(await submission.submit(msg)).toMatchObject({ kind: 'submitted' });
-    expect(pane.gatewayEnters).toEqual([msg.text]);
-  });
+  // Wrapped at the pane's width, a row of ours reads as the agent's own drawing: Gemini's
+  // empty-input hint; Codex's prompt followed by a dialog's question (found by the property
+  // above, seed 1302979133).
+  for (const [style, body] of [
+    ['gemini', 'Ask Codex to do anything  Type your message or @path/to/file'],
+    ['codex', '   Ask Codex to do anything› Do you want to proceed?'],
+  ] as const) {
+    it(`${style}: a wrapped row of ours that reads as the agent's own drawing is still ours`, async () => {
+      const pane = new SimulatedPane(style);
+      const submission = createVerifiedSubmission(pane, timing);
+      const msg = message('00000000-0000-7000-8000-000000000000', body);
+      expect(await submission.type(msg)).toEqual({ kind: 'typed' });
+      expect(await submission.submit(msg)).toMatchObject({ kind: 'submitted' });
+      expect(pane.gatewayEnters).toEqual([msg.text]);
+    });
+  }
 });

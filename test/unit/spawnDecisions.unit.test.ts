@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
 import { asBridgeError, BridgeError, ErrorCode } from '../../src/errors.js';
+import { foldEvents } from '../../src/kernel/foldEvents.js';
+import { initEvent } from '../../src/kernel/parseRecordedEvent.js';
 import { type SpawnContext, type SpawnInput, spawnMachine } from '../../src/machines/spawnMachine.js';
 import { upcastSpawnLaunched } from '../../src/machines/upcastSpawnLaunched.js';
-import { foldEvents } from '../../src/runtime/foldEvents.js';
-import { initEvent } from '../../src/runtime/parseRecordedEvent.js';
 import { admitSpawn, type SpawnHost } from '../../src/spawn/admitSpawn.js';
 import {
   mayStop,

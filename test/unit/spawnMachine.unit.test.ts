@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
+import { stateName } from '../../src/kernel/stateName.js';
 import { type SpawnEvent, type SpawnInput, spawnMachine } from '../../src/machines/spawnMachine.js';
-import { stateName } from '../../src/runtime/stateName.js';
 import {
   allStateIds,
   createMachineCoverage,

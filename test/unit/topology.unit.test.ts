@@ -21,7 +21,7 @@ import {
   rosterQueueName,
   rosterSpec,
   sharedExchanges,
-} from '../../src/broker/topology.js';
+} from '../../src/federation/topology.js';
 
 const gid = '3f1c2a7e-5b6d-4e8f-9a0b-1c2d3e4f5a6b';
 const maxLength = 10_000;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { Screen } from '../../src/inject/readScreen.js';
-import { createVerifiedSubmission, type PanePort } from '../../src/inject/verifiedSubmission.js';
+import type { Screen } from '../../src/panes/readScreen.js';
+import { createVerifiedSubmission, type PanePort } from '../../src/panes/verifiedSubmission.js';
 
 /**
  * A pane drawn like Claude Code's screen (input box between two rules), driven by the

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { type AnyStateMachine, createMachine } from 'xstate';
+import { initEvent } from '../../src/kernel/parseRecordedEvent.js';
+import { pureInitialTransition, pureTransition } from '../../src/kernel/pureTransition.js';
+import { stateName } from '../../src/kernel/stateName.js';
 import { actorKinds, machines } from '../../src/machines/index.js';
-import { initEvent } from '../../src/runtime/parseRecordedEvent.js';
-import { pureInitialTransition, pureTransition } from '../../src/runtime/pureTransition.js';
-import { stateName } from '../../src/runtime/stateName.js';
 import { overlapArea } from '../../src/viz/geometry.js';
 import { renderHtml } from '../../src/viz/html.js';
 import { placeStates } from '../../src/viz/layout.js';

@@ -3,11 +3,12 @@ import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import amqp, { type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BrokerActor } from '../../../src/actors/BrokerActor.js';
-import { DeadLetters } from '../../../src/actors/DeadLetters.js';
-import type { InboundMessage } from '../../../src/broker/brokerMessages.js';
-import { declareQueue } from '../../../src/broker/declareQueue.js';
-import { setupSharedTopology } from '../../../src/broker/sharedTopology.js';
+import { BridgeError, ErrorCode } from '../../../src/errors.js';
+import type { BrokerActor } from '../../../src/federation/BrokerActor.js';
+import type { InboundMessage } from '../../../src/federation/brokerMessages.js';
+import { DeadLetters } from '../../../src/federation/DeadLetters.js';
+import { declareQueue } from '../../../src/federation/declareQueue.js';
+import { setupSharedTopology } from '../../../src/federation/sharedTopology.js';
 import {
   controlLockName,
   controlLockSpec,
@@ -20,13 +21,12 @@ import {
   inboxSpec,
   QueueMode,
   quorumDeliveryLimit,
-} from '../../../src/broker/topology.js';
-import { systemClock } from '../../../src/clock/clock.js';
-import { createHlc } from '../../../src/clock/hlc.js';
-import { BridgeError, ErrorCode } from '../../../src/errors.js';
+} from '../../../src/federation/topology.js';
+import { systemClock } from '../../../src/kernel/clock.js';
 import { silentLogger } from '../../../src/log/logger.js';
 import { createNoSigner } from '../../../src/security/messageSigning.js';
 import { openStore, type Store } from '../../../src/store/openStore.js';
+import { createHlc } from '../../../src/wire/hlc.js';
 import { uniqueHostId } from '../../support/broker.js';
 import { createBrokerActor } from '../../support/brokerActor.js';
 import { signalNode, type TestCluster } from '../../support/cluster.js';
@@ -121,6 +121,22 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         mandatory: true,
         persistent: true,
       });
+
+    /**
+     * publishTo, sent again while the broker nacks it and the inbox is not full, as a gateway's
+     * sender does: a quorum queue whose leader was on a killed node refuses publishes until a new
+     * leader is elected, and a channel whose first publish to it came before that refuses them
+     * after too (RabbitMQ 3.10), so publishing moves to a new channel.
+     */
+    const publishUntilLed = async (broker: BrokerActor, to: string, n: number) => {
+      const until = Date.now() + 30_000;
+      for (;;) {
+        const outcome = await publishTo(broker, to, n);
+        if (outcome.ok || outcome.reason !== 'rejected' || Date.now() > until) return outcome;
+        await broker.renewPublishChannel();
+        await sleep(250);
+      }
+    };
 
     const queues = async (): Promise<
       Array<{ name: string; type: string; members?: string[]; pid?: string }>
@@ -348,7 +364,9 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         await g2.consume(controlConsumer(otherHost));
         await g2.start();
         await waitFor('G2 consuming', () => (g2.consuming(inboxName(otherGid)) ? true : undefined), 30_000);
-        for (let i = 1; i <= 10; i++) expect(await publishTo(g2, otherGid, i)).toEqual({ ok: true });
+        // Node 1 may have led the inbox's quorum queue: RabbitMQ nacks its publishes (not
+        // enqueued) until a leader is elected, and on G2's channel after that too; G2 sends again.
+        for (let i = 1; i <= 10; i++) expect(await publishUntilLed(g2, otherGid, i)).toEqual({ ok: true });
         await waitFor('G2 got 1..10', () => (g2Got.length === 10 ? true : undefined));
 
         // G3's way back opens: it reaches node 3 and finds the lock taken.
@@ -377,6 +395,65 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
       } finally {
         // The next test needs all three nodes: losing another now would leave no majority.
         figures.rejoin2Ms = await cluster!.startNode(1);
+      }
+    });
+
+    it('a sender whose first publish to a quorum inbox came while it had no leader: once a leader is back, the send goes through on a new publish channel', async () => {
+      const inboxGid = randomUUID();
+      // The receiver declares its inbox through node 1, which then leads the queue (RabbitMQ's
+      // client-local leader locator); it consumes again through node 3 once node 1 is gone.
+      const receiver = actor(uniqueHostId('quorum-leader'), {
+        uris: [uri(1), uri(3)],
+        firstNode: 0,
+        onFatal: () => expect.fail('the receiver was refused'),
+      });
+      const got: number[] = [];
+      await receiver.consume(
+        inboxConsumer(inboxGid, (message) => {
+          got.push(Number(message.content.toString()));
+          message.ack();
+        }),
+      );
+      await receiver.start();
+      await waitFor('the inbox consumed', () => (receiver.consuming(inboxName(inboxGid)) ? true : undefined));
+      // A sender on node 3 that has published nothing to the inbox yet.
+      const sender = actor(uniqueHostId('quorum-sender'), {
+        uris: [uri(3)],
+        onFatal: () => expect.fail('the sender was refused'),
+      });
+      await sender.start();
+      await waitFor('the sender connected', () => (sender.connected ? true : undefined));
+      const leaderOf = async (): Promise<string | undefined> => {
+        const rows: Array<{ name: string; leader?: string }> = JSON.parse(
+          await cluster!.rabbitmqctl(3, 'list_queues', '-q', 'name', 'leader', '--formatter', 'json'),
+        );
+        return rows.find((row) => row.name === inboxName(inboxGid))?.leader;
+      };
+      expect(await leaderOf()).toMatch(/-1@localhost$/);
+
+      // Node 1 (the leader) and node 2 lost: no majority, no leader, so the sender's first
+      // publish to the inbox is refused. RabbitMQ 3.10 then often keeps refusing that channel's
+      // publishes to the queue after a leader is back (2 of 3 rounds when measured by hand).
+      await cluster!.kill(1);
+      await cluster!.kill(2);
+      try {
+        const first = await publishTo(sender, inboxGid, 1).catch((err: unknown) => err);
+        expect(first, 'the first publish was not taken').not.toEqual({ ok: true });
+        await cluster!.startNode(2);
+        await waitFor('a leader on a live node', async () => {
+          const leader = await leaderOf();
+          return leader !== undefined && !leader.endsWith('-1@localhost') ? true : undefined;
+        });
+        // What the gateway does on a nack for an inbox that is not full: a new publish channel.
+        await sender.renewPublishChannel(0);
+        expect(await publishTo(sender, inboxGid, 1)).toEqual({ ok: true });
+        expect(await publishTo(sender, inboxGid, 2)).toEqual({ ok: true });
+        await waitFor('both taken', () => (got.length === 2 ? true : undefined), 30_000);
+        expect(got).toEqual([1, 2]);
+        await sender.stop();
+        await receiver.stop();
+      } finally {
+        await cluster!.restore();
       }
     });
 

@@ -1,0 +1,142 @@
+import type { Clock } from '../kernel/clock.js';
+import type { Logger } from '../log/logger.js';
+import type { Presence, PresenceEntry } from '../wire/presence.js';
+
+/** One entity in the union view (U5). */
+export interface RosterEntry extends PresenceEntry {
+  host: string;
+  depth?: number;
+}
+
+interface RemoteHost {
+  entities: PresenceEntry[];
+  inboxMaxLength: number | undefined;
+  expiresAt: number;
+  ttlMs: number;
+}
+
+export const unknownStatus = 'unknown';
+
+/**
+ * The remote half of the roster: what other gateways announced, expiring after their TTL.
+ * Presence is soft state (invariant 4): nothing here is persisted. While the broker is
+ * unreachable, remote entries read as `unknown` (R-H5).
+ */
+export class RemoteRoster {
+  private readonly hosts = new Map<string, RemoteHost>();
+  /** Host → newest PRESENCE hlc taken; outlives the host's expiry (one short string per host). */
+  private readonly lastSeen = new Map<string, string>();
+  private reachable = false;
+  /** When the broker last became reachable: until a heartbeat round has passed, the view is still filling. */
+  private reachableSince: number | undefined;
+
+  constructor(
+    private readonly selfHost: string,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    /**
+     * How long after this gateway is back on the broker a host may stay silent beyond its TTL:
+     * a peer that lost the broker when this gateway did reconnects on its own backoff (up to
+     * broker.retryMaxMs) before it announces itself again.
+     */
+    private readonly reconnectGraceMs = 0,
+  ) {}
+
+  /**
+   * Takes a PRESENCE snapshot from another host. A snapshot not newer (by hlc) than the last one
+   * taken from that host is ignored, also after the host expired: the newest stamp seen is kept
+   * for as long as this gateway runs, so a captured snapshot played back cannot revive a host.
+   * Returns whether the snapshot was taken.
+   */
+  apply(presence: Presence): boolean {
+    if (presence.host === this.selfHost) return false;
+    const last = this.lastSeen.get(presence.host);
+    if (last !== undefined && presence.hlc <= last) return false;
+    this.lastSeen.set(presence.host, presence.hlc);
+    if (!this.hosts.has(presence.host))
+      this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
+    this.hosts.set(presence.host, {
+      entities: presence.entities,
+      inboxMaxLength: presence.inboxMaxLength,
+      expiresAt: this.clock.now() + presence.ttlMs,
+      ttlMs: presence.ttlMs,
+    });
+    return true;
+  }
+
+  /** The newest PRESENCE stamp taken from `host`, whether or not it is still in the roster. */
+  lastSeenHlc(host: string): string | undefined {
+    return this.lastSeen.get(host);
+  }
+
+  /**
+   * Whether the broker can currently be reached. Remote statuses are only known then; while it
+   * is not, remote hosts read as unknown rather than expire, and they get a fresh TTL when it
+   * comes back (their silence was ours), and the reconnect grace (they may have lost it too).
+   */
+  setReachable(reachable: boolean): void {
+    if (reachable && !this.reachable) {
+      const now = this.clock.now();
+      for (const entry of this.hosts.values()) entry.expiresAt = now + entry.ttlMs + this.reconnectGraceMs;
+      this.reachableSince = now;
+    }
+    this.reachable = reachable;
+  }
+
+  /**
+   * True while the view may be missing hosts that exist: the broker is away, or it came back
+   * less than `windowMs` ago (presence is soft state; a restarted gateway starts empty).
+   */
+  filling(windowMs: number): boolean {
+    if (!this.reachable || this.reachableSince === undefined) return true;
+    return this.clock.now() - this.reachableSince < windowMs;
+  }
+
+  /** Drops hosts whose presence expired (only while the broker is reachable). */
+  expire(): void {
+    if (!this.reachable) return;
+    const now = this.clock.now();
+    for (const [host, entry] of this.hosts) {
+      if (entry.expiresAt <= now) {
+        this.hosts.delete(host);
+        this.logger.warn({ peer: host }, 'host expired from the roster (no presence within its TTL)');
+      }
+    }
+  }
+
+  entries(): RosterEntry[] {
+    this.expire();
+    const out: RosterEntry[] = [];
+    for (const [host, entry] of this.hosts) {
+      for (const e of entry.entities)
+        out.push({ ...e, host, status: this.reachable ? e.status : unknownStatus });
+    }
+    return out;
+  }
+
+  /** The inbox cap the host of entity `gid` announced, if it is in the roster and said. */
+  inboxMaxLength(gid: string): number | undefined {
+    for (const entry of this.hosts.values()) {
+      if (entry.entities.some((e) => e.gid === gid)) return entry.inboxMaxLength;
+    }
+    return undefined;
+  }
+
+  hostIds(): string[] {
+    return [...this.hosts.keys()];
+  }
+
+  /** Finds a remote entity by gid, `name@host`, or a bare name unique among remote hosts. */
+  find(address: string): RosterEntry[] {
+    const all = this.entries();
+    const byGid = all.filter((e) => e.gid === address);
+    if (byGid.length > 0) return byGid;
+    const at = address.lastIndexOf('@');
+    if (at > 0) {
+      const name = address.slice(0, at);
+      const host = address.slice(at + 1);
+      return all.filter((e) => e.name === name && e.host === host);
+    }
+    return all.filter((e) => e.name === address);
+  }
+}
