@@ -10,7 +10,11 @@
  *      machine's cache (~/.cache/bridge/test-packages) and linked as its node_modules, so a
  *      fresh clone links them in a moment;
  *   3. RabbitMQ started (`rabbitmq-server -detached`) when the test broker does not answer on
- *      127.0.0.1:5672 (or BRIDGE_TEST_BROKER_URI's host, which is only waited for if not local).
+ *      127.0.0.1:5672 (or BRIDGE_TEST_BROKER_URI's host, which is only waited for if not local);
+ *   4. this checkout's better-sqlite3 binary kept in the machine's cache (~/.cache/bridge/prebuilds),
+ *      where the next install finds it (npm_config_better_sqlite3_local_prebuilds): the
+ *      fresh-machine test's global install of the packed tarball, and .ci/run's next `npm ci`,
+ *      link it instead of compiling it (about 90 s of one core).
  *
  *   npx tsx tools/prepareTests.ts      (npm run test:prepare)
  */
@@ -39,6 +43,7 @@ import {
   cacheHome,
   chromiumCandidates,
   missingPackages,
+  sqlitePrebuilds,
   testPackageCache,
 } from './testPrerequisites.js';
 
@@ -186,6 +191,26 @@ async function prepareBroker(): Promise<void> {
   if (local) spawnSync('rabbitmqctl', ['await_startup'], { stdio: 'ignore', env: sbinPath() });
 }
 
+/**
+ * Keeps node_modules/better-sqlite3's compiled binary as a prebuild-install archive (named by the
+ * package version, Node's ABI, platform and arch) in the machine's cache, once.
+ */
+function keepSqlitePrebuild(): void {
+  const dir = join(repoRoot, 'node_modules', 'better-sqlite3');
+  const binary = join('build', 'Release', 'better_sqlite3.node');
+  if (!existsSync(join(dir, binary))) return;
+  const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string };
+  const archive = join(
+    sqlitePrebuilds(cacheHome(process.env, homedir())),
+    `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`,
+  );
+  if (existsSync(archive)) return;
+  mkdirSync(join(archive, '..'), { recursive: true });
+  const staging = `${archive}.${process.pid}`;
+  run("keeping better-sqlite3's binary", 'tar', ['-C', dir, '-czf', staging, binary]);
+  renameSync(staging, archive);
+}
+
 function sbinPath(): NodeJS.ProcessEnv {
   return { ...process.env, PATH: `${process.env.PATH ?? ''}${delimiter}/usr/sbin${delimiter}/sbin` };
 }
@@ -204,6 +229,7 @@ async function main(): Promise<void> {
   );
   for (const name of testPackages) prepareTestPackage(name);
   await prepareBroker();
+  keepSqlitePrebuild();
   say(
     `ready in ${((Date.now() - started) / 1000).toFixed(1)} s (tmux, openssl, chromium, conformance suite, agent TUIs, RabbitMQ)`,
   );

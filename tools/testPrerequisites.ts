@@ -52,6 +52,14 @@ export function testPackageCache(cacheHome: string, name: string, lockHash: stri
   return join(cacheHome, 'bridge', 'test-packages', `${name}-${lockHash.slice(0, 16)}`);
 }
 
+/**
+ * Where better-sqlite3's compiled binary is kept for the next install (prebuild-install's
+ * local-prebuilds folder, named to it by npm_config_better_sqlite3_local_prebuilds).
+ */
+export function sqlitePrebuilds(cacheHome: string): string {
+  return join(cacheHome, 'bridge', 'prebuilds');
+}
+
 /** The cache folder a machine's environment names (XDG_CACHE_HOME, else ~/.cache). */
 export function cacheHome(env: NodeJS.ProcessEnv, home: string): string {
   return env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== ''

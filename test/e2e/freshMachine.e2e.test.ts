@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cacheHome, sqlitePrebuilds } from '../../tools/testPrerequisites.js';
 import { repoRoot } from '../support/GatewayProcess.js';
 
 interface Run {
@@ -67,8 +68,7 @@ describe('the README on a fresh machine', { timeout: 300_000 }, () => {
     });
     expect(packed.code, packed.stderr || packed.stdout).toBe(0);
     const tarball = join(root, packed.stdout.trim().split('\n').at(-1) as string);
-    // The machine's npm cache and the prebuilt better-sqlite3 .ci/run keeps (compiled otherwise).
-    const cache = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+    // The machine's npm cache and the prebuilt better-sqlite3 test:prepare keeps (compiled otherwise).
     const installed = await run(
       'npm',
       [
@@ -85,7 +85,7 @@ describe('the README on a fresh machine', { timeout: 300_000 }, () => {
         cwd: root,
         env: {
           ...process.env,
-          npm_config_better_sqlite3_local_prebuilds: join(cache, 'bridge', 'prebuilds'),
+          npm_config_better_sqlite3_local_prebuilds: sqlitePrebuilds(cacheHome(process.env, homedir())),
         },
       },
     );

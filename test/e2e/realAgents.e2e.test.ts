@@ -78,10 +78,22 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
     if (!session) throw new Error(`no agent ${name}`);
     return session;
   };
+  /**
+   * Sends over MCP; with `wait_for`, a stage short of it fails here with how the delivery got
+   * there: its trail, the gateway's log lines naming it, and the pane's screen.
+   */
   const send = async (to: string, text: string, extra: Record<string, unknown> = {}): Promise<Sent> => {
     const result = await callTool(lead, 'bridge_send', { to, text, ...extra }, 180_000);
     expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
-    return result.structuredContent as unknown as Sent;
+    const sent = result.structuredContent as unknown as Sent;
+    if (extra.wait_for !== undefined && sent.stage !== extra.wait_for) {
+      const story = `trail ${deliveryTrail(sent.msgId).join(' → ')}\nlog:\n${gateway.log
+        .split('\n')
+        .filter((line) => line.includes(sent.msgId))
+        .join('\n')}\nscreen:\n${await agent(to).capture()}`;
+      expect(sent.stage, story).toBe(extra.wait_for);
+    }
+    return sent;
   };
   const status = async (msgId: string) => {
     const result = await callTool(lead, 'bridge_status', { msg_id: msgId });
