@@ -47,7 +47,7 @@ async function register() {
     count: entities,
     concurrency,
     op: async (i) => {
-      const registration = await started.gateway.register(request(i));
+      const registration = await started.gateway.services.registrations.register(request(i));
       if (gidsFile) appendFileSync(gidsFile, `${registration.gid}\n`);
       done++;
       if (done % 100 === 0 || done === entities) process.stderr.write(`progress ${done} ${entities}\n`);
@@ -74,7 +74,9 @@ async function restart() {
   process.stdout.write('READY\n');
   const atReady = memory();
   const usageAtReady = brokerUsage(started.gateway);
-  const local = started.gateway.roster().filter((entry) => entry.host === started.gateway.host);
+  const local = started.gateway.services.status
+    .roster()
+    .filter((entry) => entry.host === started.gateway.host);
   const workers = local.filter((entry) => entry.kind === 'worker').length;
   // A moment later (timers, the first heartbeat): what it settles at while idle.
   await sleep(2_000);

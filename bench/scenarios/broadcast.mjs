@@ -83,14 +83,14 @@ async function gatewayBroadcast(ctx, settings, teardown, queues) {
     async (i) => {
       const { gateway } = gateways[i % gateways.length];
       const worker = i % 2 === 1;
-      const registration = await gateway.register({
+      const registration = await gateway.services.registrations.register({
         kind: worker ? 'worker' : 'main',
         name: `${worker ? 'w' : 'm'}${i}`,
         groups: [group],
         ...(worker ? { pane: { type: 'tmux', target: `%${i}` } } : {}),
       });
       queues.add(inboxName(registration.gid));
-      return { worker, gateway, entity: gateway.authenticate(registration.token) };
+      return { worker, gateway, entity: gateway.directory.authenticate(registration.token) };
     },
     (done) => progress.update(done),
   );
@@ -100,7 +100,7 @@ async function gatewayBroadcast(ctx, settings, teardown, queues) {
   // Receivers check that the sender lives on the signing host: wait until each sees it.
   progress.step('broadcast: wait for the roster');
   for (const { gateway } of gateways.slice(1)) {
-    await waitFor(async () => gateway.roster().some((e) => e.gid === sender.gid), {
+    await waitFor(async () => gateway.services.status.roster().some((e) => e.gid === sender.gid), {
       what: `caster in the roster of ${gateway.host}`,
       timeoutMs: 30_000,
     });
@@ -113,7 +113,7 @@ async function gatewayBroadcast(ctx, settings, teardown, queues) {
   for (let round_ = 1; round_ <= all; round_++) {
     const key = `bc${round_}`;
     const started = performance.now();
-    const result = await gateways[0].gateway.broadcast(sender, {
+    const result = await gateways[0].gateway.services.router.broadcast(sender, {
       text: `${key} ${'x'.repeat(Math.max(0, textBytes - key.length - 1))}`,
       group,
     });
@@ -147,7 +147,7 @@ async function gatewayBroadcast(ctx, settings, teardown, queues) {
     for (const main of entities) {
       const keys = [];
       for (;;) {
-        const handover = await gateway.drain(main);
+        const handover = await gateway.services.drains.drain(main);
         handover.confirm();
         if (handover.envelopes.length === 0) break;
         for (const envelope of handover.envelopes) {

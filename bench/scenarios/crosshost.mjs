@@ -207,11 +207,11 @@ async function openInProcess(ctx, teardown) {
   const dst = await b.entity('main', 'dst');
   queues.push(inboxName(dst.gid));
   const inRoster = (gateway, entityName, host) => async () =>
-    gateway.roster().some((e) => e.name === entityName && e.host === host);
+    gateway.services.status.roster().some((e) => e.name === entityName && e.host === host);
   await waitFor(inRoster(a.gateway, 'dst', hosts.b), { what: `dst@${hosts.b} in the roster of ${hosts.a}` });
   await waitFor(inRoster(b.gateway, 'src', hosts.a), { what: `src@${hosts.a} in the roster of ${hosts.b}` });
   const drain = startDrainLoop(ctx, teardown, async (waitMs) => {
-    const handover = await b.gateway.drain(dst, undefined, waitMs);
+    const handover = await b.gateway.services.drains.drain(dst, undefined, waitMs);
     handover.confirm(); // in process, the caller has them once the call returns
     return handover.envelopes;
   });
@@ -225,7 +225,7 @@ async function openInProcess(ctx, teardown) {
     },
     op: (i) =>
       drain.deliveredAfter(i, () =>
-        a.gateway.send(src, { kind: 'SEND', to, text: messageText(i, textBytes) }),
+        a.gateway.services.sends.send(src, { kind: 'SEND', to, text: messageText(i, textBytes) }),
       ),
     verify: async () => drain.verify(dst.depth, await queueDepths(brokerUri, [inboxName(dst.gid)])),
   };

@@ -67,7 +67,7 @@ async function runMode(ctx, settings, uris, mode) {
     const src = await gatewayA.entity('main', 'src');
     const dst = await gatewayB.entity('main', 'dst');
     const inRoster = (gateway, entityName, host) => async () =>
-      gateway.roster().some((e) => e.name === entityName && e.host === host);
+      gateway.services.status.roster().some((e) => e.name === entityName && e.host === host);
     await waitFor(inRoster(gatewayA.gateway, 'dst', hostB), {
       what: `dst@${hostB} in the roster of ${hostA}`,
     });
@@ -79,7 +79,7 @@ async function runMode(ctx, settings, uris, mode) {
       { deliveryTimeoutMs, drainWaitMs: settings.drainWaitMs, total },
       teardown,
       async (waitMs) => {
-        const handover = await gatewayB.gateway.drain(dst, undefined, waitMs);
+        const handover = await gatewayB.gateway.services.drains.drain(dst, undefined, waitMs);
         handover.confirm(); // in process, the caller has them once the call returns
         return handover.envelopes;
       },
@@ -93,12 +93,14 @@ async function runMode(ctx, settings, uris, mode) {
       op: (i) => {
         progress.tick();
         return drain.deliveredAfter(i, () =>
-          gatewayA.gateway.send(src, { kind: 'SEND', to, text: messageText(i, textBytes) }),
+          gatewayA.gateway.services.sends.send(src, { kind: 'SEND', to, text: messageText(i, textBytes) }),
         );
       },
     });
     const check = drain.verify(dst.depth, await queueDepths(uris[0], [inboxName(dst.gid)]));
-    const status = /** @type {{ broker?: { queueMode?: string } }} */ (await gatewayB.gateway.status());
+    const status = /** @type {{ broker?: { queueMode?: string } }} */ (
+      await gatewayB.gateway.services.status.status()
+    );
     if (status.broker?.queueMode !== mode) {
       throw new Error(`quorum (${mode}): gateway B runs with queueMode ${status.broker?.queueMode}`);
     }

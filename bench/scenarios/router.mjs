@@ -22,7 +22,7 @@ export function routerScenarios({ count, concurrency }) {
       measures: 'gateway.send() until it resolves: the message is durable and held for b',
       open: (ctx) =>
         openGateway(ctx, ({ gateway, a, b }) => ({
-          op: (i) => gateway.send(a, send(b, i, ctx)),
+          op: (i) => gateway.services.sends.send(a, send(b, i, ctx)),
           verify: () => expectDepth(b, ctx.total, 'b holds every message'),
         })),
     },
@@ -36,7 +36,7 @@ export function routerScenarios({ count, concurrency }) {
           let draining = true;
           const drainLoop = (async () => {
             while (draining) {
-              const handover = await gateway.drain(b);
+              const handover = await gateway.services.drains.drain(b);
               handover.confirm(); // in process, the caller has them once the call returns
               const messages = handover.envelopes;
               for (const message of messages) tracker.delivered(keyOfText(message.text));
@@ -46,7 +46,7 @@ export function routerScenarios({ count, concurrency }) {
           return {
             op: async (i) => {
               const delivered = tracker.wait(`m${i}`);
-              await gateway.send(a, send(b, i, ctx));
+              await gateway.services.sends.send(a, send(b, i, ctx));
               await delivered;
             },
             verify: () => expectDepth(b, 0, 'b drained everything'),
@@ -65,8 +65,13 @@ export function routerScenarios({ count, concurrency }) {
       open: (ctx) =>
         openGateway(ctx, ({ gateway, a, b }) => ({
           op: async (i) => {
-            const open = gateway.send(b, { kind: 'SEND', to: a.gid, text: `open ${i}`, waitMs: 60_000 });
-            await gateway.send(a, send(b, i, ctx));
+            const open = gateway.services.sends.send(b, {
+              kind: 'SEND',
+              to: a.gid,
+              text: `open ${i}`,
+              waitMs: 60_000,
+            });
+            await gateway.services.sends.send(a, send(b, i, ctx));
             const { reply, handover } = await open;
             if (!reply) throw new Error(`open send ${i} got no reply`);
             handover?.confirm(); // in process, the caller has it once the call returns
@@ -83,7 +88,7 @@ export function routerScenarios({ count, concurrency }) {
         openGateway(ctx, ({ gateway, a, worker, tracker }) => ({
           op: async (i) => {
             const injected = tracker.wait(`m${i}`);
-            await gateway.send(a, send(worker, i, ctx));
+            await gateway.services.sends.send(a, send(worker, i, ctx));
             await injected;
           },
           verify: () => expectDepth(worker, 0, 'the worker got everything'),
@@ -166,7 +171,9 @@ export async function startGateway({ home, env, configFile, onInjected = () => {
     entity: async (kind, entityName, pane) =>
       // A token just issued always authenticates.
       /** @type {import('#bridge/deliver/EntityActor').EntityActor} */ (
-        gateway.authenticate((await gateway.register({ kind, name: entityName, pane })).token)
+        gateway.directory.authenticate(
+          (await gateway.services.registrations.register({ kind, name: entityName, pane })).token,
+        )
       ),
     stop: async () => {
       await gateway.stop();

@@ -5,6 +5,8 @@ import type { EntityActor } from '../deliver/EntityActor.js';
 import type { Handover } from '../deliver/handover.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Clock } from '../kernel/clock.js';
+import type { Lifecycle } from '../kernel/Lifecycle.js';
+import type { ParkedCalls } from '../kernel/ParkedCalls.js';
 import { readActorInput } from '../kernel/readActorInput.js';
 import { type Logger, newTraceId } from '../log/logger.js';
 import { judgeAnswerSend } from '../machines/judgeAnswer.js';
@@ -59,6 +61,9 @@ export interface AsksDeps {
   directory: Directory;
   router: Router;
   turns: Turns;
+  lifecycle: Lifecycle;
+  /** Where an ask parks for its turn (R-H8). */
+  parked: ParkedCalls;
 }
 
 function askEnded(state: string, turnId: string): BridgeError {
@@ -81,6 +86,11 @@ export class Asks {
    * Rejects with ASK_EXPIRED at the deadline, ASK_ABANDONED if the turn ends otherwise.
    */
   async ask(asker: EntityActor, options: AskOptions): Promise<AskOutcome> {
+    this.deps.lifecycle.assertRunning();
+    return this.deps.parked.park(asker.gid, asker.record.name, () => this.openTurn(asker, options));
+  }
+
+  private async openTurn(asker: EntityActor, options: AskOptions): Promise<AskOutcome> {
     const { config, clock, router, turns } = this.deps;
     const timeoutMs = Math.max(
       1,
@@ -165,7 +175,8 @@ export class Asks {
    * passed, or the asker is here and no longer waiting), it says `too_late`.
    */
   async answer(main: EntityActor, askId: string, text: string): Promise<AnswerOutcome> {
-    const { store, clock, logger, router, directory } = this.deps;
+    const { store, clock, logger, router, directory, lifecycle } = this.deps;
+    lifecycle.assertRunning();
     await store.batch.flush();
     const input = readActorInput(store, 'delivery', deliveryActorId(askId, main.gid));
     if (!input) {

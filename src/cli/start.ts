@@ -30,7 +30,7 @@ export async function runStart(values: CliValues): Promise<number> {
       `bridge gateway "${config.hostId}" is up (${mode})`,
       `  MCP endpoint:  ${daemon.mcpUrl}  (Streamable HTTP; header "Authorization: Bearer <token>")`,
       `  admin socket:  ${daemon.adminSocket}`,
-      `  event log:     ${daemon.gateway.storeFile}`,
+      `  event log:     ${daemon.gateway.store.file}`,
       `  config:        ${file ?? 'built-in defaults'}`,
       // The CLI finds this gateway by its home: from another directory, or after a --config
       // that moved it, a bare `agentbridge register` would look in ./.bridge.

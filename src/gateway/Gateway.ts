@@ -1,47 +1,40 @@
 import { join } from 'node:path';
-import { type AnswerOutcome, type AskOptions, type AskOutcome, Asks } from '../ask/Asks.js';
+import { Asks } from '../ask/Asks.js';
 import { Turns } from '../ask/Turns.js';
 import type { Config } from '../config/schema.js';
 import { Directory } from '../deliver/Directory.js';
-import { createEntityMachines, type EntityActor, type EntityActorDeps } from '../deliver/EntityActor.js';
-import type { Handover } from '../deliver/handover.js';
+import { Drains } from '../deliver/Drains.js';
+import { createEntityMachines, type EntityActorDeps } from '../deliver/EntityActor.js';
 import type { Nudge } from '../deliver/Reminder.js';
-import { type RecentDelivery, readRecentDeliveries } from '../deliver/recentDeliveries.js';
 import { resumeEntities } from '../deliver/resumeEntities.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import type { LatestDeadLetters } from '../federation/DeadLetters.js';
 import { Federation } from '../federation/Federation.js';
 import type { RuntimeDeps } from '../kernel/ActorCell.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
+import { Lifecycle } from '../kernel/Lifecycle.js';
+import { ParkedCalls } from '../kernel/ParkedCalls.js';
 import type { Logger } from '../log/logger.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import type { PaneInjector } from '../panes/paneInjector.js';
 import { createGatewaySigner } from '../security/gatewaySigner.js';
-import {
-  createMessageStatusLookup,
-  type MessageStatus,
-  type MessageStatusLookup,
-} from '../send/messageStatus.js';
+import { createMessageStatusLookup, type MessageStatusLookup } from '../send/messageStatus.js';
 import { ReceiptsArriving } from '../send/ReceiptsArriving.js';
 import { ReceiptsLeaving } from '../send/ReceiptsLeaving.js';
-import { type BroadcastRequest, type BroadcastResult, Router } from '../send/Router.js';
-import { type SendOptions, type SendOutcome, Sends } from '../send/Sends.js';
+import { Router } from '../send/Router.js';
+import { Sends } from '../send/Sends.js';
 import { createHerdrLauncher } from '../spawn/herdrLauncher.js';
 import type { Launcher } from '../spawn/launcher.js';
 import { Spawner } from '../spawn/Spawner.js';
-import { type ControlOutcome, type SpawnOptions, SpawnRequests } from '../spawn/SpawnRequests.js';
+import { SpawnRequests } from '../spawn/SpawnRequests.js';
 import { createTmuxLauncher } from '../spawn/tmuxLauncher.js';
 import { openStore, type Store } from '../store/openStore.js';
-import { type RecentFlow, RecentFlows } from '../store/RecentFlows.js';
 import { readLastHlc } from '../store/readEvents.js';
 import { asStoreDamage } from '../store/storeDamage.js';
-import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
-import type { Address } from '../wire/envelope.js';
 import { createHlc } from '../wire/hlc.js';
 import type { PaneTarget } from '../wire/paneTarget.js';
-import { GatewayStatus, type RosterEntry } from './GatewayStatus.js';
-import { ParkedCalls } from './ParkedCalls.js';
-import { newToken, type RegisterRequest, type Registration, Registrations } from './Registrations.js';
+import { type DeadLetterAdmin, deadLetterAdmin } from './deadLetterAdmin.js';
+import { GatewayStatus } from './GatewayStatus.js';
+import { newToken, Registrations } from './Registrations.js';
 
 export type { MessageStatus } from '../send/messageStatus.js';
 export type { SendOutcome } from '../send/Sends.js';
@@ -68,30 +61,48 @@ export interface GatewayOptions {
   eventLog?: Store;
 }
 
+/**
+ * The services an interface (MCP tools, the admin socket, the console) calls, once the gateway
+ * has started. Each one that acts refuses a call while the gateway stops (`Lifecycle`), and one
+ * that may wait parks it against the limits (`ParkedCalls`) itself.
+ */
+export interface Services {
+  /** register, deregister. */
+  readonly registrations: Registrations;
+  /** bridge_send. */
+  readonly sends: Sends;
+  /** bridge_status: where a message sent from here is now. */
+  readonly messageStatus: MessageStatusLookup;
+  /** bridge_ask, bridge_answer. */
+  readonly asks: Asks;
+  /** bridge_drain. */
+  readonly drains: Drains;
+  /** bridge_broadcast. */
+  readonly router: Router;
+  /** bridge_spawn, bridge_stop. */
+  readonly spawnRequests: SpawnRequests;
+  /** The agents this host started (a spawned agent's brief waits for its tool list). */
+  readonly spawner: Spawner;
+  /** Roster, status, overview and what went through lately. */
+  readonly status: GatewayStatus;
+  /** The broker's dead-letter queue (refused, saying why, single-host). */
+  readonly deadLetters: DeadLetterAdmin;
+}
+
 /** Everything a started gateway runs on: built at once, from its event log, by `assemble`. */
-interface Running {
+interface Running extends Services {
   readonly store: Store;
   readonly entityDeps: EntityActorDeps;
   readonly federation: Federation | undefined;
   readonly turns: Turns;
-  readonly router: Router;
   /** The entity actors' receipts sink: what leaves this host, and what stays on it. */
   readonly receipts: ReceiptsLeaving;
-  readonly spawner: Spawner;
-  readonly registrations: Registrations;
-  readonly sends: Sends;
-  readonly asks: Asks;
-  readonly spawnRequests: SpawnRequests;
-  readonly messageStatus: MessageStatusLookup;
-  readonly status: GatewayStatus;
-  /** The console's list of recent flows, read on from where it last read. */
-  readonly recentFlows: RecentFlows;
 }
 
 /**
  * The gateway supervisor: opens the event log, builds the actors and services on it, rebuilds
- * every live actor from it, and stops them. Interfaces (MCP, admin socket) call its methods,
- * each of which hands the call to the service that holds its logic.
+ * every live actor from it, and stops them. Composition only: interfaces call the services
+ * (`services`) themselves.
  */
 export class Gateway {
   readonly config: Config;
@@ -101,7 +112,7 @@ export class Gateway {
   readonly startedAt: number;
   readonly clock: Clock;
   private running: Running | undefined;
-  private stopping = false;
+  private readonly lifecycle = new Lifecycle();
   private readonly nudgeListeners = new Set<(nudge: Nudge) => void>();
   private readonly mcpUrl: { readonly promise: Promise<string>; resolve: (url: string) => void };
   /** Calls parked open, against limits.maxParkedPerEntity and limits.maxParked (R-H8). */
@@ -132,13 +143,22 @@ export class Gateway {
     return this.config.hostId;
   }
 
-  get storeFile(): string {
-    return this.started().store.file;
+  /** What interfaces call; refused (retryable) before the gateway has started. */
+  get services(): Services {
+    return this.started();
   }
 
-  /** The federation, when the gateway runs federated and has started (tests reach its broker through it). */
+  /**
+   * The federation, when the gateway runs federated and has started: for tests and benchmarks
+   * that reach its broker (no interface does).
+   */
   private get federation(): Federation | undefined {
     return this.running?.federation;
+  }
+
+  /** The event log the gateway runs on, once started. */
+  get store(): Store {
+    return this.started().store;
   }
 
   /**
@@ -188,7 +208,7 @@ export class Gateway {
    * a receipt batch and a reconnect for the receipts) before the broker is connected.
    */
   private assemble(store: Store): Running {
-    const { config, logger, metrics, directory, host, clock } = this;
+    const { config, logger, metrics, directory, host, clock, lifecycle, parked } = this;
     const hlc = createHlc(() => clock.now(), readLastHlc(store));
     const deps: RuntimeDeps = { store, hlc, clock, host, logger };
     const federation: Federation | undefined =
@@ -207,7 +227,7 @@ export class Gateway {
           })
         : undefined;
     const turns = new Turns(deps);
-    const router: Router = new Router({ ...deps, config, metrics, directory, federation });
+    const router: Router = new Router({ ...deps, config, metrics, directory, federation, lifecycle });
     const receiptsArriving = new ReceiptsArriving({ ...deps, metrics, router });
     const receipts = new ReceiptsLeaving({
       ...deps,
@@ -216,7 +236,7 @@ export class Gateway {
       federation,
       arriving: receiptsArriving,
     });
-    const asks = new Asks({ ...deps, config, metrics, directory, router, turns });
+    const asks = new Asks({ ...deps, config, metrics, directory, router, turns, lifecycle, parked });
     const entityDeps: EntityActorDeps = {
       ...deps,
       config,
@@ -238,6 +258,7 @@ export class Gateway {
       federation,
       entityDeps,
       checkPane: this.options.checkPane,
+      lifecycle,
     });
     const spawner = new Spawner({
       ...deps,
@@ -253,12 +274,8 @@ export class Gateway {
       mcpUrl: () => this.mcpUrl.promise,
       hasName: (name) => directory.hasName(name),
       hasEntity: (gid) => directory.byGidOrUndefined(gid) !== undefined,
-      register: async (entity) => {
-        this.assertRunning();
-        return registrations.registerSpawned(entity);
-      },
+      register: (entity) => registrations.registerSpawned(entity),
       deregister: async (gid) => {
-        this.assertRunning();
         await registrations.deregister(gid);
       },
       deliverLocal: (envelope) => directory.byGidOrUndefined(envelope.to)?.accept(envelope),
@@ -287,8 +304,9 @@ export class Gateway {
       receipts,
       spawner,
       registrations,
-      sends: new Sends({ ...deps, config, router }),
+      sends: new Sends({ ...deps, config, router, lifecycle, parked }),
       asks,
+      drains: new Drains({ config, lifecycle, parked }),
       spawnRequests: new SpawnRequests({
         ...deps,
         config,
@@ -296,9 +314,10 @@ export class Gateway {
         directory,
         remoteRoster,
         receiveLocal: (envelope) => spawner.receiveControl(envelope),
+        lifecycle,
       }),
-      messageStatus: createMessageStatusLookup({ host, router, directory, remoteRoster }),
-      recentFlows: new RecentFlows(store),
+      messageStatus: createMessageStatusLookup({ host, router, directory, remoteRoster, lifecycle }),
+      deadLetters: deadLetterAdmin(federation),
       status: new GatewayStatus({
         ...deps,
         startedAt: this.startedAt,
@@ -336,15 +355,6 @@ export class Gateway {
     this.mcpUrl.resolve(url);
   }
 
-  /**
-   * An entity's MCP client was sent bridge's tool list: a spawned agent's brief waits for it, so
-   * its first turn has bridge's tools (`notifications/initialized` is too early: an agent may
-   * start a turn before the list it asks for next has come back).
-   */
-  mcpToolsListed(gid: string): void {
-    this.running?.spawner.mcpToolsListed(gid);
-  }
-
   /** Calls `listener` with every nudge (U3); returns the way to stop. */
   onNudge(listener: (nudge: Nudge) => void): () => void {
     this.nudgeListeners.add(listener);
@@ -353,8 +363,8 @@ export class Gateway {
 
   async stop(): Promise<void> {
     const running = this.running;
-    if (this.stopping || !running) return;
-    this.stopping = true;
+    if (this.lifecycle.stopped || !running) return;
+    this.lifecycle.stop();
     running.turns.stop();
     running.spawner.stop();
     await running.federation?.stop();
@@ -366,150 +376,7 @@ export class Gateway {
     }
   }
 
-  /** Registers a local entity and returns its capability token (shown once, stored hashed). */
-  async register(request: RegisterRequest): Promise<Registration> {
-    return this.live().registrations.register(request);
-  }
-
-  /** Deregisters an entity; its undelivered messages are dead-lettered, never dropped. */
-  async deregister(address: string): Promise<Address> {
-    return this.live().registrations.deregister(address);
-  }
-
-  authenticate(token: string): EntityActor | undefined {
-    return this.directory.authenticate(token);
-  }
-
-  /**
-   * Sends a message from a local entity. With `waitMs`, holds the call open until the first
-   * message back from the recipient (or answering this one) arrives (R-DL3).
-   */
-  async send(sender: EntityActor, options: SendOptions): Promise<SendOutcome> {
-    const sends = this.live().sends;
-    const waits = (options.waitMs ?? 0) > 0 || options.waitFor !== undefined;
-    if (!waits) return sends.send(sender, options);
-    return this.parked.park(sender.gid, sender.record.name, () => sends.send(sender, options));
-  }
-
-  /** Where a message sent from this gateway is now (R-RC1); see MessageStatusLookup. */
-  async messageStatus(requester: EntityActor | undefined, msgId: string): Promise<MessageStatus> {
-    return this.live().messageStatus(requester, msgId);
-  }
-
-  /** Asks and parks the caller until the answer comes or the turn's deadline passes (U2). */
-  async ask(asker: EntityActor, options: AskOptions): Promise<AskOutcome> {
-    const asks = this.live().asks;
-    return this.parked.park(asker.gid, asker.record.name, () => asks.ask(asker, options));
-  }
-
-  /** Answers an ASK this entity received (only the first answer counts). */
-  async answer(main: EntityActor, askId: string, text: string): Promise<AnswerOutcome> {
-    return this.live().asks.answer(main, askId, text);
-  }
-
-  /** Asks `host` to start an agent from one of its profiles and waits for the result (U4). */
-  async spawn(requester: EntityActor, options: SpawnOptions): Promise<ControlOutcome> {
-    return this.live().spawnRequests.spawn(requester, options);
-  }
-
-  /** Asks the host of a spawned agent to stop it and deregister it (U4). */
-  async stopSpawned(requester: EntityActor, gid: string, waitMs?: number): Promise<ControlOutcome> {
-    return this.live().spawnRequests.stopSpawned(requester, gid, waitMs);
-  }
-
-  /** Resolves once everything this gateway has written so far is durable. */
-  flush(): Promise<void> {
-    return this.started().store.batch.flush();
-  }
-
-  /** Publishes once to every inbox bound to the key (U8). */
-  async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
-    return this.live().router.broadcast(sender, request);
-  }
-
-  /**
-   * Hands over held messages; the caller confirms (or gives back) the returned handover. With
-   * `waitMs` (at most limits.maxWaitMs) and nothing held, it is a long poll: it returns as soon as
-   * a message is held, or empty once the wait is over or `signal` aborts.
-   */
-  async drain(entity: EntityActor, max?: number, waitMs?: number, signal?: AbortSignal): Promise<Handover> {
-    this.assertRunning();
-    const { maxDrain, maxWaitMs } = this.config.limits;
-    const ms = Math.min(waitMs ?? 0, maxWaitMs);
-    const most = Math.min(max ?? maxDrain, maxDrain);
-    if (ms <= 0) return entity.drain(most);
-    return this.parked.park(entity.gid, entity.record.name, () => entity.drain(most, { ms, signal }));
-  }
-
-  /** Local entities first, then every remote host's, as their presence announced them (U5). */
-  roster(): RosterEntry[] {
-    return this.started().status.roster();
-  }
-
-  async status(): Promise<Record<string, unknown>> {
-    return this.started().status.status();
-  }
-
-  /** The latest deliveries to a local entity, newest first, for the operator console. */
-  recentDeliveries(gid: string, limit = 50): RecentDelivery[] {
-    return readRecentDeliveries(this.started().store, gid, limit);
-  }
-
-  /** The flows with an event in this host's log in the last `withinMs`, the latest first. */
-  recentFlows(withinMs: number, limit = 200): Promise<RecentFlow[]> {
-    return this.started().recentFlows.read(this.clock.now() - withinMs, limit);
-  }
-
-  /** The operator console's summary of this gateway (GatewayStatus.overview). */
-  async overview(): Promise<Record<string, unknown>> {
-    return this.started().status.overview();
-  }
-
-  /** The broker's dead-letter queue, read without consuming it. */
-  async listDeadLetters(max = 100): Promise<DeadLetterView[]> {
-    return this.requireFederation('agentbridge dlq').listDeadLetters(max);
-  }
-
-  /** The newest dead letters, newest first, for the console (see `DeadLetters.latest`). */
-  async latestDeadLetters(max: number, scan: number, maxAgeMs: number): Promise<LatestDeadLetters> {
-    return this.requireFederation("the console's dead letters").latestDeadLetters(max, scan, maxAgeMs);
-  }
-
-  /**
-   * Moves dead letters back to their inboxes (all, or one msgId), in one pass; those refused on
-   * arrival only when forced. Returns how many moved and how many were left, by reason.
-   */
-  async requeueDeadLetters(msgId?: string, force = false): Promise<RequeueResult> {
-    return this.requireFederation('agentbridge dlq requeue').requeueDeadLetters(msgId, force);
-  }
-
-  private requireFederation(what: string): Federation {
-    const federation = this.federation;
-    if (!federation) {
-      throw new BridgeError(
-        ErrorCode.notAvailable,
-        `${what} needs a broker: this gateway runs single-host (set broker.uri / BRIDGE_BROKER_URI); ` +
-          'single-host dead letters stay in the event log with their reason',
-      );
-    }
-    return federation;
-  }
-
-  private assertRunning(): void {
-    if (this.stopping) {
-      throw new BridgeError(ErrorCode.shuttingDown, 'the gateway is shutting down; retry in a moment', {
-        retryable: true,
-      });
-    }
-  }
-
-  /** The running gateway, for a call that acts: refused while stopping and before start. */
-  private live(): Running {
-    this.assertRunning();
-    return this.started();
-  }
-
-  /** The gateway's actors and services once started (reads go on while it stops). */
+  /** The gateway's actors and services once started (reads go on while it stops; calls that act are refused by the services). */
   private started(): Running {
     if (!this.running) {
       throw new BridgeError(ErrorCode.notAvailable, 'the gateway has not started yet; retry in a moment', {

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js';
 import { deliveryKind } from '../deliver/Delivery.js';
 import type { Directory } from '../deliver/Directory.js';
+import { type RecentDelivery, readRecentDeliveries } from '../deliver/recentDeliveries.js';
 import type { Federation } from '../federation/Federation.js';
 import { dlqName, inboxName } from '../federation/topology.js';
 import type { Clock } from '../kernel/clock.js';
@@ -10,6 +11,7 @@ import { listTrust } from '../security/TrustStore.js';
 import { addressOf } from '../send/Router.js';
 import { countActorsByState } from '../store/actorHeads.js';
 import type { Store } from '../store/openStore.js';
+import { type RecentFlow, RecentFlows } from '../store/RecentFlows.js';
 import type { Address } from '../wire/envelope.js';
 
 export interface RosterEntry extends Address {
@@ -36,9 +38,27 @@ export interface GatewayStatusDeps {
   isSpawned(gid: string): boolean;
 }
 
-/** What `agentbridge status` and `bridge_roster` show of this gateway: who is here, and how it runs. */
+/**
+ * What `agentbridge status`, `bridge_roster` and the console show of this gateway: who is here,
+ * how it runs, and what went through it lately.
+ */
 export class GatewayStatus {
-  constructor(private readonly deps: GatewayStatusDeps) {}
+  /** The console's list of recent flows, read on from where it last read. */
+  private readonly flows: RecentFlows;
+
+  constructor(private readonly deps: GatewayStatusDeps) {
+    this.flows = new RecentFlows(deps.store);
+  }
+
+  /** The latest deliveries to a local entity, newest first. */
+  recentDeliveries(gid: string, limit = 50): RecentDelivery[] {
+    return readRecentDeliveries(this.deps.store, gid, limit);
+  }
+
+  /** The flows with an event in this host's log in the last `withinMs`, the latest first. */
+  recentFlows(withinMs: number, limit = 200): Promise<RecentFlow[]> {
+    return this.flows.read(this.deps.clock.now() - withinMs, limit);
+  }
 
   /** Local entities first, then every remote host's, as their presence announced them (U5). */
   roster(): RosterEntry[] {

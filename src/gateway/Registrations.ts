@@ -4,6 +4,7 @@ import { type Directory, hashToken } from '../deliver/Directory.js';
 import { EntityActor, type EntityActorDeps } from '../deliver/EntityActor.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Federation } from '../federation/Federation.js';
+import type { Lifecycle } from '../kernel/Lifecycle.js';
 import type { Logger } from '../log/logger.js';
 import { addressOf } from '../send/Router.js';
 import { type EntityRecord, insertEntity } from '../store/entities.js';
@@ -46,6 +47,7 @@ export interface RegistrationsDeps {
   entityDeps: EntityActorDeps;
   /** Checks a pane exists before an entity is registered with it; throws a BridgeError if not. */
   checkPane: ((pane: PaneTarget) => Promise<void>) | undefined;
+  lifecycle: Lifecycle;
 }
 
 /** What a registration names, by the one rule for names and groups (R-U8: no wildcard groups). */
@@ -65,6 +67,7 @@ export class Registrations {
 
   /** Registers a local entity and returns its capability token (shown once, stored hashed). */
   async register(request: RegisterRequest): Promise<Registration> {
+    this.deps.lifecycle.assertRunning();
     const checked = registrationSchema.safeParse(request);
     if (!checked.success) {
       throw new BridgeError(ErrorCode.badRequest, `cannot register: ${describeIssues(checked.error)}`);
@@ -85,6 +88,7 @@ export class Registrations {
 
   /** A spawned agent, registered under the gid and token it was launched with. */
   async registerSpawned(entity: KnownRegistration): Promise<void> {
+    this.deps.lifecycle.assertRunning();
     if (this.deps.directory.hasName(entity.name)) {
       throw new BridgeError(
         ErrorCode.nameTaken,
@@ -116,7 +120,8 @@ export class Registrations {
 
   /** Deregisters an entity; its undelivered messages are dead-lettered, never dropped. */
   async deregister(address: string): Promise<Address> {
-    const { store, host, directory, federation, logger } = this.deps;
+    const { store, host, directory, federation, logger, lifecycle } = this.deps;
+    lifecycle.assertRunning();
     const entity = directory.resolve(address);
     const address_ = addressOf(entity, host);
     directory.remove(entity);

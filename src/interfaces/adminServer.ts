@@ -46,38 +46,43 @@ export async function startAdminServer(
     [adminRoutes.status]: async () => {
       // Where agents reach this gateway: what `agentbridge connect` writes into their configs.
       const base = options.console?.baseUrl();
-      return { ...(await gateway.status()), ...(base === undefined ? {} : { mcpUrl: `${base}/mcp` }) };
+      return {
+        ...(await gateway.services.status.status()),
+        ...(base === undefined ? {} : { mcpUrl: `${base}/mcp` }),
+      };
     },
     [adminRoutes.messageStatus]: async (body) =>
-      gateway.messageStatus(undefined, parseBody(messageStatusBody, body).msgId),
-    [adminRoutes.roster]: async () => gateway.roster(),
+      gateway.services.messageStatus(undefined, parseBody(messageStatusBody, body).msgId),
+    [adminRoutes.roster]: async () => gateway.services.status.roster(),
     [adminRoutes.register]: async (body) => {
       const request = parseBody(registerBody, body);
-      return gateway.register(request);
+      return gateway.services.registrations.register(request);
     },
-    [adminRoutes.deregister]: async (body) => gateway.deregister(parseBody(deregisterBody, body).address),
+    [adminRoutes.deregister]: async (body) =>
+      gateway.services.registrations.deregister(parseBody(deregisterBody, body).address),
     [adminRoutes.send]: async (body) => {
       const { token, ...request } = parseBody(sendBody, body);
-      const { handover, ...outcome } = await gateway.send(entityOf(token), request);
+      const { handover, ...outcome } = await gateway.services.sends.send(entityOf(token), request);
       settleOnResponse(handover);
       return outcome;
     },
     [adminRoutes.broadcast]: async (body) => {
       const { token, ...request } = parseBody(broadcastBody, body);
-      return gateway.broadcast(entityOf(token), request);
+      return gateway.services.router.broadcast(entityOf(token), request);
     },
     [adminRoutes.spawn]: async (body) => {
       const { token, ...request } = parseBody(spawnBody, body);
-      return gateway.spawn(entityOf(token), request);
+      return gateway.services.spawnRequests.spawn(entityOf(token), request);
     },
     [adminRoutes.stop]: async (body) => {
       const { token, gid, waitMs } = parseBody(stopBody, body);
-      return gateway.stopSpawned(entityOf(token), gid, waitMs);
+      return gateway.services.spawnRequests.stopSpawned(entityOf(token), gid, waitMs);
     },
-    [adminRoutes.dlqList]: async (body) => gateway.listDeadLetters(parseBody(dlqListBody, body ?? {}).max),
+    [adminRoutes.dlqList]: async (body) =>
+      gateway.services.deadLetters.listDeadLetters(parseBody(dlqListBody, body ?? {}).max ?? 100),
     [adminRoutes.dlqRequeue]: async (body) => {
       const { msgId, force } = parseBody(dlqRequeueBody, body ?? {});
-      return gateway.requeueDeadLetters(msgId, force ?? false);
+      return gateway.services.deadLetters.requeueDeadLetters(msgId, force ?? false);
     },
     [adminRoutes.consoleLogin]: async (body) => {
       const console_ = options.console;
@@ -87,14 +92,19 @@ export async function startAdminServer(
     },
     [adminRoutes.drain]: async (body) => {
       const { token, max, waitMs } = parseBody(drainBody, body);
-      const handover = await gateway.drain(entityOf(token), max, waitMs, responseGoneSignal());
+      const handover = await gateway.services.drains.drain(
+        entityOf(token),
+        max,
+        waitMs,
+        responseGoneSignal(),
+      );
       settleOnResponse(handover);
       return handover.envelopes;
     },
   };
 
   function entityOf(token: string) {
-    const entity = gateway.authenticate(token);
+    const entity = gateway.directory.authenticate(token);
     if (!entity) {
       throw new BridgeError(
         ErrorCode.unauthorized,

@@ -41,7 +41,7 @@ export async function consoleLogin(
     );
   }
   if (!operator) {
-    const registered = await gateway.register({ kind: 'operator', name });
+    const registered = await gateway.services.registrations.register({ kind: 'operator', name });
     operator = gateway.directory.byGidOrUndefined(registered.gid);
   }
   if (!operator)

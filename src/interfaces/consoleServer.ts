@@ -105,10 +105,10 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
    */
   const feed = new ConsoleFeed(
     [
-      { name: 'roster', everyMs: 1_000, read: () => gateway.roster() },
+      { name: 'roster', everyMs: 1_000, read: () => gateway.services.status.roster() },
       { name: 'asks', everyMs: 1_000, read: () => pendingAsks(gateway) },
-      { name: 'overview', everyMs: 2_000, read: () => gateway.overview() },
-      { name: 'flows', everyMs: 5_000, read: () => gateway.recentFlows(flowWindowMs) },
+      { name: 'overview', everyMs: 2_000, read: () => gateway.services.status.overview() },
+      { name: 'flows', everyMs: 5_000, read: () => gateway.services.status.recentFlows(flowWindowMs) },
       { name: 'dlq', everyMs: 5_000, read: () => latestDeadLetters(gateway) },
     ],
     gateway.logger,
@@ -118,14 +118,18 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
   const actions: Record<string, (operator: EntityActor, body: unknown) => Promise<unknown>> = {
     '/ui/api/send': async (operator, body) => {
       const { to, text } = parseBody(sendRequest, body);
-      const { handover, ...outcome } = await gateway.send(operator, { kind: WireKind.send, to, text });
+      const { handover, ...outcome } = await gateway.services.sends.send(operator, {
+        kind: WireKind.send,
+        to,
+        text,
+      });
       handover?.confirm();
       gateway.logger.info({ operator: operator.record.name, to, msgId: outcome.msgId }, 'console: sent');
       return outcome;
     },
     '/ui/api/broadcast': async (operator, body) => {
       const request = parseBody(broadcastRequest, body);
-      return gateway.broadcast(operator, request);
+      return gateway.services.router.broadcast(operator, request);
     },
     /**
      * Answers an ASK held for a main here, the person at the console standing in for the main:
@@ -143,7 +147,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
       }
       const handover = await entity.takeForConsole(askId, operator.gid);
       try {
-        const outcome = await gateway.answer(entity, askId, text);
+        const outcome = await gateway.services.asks.answer(entity, askId, text);
         handover?.confirm();
         feed.refresh('asks');
         gateway.logger.info(
@@ -168,12 +172,12 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
      */
     '/ui/api/flow': async (_operator, body) => {
       const { traceId, exports } = parseBody(flowRequest, body);
-      return flowTimeline(gateway.storeFile, traceId, exports);
+      return flowTimeline(gateway.store.file, traceId, exports);
     },
     /** Stops an agent started with spawn, on any host, by the rules bridge_stop follows. */
     '/ui/api/stop': async (operator, body) => {
       const { gid, waitMs } = parseBody(stopRequest, body);
-      const outcome = await gateway.stopSpawned(operator, gid, waitMs ?? 20_000);
+      const outcome = await gateway.services.spawnRequests.stopSpawned(operator, gid, waitMs ?? 20_000);
       feed.refresh('roster');
       if (outcome.result && !outcome.result.ok)
         throw controlError(outcome.result.code, outcome.result.message);
@@ -182,7 +186,7 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     },
     '/ui/api/dlq/requeue': async (operator, body) => {
       const { msgId } = parseBody(requeueRequest, body);
-      const result = await gateway.requeueDeadLetters(msgId, false);
+      const result = await gateway.services.deadLetters.requeueDeadLetters(msgId, false);
       feed.refresh('dlq');
       gateway.logger.info(
         { operator: operator.record.name, msgId, ...result },
@@ -208,18 +212,19 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
         return sendJson(res, 403, { error: 'a console action needs the Origin header its page sends' });
       }
       if (path === '/ui/api/me') return sendJson(res, 200, addressOf(operator, gateway.host));
-      if (path === '/ui/api/roster') return sendJson(res, 200, gateway.roster());
+      if (path === '/ui/api/roster') return sendJson(res, 200, gateway.services.status.roster());
       if (path === '/ui/api/dlq') return answer(res, async () => latestDeadLetters(gateway));
       if (path === '/ui/api/asks') return sendJson(res, 200, pendingAsks(gateway));
-      if (path === '/ui/api/overview') return answer(res, () => gateway.overview());
-      if (path === '/ui/api/flows') return answer(res, async () => gateway.recentFlows(flowWindowMs));
+      if (path === '/ui/api/overview') return answer(res, () => gateway.services.status.overview());
+      if (path === '/ui/api/flows')
+        return answer(res, async () => gateway.services.status.recentFlows(flowWindowMs));
       if (path === '/ui/api/entity') {
         const gid = new URL(req.url ?? '/', 'http://console').searchParams.get('gid') ?? '';
         return answer(res, async () => entityDetail(gateway, gid));
       }
       if (path === '/ui/api/message') {
         const msgId = new URL(req.url ?? '/', 'http://console').searchParams.get('msgId') ?? '';
-        return answer(res, () => gateway.messageStatus(undefined, msgId));
+        return answer(res, () => gateway.services.messageStatus(undefined, msgId));
       }
       const action = actions[path];
       if (action) {
@@ -279,12 +284,12 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
  * their states (an entity of another host: that host's console has them).
  */
 function entityDetail(gateway: Gateway, gid: string): Record<string, unknown> {
-  const entry = gateway.roster().find((candidate) => candidate.gid === gid);
+  const entry = gateway.services.status.roster().find((candidate) => candidate.gid === gid);
   if (!entry) {
     throw new BridgeError(ErrorCode.unknownRecipient, `no entity ${gid} in the roster; it may have left`);
   }
   const local = gateway.directory.byGidOrUndefined(gid) !== undefined;
-  return { entry, local, deliveries: local ? gateway.recentDeliveries(gid) : null };
+  return { entry, local, deliveries: local ? gateway.services.status.recentDeliveries(gid) : null };
 }
 
 /** The machines' graphs, built on the first flow a page asks for. */
@@ -352,7 +357,7 @@ const dlqMaxAgeMs = 60_000;
  * how far the read reached (the page says so).
  */
 async function latestDeadLetters(gateway: Gateway): Promise<Record<string, unknown>> {
-  const latest = await gateway.latestDeadLetters(dlqShown, dlqScan, dlqMaxAgeMs);
+  const latest = await gateway.services.deadLetters.latestDeadLetters(dlqShown, dlqScan, dlqMaxAgeMs);
   const letters = latest.letters.map((letter) => ({ ...letter, from: senderOf(letter.body) }));
   return { ...latest, letters, scanLimit: dlqScan };
 }

@@ -148,7 +148,7 @@ export async function startHttpServer(
       // Written out means the client has bridge's tools (a spawned agent's brief waits for this).
       if (listsTools(body)) {
         res.once('finish', () => {
-          if (res.statusCode === 200) gateway.mcpToolsListed(entity.gid);
+          if (res.statusCode === 200) gateway.services.spawner.mcpToolsListed(entity.gid);
         });
       }
       await session.transport.handleRequest(req, res, body);
@@ -215,7 +215,7 @@ export async function startHttpServer(
   function authenticate(req: IncomingMessage): EntityActor | undefined {
     const header = req.headers.authorization;
     const match = header === undefined ? null : /^Bearer\s+(\S+)$/i.exec(header);
-    return match?.[1] === undefined ? undefined : gateway.authenticate(match[1]);
+    return match?.[1] === undefined ? undefined : gateway.directory.authenticate(match[1]);
   }
 
   const invalid = Symbol('invalid');

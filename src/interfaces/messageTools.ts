@@ -176,7 +176,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
   const { gateway, entity, run } = scope;
   server.registerTool('bridge_send', bridgeSendTool, (args) =>
     run('bridge_send', async () => {
-      const outcome = await gateway.send(entity, {
+      const outcome = await gateway.services.sends.send(entity, {
         kind: WireKind.send,
         to: args.to,
         text: args.text,
@@ -196,7 +196,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
 
   server.registerTool('bridge_status', bridgeStatusTool, (args) =>
     run('bridge_status', async () => {
-      const status = await gateway.messageStatus(entity, args.msg_id);
+      const status = await gateway.services.messageStatus(entity, args.msg_id);
       const where = status.to.name ? `${status.to.name}@${status.to.host}` : status.to.gid;
       const summary =
         status.stage === null
@@ -222,7 +222,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
 
   server.registerTool('bridge_reply', bridgeReplyTool, (args) =>
     run('bridge_reply', async () => {
-      const outcome = await gateway.send(entity, {
+      const outcome = await gateway.services.sends.send(entity, {
         kind: WireKind.reply,
         to: args.to,
         text: args.text,
@@ -239,7 +239,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
   server.registerTool('bridge_drain', bridgeDrainTool, (args, extra) =>
     run('bridge_drain', async () => {
       const signal = callGoneSignal(extra.signal);
-      const handover = await gateway.drain(entity, args.max, args.wait_ms, signal);
+      const handover = await gateway.services.drains.drain(entity, args.max, args.wait_ms, signal);
       settleOnResponse(handover);
       const messages = handover.envelopes.map(messageView);
       return toolResult({ messages }, `${messages.length} message${messages.length === 1 ? '' : 's'}`);
@@ -248,14 +248,14 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
 
   server.registerTool('bridge_roster', bridgeRosterTool, () =>
     run('bridge_roster', async () => {
-      const entities = gateway.roster();
+      const entities = gateway.services.status.roster();
       return toolResult({ entities }, `${entities.length} entities`);
     }),
   );
 
   server.registerTool('bridge_broadcast', bridgeBroadcastTool, (args) =>
     run('bridge_broadcast', async () => {
-      const result = await gateway.broadcast(entity, {
+      const result = await gateway.services.router.broadcast(entity, {
         text: args.text,
         group: args.group,
         idempotencyKey: args.idempotency_key,

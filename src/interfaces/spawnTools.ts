@@ -69,7 +69,7 @@ export function registerSpawnTools(server: McpServer, scope: ToolScope): void {
             '(its config `profiles` says what each runs); remove those arguments',
         );
       }
-      const outcome = await gateway.spawn(entity, {
+      const outcome = await gateway.services.spawnRequests.spawn(entity, {
         host: args.host,
         profile: args.profile,
         brief: args.brief,
@@ -96,7 +96,7 @@ export function registerSpawnTools(server: McpServer, scope: ToolScope): void {
 
   server.registerTool('bridge_stop', bridgeStopTool, (args) =>
     run('bridge_stop', async () => {
-      const outcome = await gateway.stopSpawned(entity, args.gid, args.wait_ms);
+      const outcome = await gateway.services.spawnRequests.stopSpawned(entity, args.gid, args.wait_ms);
       const base = { requestId: outcome.requestId, traceId: outcome.traceId, host: outcome.host };
       if (!outcome.result)
         return toolResult({ ...base, status: 'pending' }, `stop ${outcome.requestId} sent`);

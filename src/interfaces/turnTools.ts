@@ -60,7 +60,7 @@ export function registerTurnTools(server: McpServer, scope: ToolScope): void {
   server.registerTool('bridge_ask', bridgeAskTool, (args, extra) =>
     run('bridge_ask', async () => {
       const signal = callGoneSignal(extra.signal);
-      const outcome = await gateway.ask(entity, {
+      const outcome = await gateway.services.asks.ask(entity, {
         to: args.to,
         question: args.question,
         timeoutMs: args.timeout_ms,
@@ -86,7 +86,7 @@ export function registerTurnTools(server: McpServer, scope: ToolScope): void {
 
   server.registerTool('bridge_answer', bridgeAnswerTool, (args) =>
     run('bridge_answer', async () => {
-      const outcome = await gateway.answer(entity, args.ask_id, args.text);
+      const outcome = await gateway.services.asks.answer(entity, args.ask_id, args.text);
       const summary =
         outcome.status === 'too_late'
           ? `too_late: ${outcome.why ?? 'the ask is over'}; the answer was not given to anyone`

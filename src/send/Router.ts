@@ -5,6 +5,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { Federation } from '../federation/Federation.js';
 import { broadcastKey } from '../federation/topology.js';
 import type { RuntimeDeps } from '../kernel/ActorCell.js';
+import type { Lifecycle } from '../kernel/Lifecycle.js';
 import { readActorInput } from '../kernel/readActorInput.js';
 import { unconfirmedSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -78,6 +79,8 @@ export interface RouterDeps extends RuntimeDeps {
   metrics: Metrics;
   directory: Directory;
   federation?: Federation | undefined;
+  /** Asked before a broadcast, the router's one call that comes straight from an interface. */
+  lifecycle: Lifecycle;
 }
 
 /**
@@ -264,6 +267,7 @@ export class Router {
    * a broker, this gateway hands a copy to each matching local entity.
    */
   async broadcast(sender: EntityActor, request: BroadcastRequest): Promise<BroadcastResult> {
+    this.deps.lifecycle.assertRunning();
     const size = this.checkSize(request.text);
     sender.touch();
     const key = broadcastKey(request.group);

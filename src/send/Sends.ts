@@ -2,6 +2,8 @@ import type { Config } from '../config/schema.js';
 import type { EntityActor } from '../deliver/EntityActor.js';
 import type { Handover } from '../deliver/handover.js';
 import type { Clock } from '../kernel/clock.js';
+import type { Lifecycle } from '../kernel/Lifecycle.js';
+import type { ParkedCalls } from '../kernel/ParkedCalls.js';
 import { readActorHead } from '../store/actorHeads.js';
 import type { Store } from '../store/openStore.js';
 import type { Envelope } from '../wire/envelope.js';
@@ -36,6 +38,9 @@ export interface SendsDeps {
   clock: Clock;
   config: Pick<Config, 'limits' | 'delivery'>;
   router: Router;
+  lifecycle: Lifecycle;
+  /** Where a send that waits parks (R-H8). */
+  parked: ParkedCalls;
 }
 
 /** A wait for a stage, as it ended. */
@@ -62,6 +67,13 @@ export class Sends {
    * message back from the recipient (or answering this one) arrives (R-DL3).
    */
   async send(sender: EntityActor, options: SendOptions): Promise<SendOutcome> {
+    this.deps.lifecycle.assertRunning();
+    const waits = (options.waitMs ?? 0) > 0 || options.waitFor !== undefined;
+    if (!waits) return this.sendAndWait(sender, options);
+    return this.deps.parked.park(sender.gid, sender.record.name, () => this.sendAndWait(sender, options));
+  }
+
+  private async sendAndWait(sender: EntityActor, options: SendOptions): Promise<SendOutcome> {
     const { config, router } = this.deps;
     const waitMs = Math.min(options.waitMs ?? 0, config.limits.maxWaitMs);
     // Waiting for a reply: resolved first, so the waiter is in place before anything can answer.

@@ -2,6 +2,7 @@ import type { Directory } from '../deliver/Directory.js';
 import type { EntityActor } from '../deliver/EntityActor.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { RemoteRoster } from '../federation/RemoteRoster.js';
+import type { Lifecycle } from '../kernel/Lifecycle.js';
 import type { StageRecord } from '../machines/sendMachine.js';
 import type { ReceiptStage } from '../wire/receipt.js';
 import type { Router } from './Router.js';
@@ -28,6 +29,7 @@ export interface MessageStatusDeps {
   directory: Directory;
   /** Federated only: where the names of remote recipients come from. */
   remoteRoster: RemoteRoster | undefined;
+  lifecycle: Lifecycle;
 }
 
 /**
@@ -41,7 +43,7 @@ export type MessageStatusLookup = (
 ) => Promise<MessageStatus>;
 
 export function createMessageStatusLookup(deps: MessageStatusDeps): MessageStatusLookup {
-  const { host, router, directory, remoteRoster } = deps;
+  const { host, router, directory, remoteRoster, lifecycle } = deps;
 
   /** A gid with the name and host this gateway knows for it. */
   const addressOfGid = (gid: string, recipientHost: string | undefined): MessageStatus['to'] => {
@@ -53,6 +55,7 @@ export function createMessageStatusLookup(deps: MessageStatusDeps): MessageStatu
   };
 
   return async (requester, msgId) => {
+    lifecycle.assertRunning();
     const cell = await router.loadSend(msgId);
     if (!cell) {
       throw new BridgeError(

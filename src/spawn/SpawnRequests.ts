@@ -4,6 +4,7 @@ import type { EntityActor } from '../deliver/EntityActor.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { RemoteRoster } from '../federation/RemoteRoster.js';
 import type { Clock } from '../kernel/clock.js';
+import type { Lifecycle } from '../kernel/Lifecycle.js';
 import { addressOf, keyedCall, type Router } from '../send/Router.js';
 import type { Store } from '../store/openStore.js';
 import {
@@ -45,6 +46,7 @@ export interface SpawnRequestsDeps {
   remoteRoster: RemoteRoster | undefined;
   /** Hands a control request for this host to its handler, as the control queue would. */
   receiveLocal: (envelope: Envelope) => void;
+  lifecycle: Lifecycle;
 }
 
 /**
@@ -59,7 +61,8 @@ export class SpawnRequests {
    * the SPAWN_RESULT. On this host it runs without the broker.
    */
   async spawn(requester: EntityActor, options: SpawnOptions): Promise<ControlOutcome> {
-    const { clock, router, store, config, host } = this.deps;
+    const { clock, router, store, config, host, lifecycle } = this.deps;
+    lifecycle.assertRunning();
     const now = clock.now();
     const key = options.idempotencyKey;
     const requestId = key === undefined ? uuidv7(now) : namedUuid(requester.gid, `spawn\u0000${key}`);
@@ -91,7 +94,8 @@ export class SpawnRequests {
 
   /** Asks the host of a spawned agent to stop it and deregister it (U4). */
   async stopSpawned(requester: EntityActor, gid: string, waitMs?: number): Promise<ControlOutcome> {
-    const { directory, remoteRoster, clock, router } = this.deps;
+    const { directory, remoteRoster, clock, router, lifecycle } = this.deps;
+    lifecycle.assertRunning();
     const local = directory.byGidOrUndefined(gid);
     const host = local ? this.deps.host : remoteRoster?.find(gid)[0]?.host;
     if (host === undefined) {

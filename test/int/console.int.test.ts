@@ -115,13 +115,13 @@ describe('operator console: login, session, live roster', () => {
     try {
       const first = await next<Roster>('roster');
       expect(first.map((entry) => entry.name)).toContain('operator');
-      await daemon.gateway.register({ kind: 'worker', name: 'late-worker' });
+      await daemon.gateway.services.registrations.register({ kind: 'worker', name: 'late-worker' });
       const second = await next<Roster>('roster');
       expect(second.find((entry) => entry.name === 'late-worker')).toMatchObject({ kind: 'worker' });
       // A main that is sent a message was active then.
-      const busy = await daemon.gateway.register({ kind: 'main', name: 'busy-main' });
+      const busy = await daemon.gateway.services.registrations.register({ kind: 'main', name: 'busy-main' });
       const before = Date.now();
-      await daemon.gateway.send(daemon.gateway.authenticate(busy.token)!, {
+      await daemon.gateway.services.sends.send(daemon.gateway.directory.authenticate(busy.token)!, {
         kind: WireKind.send,
         to: 'busy-main',
         text: 'to myself',
@@ -152,7 +152,7 @@ describe('operator console: login, session, live roster', () => {
     expect(out.headers.get('set-cookie')).toMatch(/Max-Age=0/);
     expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(401);
 
-    await daemon.gateway.register({ kind: 'main', name: 'boss' });
+    await daemon.gateway.services.registrations.register({ kind: 'main', name: 'boss' });
     await expect(login('boss')).rejects.toThrow(/NAME_TAKEN|not an operator/);
   });
 
@@ -160,13 +160,13 @@ describe('operator console: login, session, live roster', () => {
     const { url } = await login('night-shift');
     const { cookie } = await sessionFrom(url);
     expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(200);
-    await daemon.gateway.deregister('night-shift');
+    await daemon.gateway.services.registrations.deregister('night-shift');
     expect((await fetch(`${base}/ui/api/me`, { headers: { cookie } })).status).toBe(401);
   });
 
   describe('actions, as the operator, through the gateway API', () => {
     it('sends to a main as the operator: held for it, from the operator, its stage readable', async () => {
-      const inbox = await daemon.gateway.register({ kind: 'main', name: 'reader' });
+      const inbox = await daemon.gateway.services.registrations.register({ kind: 'main', name: 'reader' });
       const { cookie, session } = await sessionFrom((await login('sender-ops')).url);
       const res = await consolePost(session, '/ui/api/send', { to: 'reader', text: 'from the console' });
       expect(res.status).toBe(200);
@@ -174,8 +174,8 @@ describe('operator console: login, session, live roster', () => {
       expect(sent.to.name).toBe('reader');
       expect(sent.traceId).toMatch(/^[0-9a-f-]{36}$/);
 
-      const reader = daemon.gateway.authenticate(inbox.token)!;
-      const handover = await daemon.gateway.drain(reader);
+      const reader = daemon.gateway.directory.authenticate(inbox.token)!;
+      const handover = await daemon.gateway.services.drains.drain(reader);
       handover.confirm();
       expect(handover.envelopes.map((e) => [e.text, e.from.name, e.from.kind])).toEqual([
         ['from the console', 'sender-ops', 'operator'],
@@ -186,7 +186,7 @@ describe('operator console: login, session, live roster', () => {
       expect(status).toMatchObject({ msgId: sent.msgId, traceId: sent.traceId });
 
       // The reader's latest deliveries: this one, acked, from the operator, and no text.
-      await daemon.gateway.flush();
+      await daemon.gateway.store.batch.flush();
       const detail = (await (
         await fetch(`${base}/ui/api/entity?gid=${inbox.gid}`, { headers: { cookie } })
       ).json()) as { local: boolean; deliveries: Array<Record<string, unknown>> };
@@ -230,10 +230,12 @@ describe('operator console: login, session, live roster', () => {
 
     it('the overview: mode, deliveries by state, the latency histogram per bucket, dead letters by reason', async () => {
       const { cookie, session } = await sessionFrom((await login()).url);
-      const taker = await daemon.gateway.register({ kind: 'main', name: 'taker' });
+      const taker = await daemon.gateway.services.registrations.register({ kind: 'main', name: 'taker' });
       await consolePost(session, '/ui/api/send', { to: 'taker', text: 'one to count' });
-      (await daemon.gateway.drain(daemon.gateway.authenticate(taker.token)!)).confirm();
-      await daemon.gateway.flush();
+      (
+        await daemon.gateway.services.drains.drain(daemon.gateway.directory.authenticate(taker.token)!)
+      ).confirm();
+      await daemon.gateway.store.batch.flush();
       const overview = (await (await fetch(`${base}/ui/api/overview`, { headers: { cookie } })).json()) as {
         host: string;
         mode: string;
@@ -254,15 +256,20 @@ describe('operator console: login, session, live roster', () => {
 
     it('lists the last hour’s flows and opens one: the replay merge of this host’s log, re-run', async () => {
       const { cookie, session } = await sessionFrom((await login()).url);
-      const inbox = await daemon.gateway.register({ kind: 'main', name: 'flow-reader' });
+      const inbox = await daemon.gateway.services.registrations.register({
+        kind: 'main',
+        name: 'flow-reader',
+      });
       const sent = (await (
         await consolePost(session, '/ui/api/send', { to: 'flow-reader', text: 'a flow' })
       ).json()) as {
         msgId: string;
         traceId: string;
       };
-      (await daemon.gateway.drain(daemon.gateway.authenticate(inbox.token)!)).confirm();
-      await daemon.gateway.flush();
+      (
+        await daemon.gateway.services.drains.drain(daemon.gateway.directory.authenticate(inbox.token)!)
+      ).confirm();
+      await daemon.gateway.store.batch.flush();
       const flows = (await (await fetch(`${base}/ui/api/flows`, { headers: { cookie } })).json()) as Array<{
         traceId: string;
         events: number;
@@ -314,14 +321,20 @@ describe('operator console: login, session, live roster', () => {
     });
 
     it('broadcasts as the operator to a group', async () => {
-      const member = await daemon.gateway.register({ kind: 'main', name: 'member', groups: ['night'] });
+      const member = await daemon.gateway.services.registrations.register({
+        kind: 'main',
+        name: 'member',
+        groups: ['night'],
+      });
       const { session } = await sessionFrom((await login()).url);
       const res = await consolePost(session, '/ui/api/broadcast', {
         group: 'night',
         text: 'to the night group',
       });
       expect(res.status).toBe(200);
-      const handover = await daemon.gateway.drain(daemon.gateway.authenticate(member.token)!);
+      const handover = await daemon.gateway.services.drains.drain(
+        daemon.gateway.directory.authenticate(member.token)!,
+      );
       handover.confirm();
       expect(handover.envelopes.map((e) => [e.kind, e.text])).toEqual([['BROADCAST', 'to the night group']]);
     });

@@ -43,7 +43,7 @@ describe.each(['classic', 'quorum'] as const)(
       });
       config.broker.queueMode = mode;
       daemon = await startDaemon({ config, logger: silentLogger() });
-      const lead = await daemon.gateway.register({ kind: 'main', name: 'lead' });
+      const lead = await daemon.gateway.services.registrations.register({ kind: 'main', name: 'lead' });
       queue = inboxName(lead.gid);
       await waitFor('the inbox consumed', async () =>
         (await consumerCounts([queue])).get(queue) === 1 ? true : undefined,

@@ -59,10 +59,10 @@ describe('gateway in-process on an event log file (real SQLite, simulated clock)
   });
 
   it('an idempotency key recorded before calls were kept (schema 2) still returns its first msgId', async () => {
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    await gateway.register({ kind: 'main', name: 'r' });
-    await gateway.register({ kind: 'main', name: 'q' });
-    const first = await gateway.send(gateway.authenticate(main.token)!, {
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'r' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'q' });
+    const first = await gateway.services.sends.send(gateway.directory.authenticate(main.token)!, {
       kind: 'SEND',
       to: 'r',
       text: 'once',
@@ -79,15 +79,20 @@ describe('gateway in-process on an event log file (real SQLite, simulated clock)
     db.close();
 
     gateway = await boot();
-    const sender = gateway.authenticate(main.token)!;
+    const sender = gateway.directory.authenticate(main.token)!;
     // It cannot tell a retry from another call: a retry it is, as it always was.
-    const again = await gateway.send(sender, { kind: 'SEND', to: 'q', text: 'twice', idempotencyKey: 'old' });
+    const again = await gateway.services.sends.send(sender, {
+      kind: 'SEND',
+      to: 'q',
+      text: 'twice',
+      idempotencyKey: 'old',
+    });
     expect(again).toMatchObject({ msgId: first.msgId, duplicate: true });
-    expect(gateway.roster().find((e) => e.name === 'q')?.depth).toBe(0);
+    expect(gateway.services.status.roster().find((e) => e.name === 'q')?.depth).toBe(0);
     // A key used after the upgrade has its call kept.
-    await gateway.send(sender, { kind: 'SEND', to: 'r', text: 'new', idempotencyKey: 'new' });
+    await gateway.services.sends.send(sender, { kind: 'SEND', to: 'r', text: 'new', idempotencyKey: 'new' });
     await expect(
-      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'new', idempotencyKey: 'new' }),
+      gateway.services.sends.send(sender, { kind: 'SEND', to: 'q', text: 'new', idempotencyKey: 'new' }),
     ).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFLICT' });
     expect(events('SELECT key, kind IS NULL AS old FROM idempotency ORDER BY key')).toEqual([
       { key: 'new', old: 0 },

@@ -39,8 +39,8 @@ describe('mcp.responses: how a tool result comes back', () => {
       env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'responses', BRIDGE_MCP_PORT: '0' },
     });
     daemon = await startDaemon({ config, logger: silentLogger() });
-    const a = (await daemon.gateway.register({ kind: 'main', name: 'a' })).token;
-    const b = (await daemon.gateway.register({ kind: 'main', name: 'b' })).token;
+    const a = (await daemon.gateway.services.registrations.register({ kind: 'main', name: 'a' })).token;
+    const b = (await daemon.gateway.services.registrations.register({ kind: 'main', name: 'b' })).token;
     return { a, b };
   }
 

@@ -35,7 +35,7 @@ describe('MCP sessions are never capped or expired: what initialize calls leave 
       env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: 'mcpmem', BRIDGE_MCP_PORT: '0' },
     });
     daemon = await startDaemon({ config, logger: silentLogger() });
-    token = (await daemon.gateway.register({ kind: 'main', name: 'boss' })).token;
+    token = (await daemon.gateway.services.registrations.register({ kind: 'main', name: 'boss' })).token;
   });
 
   afterAll(async () => {
@@ -70,7 +70,10 @@ describe('MCP sessions are never capped or expired: what initialize calls leave 
     const { mb, statuses } = await retainedBy('application/json, text/event-stream');
     expect([...statuses]).toEqual([200]);
     expect(mb, `heap kept by ${calls} unclosed sessions (MB)`).toBeLessThan(maxRetainedMb);
-    expect((await daemon.gateway.status()).mcpSessions).toEqual({ total: 16, byEntity: { boss: 16 } });
+    expect((await daemon.gateway.services.status.status()).mcpSessions).toEqual({
+      total: 16,
+      byEntity: { boss: 16 },
+    });
   });
 
   it('initialize calls the transport refuses (406: no text/event-stream in Accept) keep nothing', async () => {

@@ -36,9 +36,9 @@ function boot(): Gateway {
 it('a held message whose recipient is gone at start is dead-lettered recipient-gone, counted, logged and told to its sender', async () => {
   const first = boot();
   await first.start();
-  const sender = await first.register({ kind: 'main', name: 'sender' });
-  const recipient = await first.register({ kind: 'main', name: 'recipient' });
-  const { msgId } = await first.send(first.authenticate(sender.token)!, {
+  const sender = await first.services.registrations.register({ kind: 'main', name: 'sender' });
+  const recipient = await first.services.registrations.register({ kind: 'main', name: 'recipient' });
+  const { msgId } = await first.services.sends.send(first.directory.authenticate(sender.token)!, {
     kind: 'SEND',
     to: 'recipient',
     text: 'held for a main that will be gone',
@@ -52,7 +52,7 @@ it('a held message whose recipient is gone at start is dead-lettered recipient-g
   const gateway = boot();
   await gateway.start();
   try {
-    await gateway.flush();
+    await gateway.store.batch.flush();
     const metric = (await gateway.metrics.deadLetters.get()).values.find(
       (v) => v.labels.reason === 'recipient-gone',
     );
@@ -68,8 +68,10 @@ it('a held message whose recipient is gone at start is dead-lettered recipient-g
     expect(head).toEqual({ state: 'dead-lettered' });
     // Its sender learns it too, as it would of any delivery of a departed entity (R-RC1).
     // (recorded on the send once it is rebuilt from the log, after this commit)
-    const told = async () => (await gateway.messageStatus(gateway.authenticate(sender.token), msgId)).stages;
-    for (let i = 0; i < 50 && (await told()).at(-1)?.stage !== 'dead-lettered'; i++) await gateway.flush();
+    const told = async () =>
+      (await gateway.services.messageStatus(gateway.directory.authenticate(sender.token), msgId)).stages;
+    for (let i = 0; i < 50 && (await told()).at(-1)?.stage !== 'dead-lettered'; i++)
+      await gateway.store.batch.flush();
     expect((await told()).at(-1)).toMatchObject({ stage: 'dead-lettered', reason: 'recipient-gone' });
   } finally {
     await gateway.stop();

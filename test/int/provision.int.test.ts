@@ -119,7 +119,11 @@ describe('agentbridge broker provision: one least-privilege login per gateway', 
         token: '',
       };
       const daemon = await boot(host);
-      const registration = await daemon.gateway.register({ kind: 'main', name, groups: ['ops'] });
+      const registration = await daemon.gateway.services.registrations.register({
+        kind: 'main',
+        name,
+        groups: ['ops'],
+      });
       await daemon.stop();
       host.gid = registration.gid;
       host.token = registration.token;
@@ -240,29 +244,31 @@ describe('agentbridge broker provision: one least-privilege login per gateway', 
     b.daemon = await boot(b, b.login);
     for (const host of [a, b]) {
       await waitFor(`${host.hostId} connected`, async () => {
-        const broker = (await host.daemon?.gateway.status())?.broker as { state: string } | undefined;
+        const broker = (await host.daemon?.gateway.services.status.status())?.broker as
+          | { state: string }
+          | undefined;
         return broker?.state === 'connected' ? true : undefined;
       });
     }
     await waitFor('alice sees bob in the roster', () =>
-      a.daemon?.gateway.roster().some((e) => e.gid === b.gid) ? true : undefined,
+      a.daemon?.gateway.services.status.roster().some((e) => e.gid === b.gid) ? true : undefined,
     );
     await waitFor('bob sees alice in the roster', () =>
-      b.daemon?.gateway.roster().some((e) => e.gid === a.gid) ? true : undefined,
+      b.daemon?.gateway.services.status.roster().some((e) => e.gid === a.gid) ? true : undefined,
     );
 
     // A publishes to B's inbox (and B's gateway, consuming as its own user, gets it).
-    const alice = a.daemon.gateway.authenticate(a.token);
-    const bob = b.daemon.gateway.authenticate(b.token);
+    const alice = a.daemon.gateway.directory.authenticate(a.token);
+    const bob = b.daemon.gateway.directory.authenticate(b.token);
     if (!alice || !bob) throw new Error('tokens did not authenticate');
-    const sent = await a.daemon.gateway.send(alice, {
+    const sent = await a.daemon.gateway.services.sends.send(alice, {
       kind: 'SEND',
       to: `bob@${b.hostId}`,
       text: 'over amqps',
     });
     expect(sent.msgId).toBeTruthy();
     const received = await waitFor('bob receives it', async () => {
-      const handover = await b.daemon?.gateway.drain(bob);
+      const handover = await b.daemon?.gateway.services.drains.drain(bob);
       if (!handover || handover.envelopes.length === 0) {
         handover?.giveBack();
         return undefined;
@@ -273,7 +279,7 @@ describe('agentbridge broker provision: one least-privilege login per gateway', 
     expect(received.map((e) => e.text)).toEqual(['over amqps']);
 
     // `agentbridge dlq` through a gateway whose login may not read bridge.dlq says whose it is.
-    await expect(a.daemon.gateway.listDeadLetters(10)).rejects.toMatchObject({
+    await expect(a.daemon.gateway.services.deadLetters.listDeadLetters(10)).rejects.toMatchObject({
       code: 'FORBIDDEN',
       message: expect.stringContaining(`agentbridge broker provision ${a.hostId} --read-dlq --apply`),
     });
@@ -384,7 +390,9 @@ describe('agentbridge broker provision: one least-privilege login per gateway', 
     if (!a.daemon || !a.login) throw new Error('runs after the first test');
     // The running gateway's login does not cover the new inbox: the broker refuses it, and
     // the error says what to do.
-    await expect(a.daemon.gateway.register({ kind: 'main', name: 'carol' })).rejects.toMatchObject({
+    await expect(
+      a.daemon.gateway.services.registrations.register({ kind: 'main', name: 'carol' }),
+    ).rejects.toMatchObject({
       code: 'CONSUMER_REFUSED',
       message: expect.stringContaining(`agentbridge broker provision ${a.hostId} --apply`),
     });
@@ -401,7 +409,7 @@ describe('agentbridge broker provision: one least-privilege login per gateway', 
     // Restarted with the same (kept) password, it now consumes both inboxes.
     a.daemon = await boot(a, a.login);
     await waitFor('reconnected with both inboxes', async () => {
-      const status = (await a.daemon?.gateway.status())?.broker as
+      const status = (await a.daemon?.gateway.services.status.status())?.broker as
         | { state: string; inboxes: Record<string, number | undefined> }
         | undefined;
       return status?.state === 'connected' && status.inboxes.carol === 0 ? true : undefined;

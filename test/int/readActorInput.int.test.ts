@@ -123,13 +123,13 @@ describe('bridge_answer reads the ASK from its delivery input', () => {
     const gateway = new Gateway({ config, logger: silentLogger(), clock, createInjector: () => pane });
     await gateway.start();
     try {
-      const asker = await gateway.register({ kind: 'main', name: 'asker' });
-      const main = await gateway.register({ kind: 'main', name: 'answerer' });
-      const askerEntity = gateway.authenticate(asker.token)!;
-      const answerer = gateway.authenticate(main.token)!;
+      const asker = await gateway.services.registrations.register({ kind: 'main', name: 'asker' });
+      const main = await gateway.services.registrations.register({ kind: 'main', name: 'answerer' });
+      const askerEntity = gateway.directory.authenticate(asker.token)!;
+      const answerer = gateway.directory.authenticate(main.token)!;
       // The ask stays open (nobody answers within this test); the ASK is held for the answerer.
       const hangUp = new AbortController();
-      const asking = gateway.ask(askerEntity, {
+      const asking = gateway.services.asks.ask(askerEntity, {
         to: 'answerer',
         question: 'ready?',
         timeoutMs: 60_000,
@@ -137,7 +137,7 @@ describe('bridge_answer reads the ASK from its delivery input', () => {
       });
       let askId: string | undefined;
       for (let i = 0; i < 50 && askId === undefined; i++) {
-        await gateway.flush();
+        await gateway.store.batch.flush();
         const db = new Database(join(home, 'events.db'), { readonly: true });
         const row = db
           .prepare(
@@ -162,7 +162,7 @@ describe('bridge_answer reads the ASK from its delivery input', () => {
         first.seq,
       );
       db.close();
-      const answered = gateway.answer(answerer, askId as string, 'yes');
+      const answered = gateway.services.asks.answer(answerer, askId as string, 'yes');
       await expect(answered).rejects.toBeInstanceOf(BridgeError);
       await expect(answered).rejects.toMatchObject({
         code: ErrorCode.badStore,

@@ -128,8 +128,8 @@ describe('receipt admission at the sender', () => {
       },
     });
     await gateway.start();
-    lead = gateway.authenticate(
-      (await gateway.register({ kind: 'main', name: 'lead' })).token,
+    lead = gateway.directory.authenticate(
+      (await gateway.services.registrations.register({ kind: 'main', name: 'lead' })).token,
     ) as EntityActor;
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
@@ -139,11 +139,15 @@ describe('receipt admission at the sender', () => {
     await announce(peerB, bob);
     await announce(peerC, carol);
     await waitFor('bob and carol in the roster', () =>
-      gateway.roster().filter((e) => e.gid === bob.gid || e.gid === carol.gid).length === 2
+      gateway.services.status.roster().filter((e) => e.gid === bob.gid || e.gid === carol.gid).length === 2
         ? true
         : undefined,
     );
-    const sent = await gateway.send(lead, { kind: 'SEND', to: `bob@${peerB.host}`, text: 'review this' });
+    const sent = await gateway.services.sends.send(lead, {
+      kind: 'SEND',
+      to: `bob@${peerB.host}`,
+      text: 'review this',
+    });
     msgId = sent.msgId;
     traceId = sent.traceId;
   });
@@ -163,10 +167,10 @@ describe('receipt admission at the sender', () => {
   });
 
   it('a genuine receipt from the recipient’s host is recorded on the send', async () => {
-    expect((await gateway.messageStatus(lead, msgId)).sendState).toBe('confirmed');
+    expect((await gateway.services.messageStatus(lead, msgId)).sendState).toBe('confirmed');
     await sendReceipt(peerB, peerB.host, { stage: 'queued' });
     const status = await waitFor('queued at the sender', async () => {
-      const s = await gateway.messageStatus(lead, msgId);
+      const s = await gateway.services.messageStatus(lead, msgId);
       return s.stage === 'queued' ? s : undefined;
     });
     expect(status).toMatchObject({
@@ -202,7 +206,7 @@ describe('receipt admission at the sender', () => {
         ? true
         : undefined,
     );
-    expect((await gateway.messageStatus(lead, msgId)).stage).toBe('queued');
+    expect((await gateway.services.messageStatus(lead, msgId)).stage).toBe('queued');
     expect(sendEvents().filter((e) => e.event === 'send.receipt')).toHaveLength(1);
     const refused = logLines.filter((l) => l.msg.startsWith('refused a receipt'));
     expect(refused.map((l) => l.reason).sort()).toEqual(['wrong-host', 'wrong-recipient', 'wrong-recipient']);
@@ -213,7 +217,7 @@ describe('receipt admission at the sender', () => {
   it('the final receipt is recorded; a stale one after it changes nothing; the control queue is left empty', async () => {
     await sendReceipt(peerB, peerB.host, { stage: 'handed-over' });
     await waitFor('handed-over at the sender', async () =>
-      (await gateway.messageStatus(lead, msgId)).stage === 'handed-over' ? true : undefined,
+      (await gateway.services.messageStatus(lead, msgId)).stage === 'handed-over' ? true : undefined,
     );
     await sendReceipt(peerB, peerB.host, { stage: 'queued' });
     await waitFor('the stale receipt seen', async () => ((await count('stale')) === 2 ? true : undefined));
@@ -223,7 +227,7 @@ describe('receipt admission at the sender', () => {
       ['queued', 'queued'],
       ['handed-over', 'handed-over'],
     ]);
-    const status = await gateway.messageStatus(undefined, msgId);
+    const status = await gateway.services.messageStatus(undefined, msgId);
     expect(status.stages.map((s) => s.stage)).toEqual(['queued', 'handed-over']);
     expect(status.sendState).toBe('handed-over');
     const depth = await channel.checkQueue(controlSpec(gateway.host).name);
@@ -231,15 +235,15 @@ describe('receipt admission at the sender', () => {
   });
 
   it('only the sender, a main or an orchestrator may ask; an unknown msg id is UNKNOWN_MESSAGE', async () => {
-    const main = gateway.authenticate(
-      (await gateway.register({ kind: 'main', name: 'other-main' })).token,
+    const main = gateway.directory.authenticate(
+      (await gateway.services.registrations.register({ kind: 'main', name: 'other-main' })).token,
     ) as EntityActor;
-    const worker = gateway.authenticate(
-      (await gateway.register({ kind: 'worker', name: 'a-worker' })).token,
+    const worker = gateway.directory.authenticate(
+      (await gateway.services.registrations.register({ kind: 'worker', name: 'a-worker' })).token,
     ) as EntityActor;
-    expect((await gateway.messageStatus(main, msgId)).stage).toBe('handed-over');
-    await expect(gateway.messageStatus(worker, msgId)).rejects.toMatchObject({ code: 'FORBIDDEN' });
-    await expect(gateway.messageStatus(lead, randomUUID())).rejects.toMatchObject({
+    expect((await gateway.services.messageStatus(main, msgId)).stage).toBe('handed-over');
+    await expect(gateway.services.messageStatus(worker, msgId)).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(gateway.services.messageStatus(lead, randomUUID())).rejects.toMatchObject({
       code: 'UNKNOWN_MESSAGE',
     });
     await deleteQueues([inboxName(main.gid), inboxName(worker.gid)]);

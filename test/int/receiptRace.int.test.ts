@@ -9,6 +9,7 @@ import type { EntityActor } from '../../src/deliver/EntityActor.js';
 import type { PublishOutcome } from '../../src/federation/brokerMessages.js';
 import type { Federation } from '../../src/federation/Federation.js';
 import { systemClock } from '../../src/kernel/clock.js';
+import { Lifecycle } from '../../src/kernel/Lifecycle.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { ReceiptsArriving } from '../../src/send/ReceiptsArriving.js';
@@ -85,7 +86,14 @@ describe('a receipt that overtakes the confirm', () => {
           confirm = resolve;
         }),
     } as unknown as Federation;
-    router = new Router({ ...deps, config, metrics, directory: new Directory('host-a'), federation });
+    router = new Router({
+      ...deps,
+      config,
+      metrics,
+      directory: new Directory('host-a'),
+      federation,
+      lifecycle: new Lifecycle(),
+    });
     receipts = new ReceiptsArriving({ ...deps, metrics, router });
   });
 

@@ -137,7 +137,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
   const settle = async (feds: readonly Fed[], drained: Envelope[], boundMs = settleMs): Promise<void> => {
     const deadline = Date.now() + boundMs;
     for (;;) {
-      const handover = await gateway.drain(main);
+      const handover = await gateway.services.drains.drain(main);
       handover.confirm();
       drained.push(...handover.envelopes);
       // A broker copy is acked once stored: settled means also typed or drained (nothing live).
@@ -182,12 +182,17 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     const reached = (gateway as unknown as { federation: Federation | undefined }).federation;
     if (!reached) throw new Error('the gateway did not federate (broker.uri is set)');
     federation = reached;
-    main = gateway.authenticate(
-      (await gateway.register({ kind: 'main', name: 'main' })).token,
+    main = gateway.directory.authenticate(
+      (await gateway.services.registrations.register({ kind: 'main', name: 'main' })).token,
     ) as EntityActor;
-    worker = gateway.authenticate(
-      (await gateway.register({ kind: 'worker', name: 'worker', pane: { type: 'tmux', target: '%fuzz' } }))
-        .token,
+    worker = gateway.directory.authenticate(
+      (
+        await gateway.services.registrations.register({
+          kind: 'worker',
+          name: 'worker',
+          pane: { type: 'tmux', target: '%fuzz' },
+        })
+      ).token,
     ) as EntityActor;
     context = {
       hostId,
@@ -200,7 +205,7 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     };
     await announce();
     await waitFor('the peer’s sender in the roster', () =>
-      gateway.roster().some((e) => e.gid === sender.gid) ? true : undefined,
+      gateway.services.status.roster().some((e) => e.gid === sender.gid) ? true : undefined,
     );
   });
 

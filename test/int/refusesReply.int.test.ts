@@ -8,6 +8,7 @@ import { Directory } from '../../src/deliver/Directory.js';
 import type { EntityActor } from '../../src/deliver/EntityActor.js';
 import type { Federation } from '../../src/federation/Federation.js';
 import { systemClock } from '../../src/kernel/clock.js';
+import { Lifecycle } from '../../src/kernel/Lifecycle.js';
 import { readActorInput } from '../../src/kernel/readActorInput.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
@@ -34,6 +35,7 @@ describe('a reply naming a message this host sent, checked against the record', 
 
   const routerOn = () =>
     new Router({
+      lifecycle: new Lifecycle(),
       store,
       hlc: createHlc(() => Date.now()),
       clock: systemClock,

@@ -12,6 +12,7 @@ import type { PublishOutcome } from '../../src/federation/brokerMessages.js';
 import type { Federation } from '../../src/federation/Federation.js';
 import { Gateway } from '../../src/gateway/Gateway.js';
 import { systemClock } from '../../src/kernel/clock.js';
+import { Lifecycle } from '../../src/kernel/Lifecycle.js';
 import { silentLogger } from '../../src/log/logger.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { Router } from '../../src/send/Router.js';
@@ -89,6 +90,7 @@ describe('a sent message leaves no body in the store, however its send ends', ()
       deadLetter: () => undefined,
     } as unknown as Federation;
     router = new Router({
+      lifecycle: new Lifecycle(),
       ...deps(),
       config: config(),
       metrics: createMetrics(() => []),
@@ -192,6 +194,7 @@ describe('a sent message leaves no body in the store, however its send ends', ()
     'a %s notice to an entity that has left ends failed, not accepted',
     async (kind) => {
       const alone = new Router({
+        lifecycle: new Lifecycle(),
         ...deps(),
         config: config(),
         metrics: createMetrics(() => []),
@@ -255,32 +258,34 @@ describe('a message routed on this host leaves no body once its send is over', (
   });
 
   it('routed-local, then handed over by a drain: the inbox copy goes with the delivery', async () => {
-    const sink = await gateway.register({ kind: 'main', name: 'sink' });
-    const lead = await gateway.register({ kind: 'main', name: 'lead' });
-    const { msgId } = await gateway.send(gateway.authenticate(lead.token)!, {
+    const sink = await gateway.services.registrations.register({ kind: 'main', name: 'sink' });
+    const lead = await gateway.services.registrations.register({ kind: 'main', name: 'lead' });
+    const { msgId } = await gateway.services.sends.send(gateway.directory.authenticate(lead.token)!, {
       kind: 'SEND',
       to: 'sink',
       text: 'kept until drained',
     });
-    await gateway.flush();
+    await gateway.store.batch.flush();
     expect(sendState(msgId)).toBe('queued');
     expect(bodies(msgId)).toEqual([{ recipient: sink.gid }]);
-    (await gateway.drain(gateway.authenticate(sink.token)!)).confirm();
-    await gateway.flush();
+    (await gateway.services.drains.drain(gateway.directory.authenticate(sink.token)!)).confirm();
+    await gateway.store.batch.flush();
     expect(sendState(msgId)).toBe('handed-over');
     expect(bodies(msgId)).toEqual([]);
   });
 
   it('failed: the recipient’s inbox is full', async () => {
-    await gateway.register({ kind: 'main', name: 'sink' });
-    const lead = gateway.authenticate((await gateway.register({ kind: 'main', name: 'lead' })).token)!;
-    await gateway.send(lead, { kind: 'SEND', to: 'sink', text: 'fills the inbox' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'sink' });
+    const lead = gateway.directory.authenticate(
+      (await gateway.services.registrations.register({ kind: 'main', name: 'lead' })).token,
+    )!;
+    await gateway.services.sends.send(lead, { kind: 'SEND', to: 'sink', text: 'fills the inbox' });
     await expect(
-      gateway.send(lead, { kind: 'SEND', to: 'sink', text: 'one too many' }),
+      gateway.services.sends.send(lead, { kind: 'SEND', to: 'sink', text: 'one too many' }),
     ).rejects.toMatchObject({
       code: ErrorCode.inboxFull,
     });
-    await gateway.flush();
+    await gateway.store.batch.flush();
     const db = new Database(join(home, 'events.db'), { readonly: true });
     const refused = db
       .prepare("SELECT actor_id FROM actors WHERE actor_kind = 'send' AND state = 'failed'")

@@ -76,7 +76,7 @@ describe('signed envelopes', () => {
   };
 
   const drained = async () => {
-    const handover = await daemon.gateway.drain(target);
+    const handover = await daemon.gateway.services.drains.drain(target);
     handover.confirm();
     return handover.envelopes;
   };
@@ -96,13 +96,16 @@ describe('signed envelopes', () => {
         destination: { write: (line: string) => void logLines.push(JSON.parse(line) as LogLine) },
       }),
     });
-    const registration = await daemon.gateway.register({ kind: 'main', name: 'target' });
-    target = daemon.gateway.authenticate(registration.token) as EntityActor;
+    const registration = await daemon.gateway.services.registrations.register({
+      kind: 'main',
+      name: 'target',
+    });
+    target = daemon.gateway.directory.authenticate(registration.token) as EntityActor;
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
     await announcePresence(channel, peer, [sender]);
     await waitFor('the peer’s sender in the roster', () =>
-      daemon.gateway.roster().some((e) => e.gid === sender.gid) ? true : undefined,
+      daemon.gateway.services.status.roster().some((e) => e.gid === sender.gid) ? true : undefined,
     );
   });
 
@@ -197,13 +200,13 @@ describe('signed envelopes', () => {
 
     const letters = await dlqUntilSeen(
       'every case in bridge.dlq',
-      () => daemon.gateway.listDeadLetters(10_000),
+      () => daemon.gateway.services.deadLetters.listDeadLetters(10_000),
       (listed) => cases.every(([, env]) => listed.some((l) => l.msgId === env.msgId)),
     );
     for (const [name, env, , reason] of cases) {
       expect(letters.find((l) => l.msgId === env.msgId)?.reason, name).toBe(reason);
     }
-    const status = await daemon.gateway.status();
+    const status = await daemon.gateway.services.status.status();
     // At least ours (broadcasts from other tests' untrusted gateways land here too).
     const counts = status.deadLetters as Record<string, number>;
     for (const [reason, n] of Object.entries({
@@ -243,7 +246,7 @@ describe('signed envelopes', () => {
     const untrustedGid = randomUUID();
     await announcePresence(channel, evil, [{ gid: untrustedGid, name: 'evil-twin' }]);
     await sleep(500);
-    const roster = daemon.gateway.roster();
+    const roster = daemon.gateway.services.status.roster();
     expect(roster.some((e) => e.gid === claimed.gid || e.host === victim)).toBe(false);
     expect(roster.some((e) => e.gid === untrustedGid)).toBe(false);
     const metrics = await daemon.gateway.metrics.registry.getSingleMetricAsString(

@@ -39,13 +39,16 @@ describe('the event log’s metrics on /metrics, and Node’s own with metrics.r
 
   it('counts each commit: its statements, its wait and its commit time', async () => {
     const gateway = await boot();
-    const a = gateway.authenticate((await gateway.register({ kind: 'main', name: 'a' })).token)!;
-    await gateway.register({ kind: 'main', name: 'b' });
+    const a = gateway.directory.authenticate(
+      (await gateway.services.registrations.register({ kind: 'main', name: 'a' })).token,
+    )!;
+    await gateway.services.registrations.register({ kind: 'main', name: 'b' });
     const before = await gateway.metrics.registry.metrics();
     const rowsBefore = sample(before, 'bridge_store_rows_written_total') ?? 0;
     const commitsBefore = sample(before, 'bridge_store_commit_ops_count') ?? 0;
-    for (let i = 0; i < 5; i++) await gateway.send(a, { kind: 'SEND', to: 'b', text: `m${i}` });
-    await gateway.flush();
+    for (let i = 0; i < 5; i++)
+      await gateway.services.sends.send(a, { kind: 'SEND', to: 'b', text: `m${i}` });
+    await gateway.store.batch.flush();
     const after = await gateway.metrics.registry.metrics();
     const rows = (sample(after, 'bridge_store_rows_written_total') ?? 0) - rowsBefore;
     const commits = (sample(after, 'bridge_store_commit_ops_count') ?? 0) - commitsBefore;

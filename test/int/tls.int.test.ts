@@ -52,7 +52,7 @@ describe('amqps:// with verification (private TLS broker)', () => {
     });
     const daemon = await startDaemon({ config, logger });
     daemons.push(daemon);
-    const status = async () => (await daemon.gateway.status()).broker as BrokerStatus;
+    const status = async () => (await daemon.gateway.services.status.status()).broker as BrokerStatus;
     return { daemon, status, lines, hostId };
   };
 

@@ -21,7 +21,7 @@ import { sendEnvelope } from '../support/sendEnvelope.js';
 
 /** Drains in process: the caller has the messages once the call returns, so it confirms. */
 async function drained(gateway: Gateway, entity: EntityActor): Promise<Envelope[]> {
-  const handover = await gateway.drain(entity);
+  const handover = await gateway.services.drains.drain(entity);
   handover.confirm();
   return handover.envelopes;
 }
@@ -218,8 +218,8 @@ describe('bad bytes on the wire are dead-lettered with their reason, never deliv
     tmux = await startTmuxServer();
     pane = await tmux.newPane('cat > /dev/null');
     ({ hostId, home, daemon, logLines, fatal } = await startWireGateway('wire'));
-    main = await daemon.gateway.register({ kind: 'main', name: 'inbox' });
-    worker = await daemon.gateway.register({
+    main = await daemon.gateway.services.registrations.register({ kind: 'main', name: 'inbox' });
+    worker = await daemon.gateway.services.registrations.register({
       kind: 'worker',
       name: 'typist',
       pane: { type: 'tmux', target: pane, socket: tmux.socket },
@@ -268,7 +268,7 @@ describe('bad bytes on the wire are dead-lettered with their reason, never deliv
   });
 
   it('the consumer keeps consuming: the main drains the extra-fields message and the good one, nothing else', async () => {
-    const entity = daemon.gateway.authenticate(main.token);
+    const entity = daemon.gateway.directory.authenticate(main.token);
     expect(entity).toBeDefined();
     const texts: string[] = [];
     await waitFor('the good message in the main’s drain', async () => {
@@ -311,7 +311,7 @@ describe('bad bytes on the wire are dead-lettered with their reason, never deliv
     expect(delivered.map((d) => d.id).sort()).toEqual(accepted.sort());
     expect(delivered.every((d) => d.state === 'acked')).toBe(true);
 
-    const status = await daemon.gateway.status();
+    const status = await daemon.gateway.services.status.status();
     expect(status.deadLetters).toEqual({ rejected: 8, 'newer-major': 2, expired: 2 });
   });
 
@@ -392,7 +392,7 @@ describe('an envelope whose hlc is not a clock time', () => {
 
   it('is dead-lettered as rejected, and the good message after it is still delivered', async () => {
     gw = await startWireGateway('wirehlc');
-    main = await gw.daemon.gateway.register({ kind: 'main', name: 'inbox' });
+    main = await gw.daemon.gateway.services.registrations.register({ kind: 'main', name: 'inbox' });
     connection = await amqp.connect(brokerUri);
     const channel = await connection.createConfirmChannel();
     const bad = envelope(main.gid, { hlc: 'yesterday', text: 'bad clock' });
@@ -402,7 +402,7 @@ describe('an envelope whose hlc is not a clock time', () => {
       await publishRaw(channel, main.gid, json(message), message.msgId as string);
     }
 
-    const entity = gw.daemon.gateway.authenticate(main.token)!;
+    const entity = gw.daemon.gateway.directory.authenticate(main.token)!;
     const texts: string[] = [];
     const deadline = Date.now() + 10_000;
     while (!texts.includes('after the bad clock') && Date.now() < deadline) {

@@ -64,7 +64,7 @@ export class MemoryGateway {
    */
   async settle(): Promise<void> {
     for (let i = 0; i < 20; i++) {
-      await this.gateway.flush();
+      await this.gateway.store.batch.flush();
       await new Promise((resolve) => setImmediate(resolve));
     }
   }

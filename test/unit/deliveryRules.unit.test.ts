@@ -47,7 +47,7 @@ describe('delivery rules in memory', () => {
   let gateway: Gateway;
   let main: EntityActor;
 
-  const send = (to: string, text: string) => gateway.send(main, { kind: 'SEND', to, text });
+  const send = (to: string, text: string) => gateway.services.sends.send(main, { kind: 'SEND', to, text });
   const entity = (name: string): EntityActor => {
     const found = [...gateway.directory.all()].find((e) => e.record.name === name);
     if (!found) throw new Error(`no entity ${name}`);
@@ -58,8 +58,8 @@ describe('delivery rules in memory', () => {
     pane = new GatedPane();
     memory = new MemoryGateway({ createInjector: () => pane });
     gateway = await memory.boot();
-    const registered = await gateway.register({ kind: 'main', name: 'm' });
-    main = gateway.authenticate(registered.token) as EntityActor;
+    const registered = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    main = gateway.directory.authenticate(registered.token) as EntityActor;
   });
   afterEach(async () => {
     pane.open();
@@ -67,7 +67,11 @@ describe('delivery rules in memory', () => {
   });
 
   it('FIFO: given a message being typed, when more come, then none is typed before it has gone in, and all go in in order', async () => {
-    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
     pane.shut();
     for (const text of ['one', 'two', 'three']) await send('w', text);
     await memory.settle();
@@ -79,7 +83,11 @@ describe('delivery rules in memory', () => {
   });
 
   it('FIFO: given a held head (a dialog), when more come, then they wait behind it, and go in after it', async () => {
-    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
     pane.hold = { reason: 'blocked', detail: 'a dialog' };
     const first = await send('w', 'one');
     await memory.settle();
@@ -94,9 +102,9 @@ describe('delivery rules in memory', () => {
   });
 
   it('dedup by msgId: given a message delivered and acked, when the same envelope comes again, then it is a duplicate and nothing is recorded or delivered', async () => {
-    await gateway.register({ kind: 'main', name: 'b' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'b' });
     const { msgId } = await send('b', 'once');
-    const taken = await gateway.drain(entity('b'));
+    const taken = await gateway.services.drains.drain(entity('b'));
     const envelope = taken.envelopes[0] as Envelope;
     expect(envelope.msgId).toBe(msgId);
     taken.confirm();
@@ -105,15 +113,19 @@ describe('delivery rules in memory', () => {
     expect(entity('b').accept(envelope)).toBe('duplicate');
     await memory.settle();
     expect(memory.events('SELECT count(*) AS n FROM events')).toEqual(rows);
-    expect((await gateway.drain(entity('b'))).envelopes).toEqual([]);
+    expect((await gateway.services.drains.drain(entity('b'))).envelopes).toEqual([]);
     expect(memory.deliveryTrail(msgId)).toEqual(['pending', 'held', 'handed-over', 'acked']);
   });
 
   it('dedup by msgId: given a message still waiting for its pane, when the same envelope comes again, then it is typed once', async () => {
-    await gateway.register({ kind: 'main', name: 'b' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'b' });
     const { msgId } = await send('b', 'copy');
     const [envelope] = entity('b').heldOf('SEND');
-    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
     pane.hold = { reason: 'busy', detail: 'working' };
     const copy = { ...(envelope as Envelope), to: entity('w').gid };
     expect(entity('w').accept(copy)).toBe('accepted');

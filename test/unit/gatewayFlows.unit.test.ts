@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { SimulatedClock } from 'xstate';
-import type { Gateway } from '../../src/gateway/Gateway.js';
+import { ErrorCode } from '../../src/errors.js';
+import { Gateway } from '../../src/gateway/Gateway.js';
 import { MemoryGateway } from '../support/MemoryGateway.js';
 import { RecordingPane } from '../support/RecordingPane.js';
 
@@ -37,22 +38,22 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('retries a failing pane with backoff, then dead-letters with delivery-limit and keeps the body', async () => {
-    const worker = await gateway.register({
+    const worker = await gateway.services.registrations.register({
       kind: 'worker',
       name: 'w',
       pane: { type: 'tmux', target: '%1' },
     });
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    const sender = gateway.authenticate(main.token)!;
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    const sender = gateway.directory.authenticate(main.token)!;
     pane.failing = true;
-    const { msgId } = await gateway.send(sender, { kind: 'SEND', to: 'w', text: 'doomed' });
+    const { msgId } = await gateway.services.sends.send(sender, { kind: 'SEND', to: 'w', text: 'doomed' });
     await settle();
-    expect(gateway.roster().find((e) => e.name === 'w')?.depth).toBe(1);
+    expect(gateway.services.status.roster().find((e) => e.name === 'w')?.depth).toBe(1);
     clock.increment(1_000); // first retry
     await settle();
     clock.increment(2_000); // second retry, third attempt fails: limit reached
     await settle();
-    expect(gateway.roster().find((e) => e.gid === worker.gid)?.depth).toBe(0);
+    expect(gateway.services.status.roster().find((e) => e.gid === worker.gid)?.depth).toBe(0);
     expect(memory.deliveryTrail(msgId)).toEqual([
       'pending',
       'injecting',
@@ -71,15 +72,19 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('holds a message while the pane shows a dialog, types nothing, and submits it once the dialog is gone', async () => {
-    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
-    const main = await gateway.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
     pane.hold = { reason: 'blocked', detail: 'Claude Code shows a dialog ("Do you want to proceed?")' };
-    const first = await gateway.send(gateway.authenticate(main.token)!, {
+    const first = await gateway.services.sends.send(gateway.directory.authenticate(main.token)!, {
       kind: 'SEND',
       to: 'w',
       text: 'one',
     });
-    const second = await gateway.send(gateway.authenticate(main.token)!, {
+    const second = await gateway.services.sends.send(gateway.directory.authenticate(main.token)!, {
       kind: 'SEND',
       to: 'w',
       text: 'two',
@@ -122,10 +127,14 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('a message whose Enter never takes is retried with Enter only, then dead-lettered as not-submitted', async () => {
-    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
-    const main = await gateway.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
     pane.swallowEnter = true;
-    const { msgId } = await gateway.send(gateway.authenticate(main.token)!, {
+    const { msgId } = await gateway.services.sends.send(gateway.directory.authenticate(main.token)!, {
       kind: 'SEND',
       to: 'w',
       text: 'stuck',
@@ -159,9 +168,9 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('expires a held message after its TTL, across a restart of the gateway', async () => {
-    const a = await gateway.register({ kind: 'main', name: 'a' });
-    await gateway.register({ kind: 'main', name: 'b' });
-    const { msgId } = await gateway.send(gateway.authenticate(a.token)!, {
+    const a = await gateway.services.registrations.register({ kind: 'main', name: 'a' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'b' });
+    const { msgId } = await gateway.services.sends.send(gateway.directory.authenticate(a.token)!, {
       kind: 'SEND',
       to: 'b',
       text: 'stale soon',
@@ -172,10 +181,10 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     await settle();
     clock.increment(29_000);
     await settle();
-    expect(gateway.roster().find((e) => e.name === 'b')?.depth).toBe(1);
+    expect(gateway.services.status.roster().find((e) => e.name === 'b')?.depth).toBe(1);
     clock.increment(2_000);
     await settle();
-    expect(gateway.roster().find((e) => e.name === 'b')?.depth).toBe(0);
+    expect(gateway.services.status.roster().find((e) => e.name === 'b')?.depth).toBe(0);
     const last = events(
       `SELECT event, to_state, data FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq DESC LIMIT 1`,
     )[0] as { to_state: string };
@@ -189,15 +198,16 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     });
     try {
       let restarted = await reminding.boot();
-      const a = await restarted.register({ kind: 'main', name: 'a' });
-      const b = await restarted.register({ kind: 'main', name: 'b' });
-      const sender = restarted.authenticate(a.token)!;
-      for (const text of ['one', 'two']) await restarted.send(sender, { kind: 'SEND', to: 'b', text });
+      const a = await restarted.services.registrations.register({ kind: 'main', name: 'a' });
+      const b = await restarted.services.registrations.register({ kind: 'main', name: 'b' });
+      const sender = restarted.directory.authenticate(a.token)!;
+      for (const text of ['one', 'two'])
+        await restarted.services.sends.send(sender, { kind: 'SEND', to: 'b', text });
       await reminding.settle();
       // Handed over to a drain the gateway stops before it is confirmed: they come back held.
-      const handed = await restarted.drain(restarted.authenticate(b.token)!);
+      const handed = await restarted.services.drains.drain(restarted.directory.authenticate(b.token)!);
       expect(handed.envelopes).toHaveLength(2);
-      await restarted.send(sender, { kind: 'SEND', to: 'b', text: 'three' });
+      await restarted.services.sends.send(sender, { kind: 'SEND', to: 'b', text: 'three' });
       await reminding.settle();
       await reminding.stop();
       restarted = await reminding.boot();
@@ -212,15 +222,20 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('does not type while the pane is busy, keeps order, and purges bodies once typed', async () => {
-    await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'herdr', paneId: 'p1' } });
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    const sender = gateway.authenticate(main.token)!;
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'herdr', paneId: 'p1' },
+    });
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    const sender = gateway.directory.authenticate(main.token)!;
     await settle();
     pane.setStatus('working');
-    for (const text of ['one', 'two', 'three']) await gateway.send(sender, { kind: 'SEND', to: 'w', text });
+    for (const text of ['one', 'two', 'three'])
+      await gateway.services.sends.send(sender, { kind: 'SEND', to: 'w', text });
     await settle();
     expect(pane.typed).toEqual([]);
-    expect(gateway.roster().find((e) => e.name === 'w')?.status).toBe('active.busy');
+    expect(gateway.services.status.roster().find((e) => e.name === 'w')?.status).toBe('active.busy');
     pane.setStatus('idle');
     await settle();
     await settle();
@@ -258,10 +273,14 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   } as const;
   for (const [name, crash] of Object.entries(crashes)) {
     it(`recovers a delivery interrupted mid-typing: ${name}`, async () => {
-      await gateway.register({ kind: 'worker', name: 'w', pane: { type: 'tmux', target: '%1' } });
-      const main = await gateway.register({ kind: 'main', name: 'm' });
+      await gateway.services.registrations.register({
+        kind: 'worker',
+        name: 'w',
+        pane: { type: 'tmux', target: '%1' },
+      });
+      const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
       pane.hanging = true;
-      const { msgId } = await gateway.send(gateway.authenticate(main.token)!, {
+      const { msgId } = await gateway.services.sends.send(gateway.directory.authenticate(main.token)!, {
         kind: 'SEND',
         to: 'w',
         text: 'hello',
@@ -276,20 +295,20 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
       await settle();
       expect(pane.typed.filter((t) => t.includes(msgId))).toHaveLength(1);
       expect(pane.input).toBeUndefined();
-      expect(gateway.roster().find((e) => e.name === 'w')?.depth).toBe(0);
+      expect(gateway.services.status.roster().find((e) => e.name === 'w')?.depth).toBe(0);
       expect(memory.deliveryTrail(msgId)).toEqual(crash.trail);
     });
   }
 
   it('deregistering a recipient dead-letters what it had not received', async () => {
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    await gateway.register({ kind: 'main', name: 'gone-soon' });
-    await gateway.send(gateway.authenticate(main.token)!, {
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'gone-soon' });
+    await gateway.services.sends.send(gateway.directory.authenticate(main.token)!, {
       kind: 'SEND',
       to: 'gone-soon',
       text: 'left behind',
     });
-    await gateway.deregister('gone-soon');
+    await gateway.services.registrations.deregister('gone-soon');
     const rows = events(
       "SELECT reason FROM (SELECT json_extract(data, '$.reason') AS reason FROM events WHERE event = 'delivery.deadLettered')",
     );
@@ -298,11 +317,15 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('deregistering a recipient counts and logs each dead letter, as any other dead letter is', async () => {
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    await gateway.register({ kind: 'main', name: 'gone-soon' });
-    const sender = gateway.authenticate(main.token)!;
-    const sent = await gateway.send(sender, { kind: 'SEND', to: 'gone-soon', text: 'left behind' });
-    await gateway.deregister('gone-soon');
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'gone-soon' });
+    const sender = gateway.directory.authenticate(main.token)!;
+    const sent = await gateway.services.sends.send(sender, {
+      kind: 'SEND',
+      to: 'gone-soon',
+      text: 'left behind',
+    });
+    await gateway.services.registrations.deregister('gone-soon');
     await settle();
     const metrics = await gateway.metrics.registry.getSingleMetricAsString('bridge_dead_letters_total');
     expect(metrics).toContain('reason="recipient-gone"} 1');
@@ -319,42 +342,52 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
   });
 
   it('an idempotency key returns the first msgId and sends nothing new', async () => {
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    await gateway.register({ kind: 'main', name: 'r' });
-    const sender = gateway.authenticate(main.token)!;
-    const first = await gateway.send(sender, { kind: 'SEND', to: 'r', text: 'once', idempotencyKey: 'k1' });
-    const again = await gateway.send(sender, { kind: 'SEND', to: 'r', text: 'once', idempotencyKey: 'k1' });
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'r' });
+    const sender = gateway.directory.authenticate(main.token)!;
+    const first = await gateway.services.sends.send(sender, {
+      kind: 'SEND',
+      to: 'r',
+      text: 'once',
+      idempotencyKey: 'k1',
+    });
+    const again = await gateway.services.sends.send(sender, {
+      kind: 'SEND',
+      to: 'r',
+      text: 'once',
+      idempotencyKey: 'k1',
+    });
     expect(again).toMatchObject({ msgId: first.msgId, duplicate: true, traceId: first.traceId });
-    expect(gateway.roster().find((e) => e.name === 'r')?.depth).toBe(1);
+    expect(gateway.services.status.roster().find((e) => e.name === 'r')?.depth).toBe(1);
   });
 
   it('two calls at once under one key: the first is sent, the other refused (IDEMPOTENCY_CONFLICT), not both', async () => {
-    const main = await gateway.register({ kind: 'main', name: 'm' });
-    await gateway.register({ kind: 'main', name: 'r' });
-    await gateway.register({ kind: 'main', name: 'q' });
-    const sender = gateway.authenticate(main.token)!;
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'r' });
+    await gateway.services.registrations.register({ kind: 'main', name: 'q' });
+    const sender = gateway.directory.authenticate(main.token)!;
     const [toR, toQ] = await Promise.allSettled([
-      gateway.send(sender, { kind: 'SEND', to: 'r', text: 'one', idempotencyKey: 'k' }),
-      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'two', idempotencyKey: 'k' }),
+      gateway.services.sends.send(sender, { kind: 'SEND', to: 'r', text: 'one', idempotencyKey: 'k' }),
+      gateway.services.sends.send(sender, { kind: 'SEND', to: 'q', text: 'two', idempotencyKey: 'k' }),
     ]);
     expect(toR).toMatchObject({ status: 'fulfilled', value: { duplicate: false } });
     expect(toQ).toMatchObject({ status: 'rejected', reason: { code: 'IDEMPOTENCY_CONFLICT' } });
-    expect(gateway.roster().find((e) => e.name === 'q')?.depth).toBe(0);
+    expect(gateway.services.status.roster().find((e) => e.name === 'q')?.depth).toBe(0);
     // The same call twice at once: one send, and the retry is its duplicate.
     const [a, b] = await Promise.all([
-      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'same', idempotencyKey: 'k2' }),
-      gateway.send(sender, { kind: 'SEND', to: 'q', text: 'same', idempotencyKey: 'k2' }),
+      gateway.services.sends.send(sender, { kind: 'SEND', to: 'q', text: 'same', idempotencyKey: 'k2' }),
+      gateway.services.sends.send(sender, { kind: 'SEND', to: 'q', text: 'same', idempotencyKey: 'k2' }),
     ]);
     expect([a.duplicate, b.duplicate]).toEqual([false, true]);
     expect(b.msgId).toBe(a.msgId);
-    expect(gateway.roster().find((e) => e.name === 'q')?.depth).toBe(1);
+    expect(gateway.services.status.roster().find((e) => e.name === 'q')?.depth).toBe(1);
   });
 
   describe('a long-poll drain (wait_ms)', () => {
     const mains = async () => {
-      const a = await gateway.register({ kind: 'main', name: 'a' });
-      const b = await gateway.register({ kind: 'main', name: 'b' });
-      return { a: gateway.authenticate(a.token)!, b: gateway.authenticate(b.token)! };
+      const a = await gateway.services.registrations.register({ kind: 'main', name: 'a' });
+      const b = await gateway.services.registrations.register({ kind: 'main', name: 'b' });
+      return { a: gateway.directory.authenticate(a.token)!, b: gateway.directory.authenticate(b.token)! };
     };
     const texts = (handover: { envelopes: Array<{ text: string }> }) => handover.envelopes.map((e) => e.text);
     /** Whether `promise` has settled, after the event loop had a turn. */
@@ -367,25 +400,25 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
 
     it('stays parked while nothing is held and returns as soon as a message is, without the clock moving', async () => {
       const { a, b } = await mains();
-      const parked = gateway.drain(b, undefined, 60_000);
+      const parked = gateway.services.drains.drain(b, undefined, 60_000);
       expect(await settled(parked)).toBe(false);
-      const { msgId } = await gateway.send(a, { kind: 'SEND', to: 'b', text: 'wake up' });
+      const { msgId } = await gateway.services.sends.send(a, { kind: 'SEND', to: 'b', text: 'wake up' });
       const handover = await parked;
       expect(handover.envelopes.map((e) => [e.msgId, e.text])).toEqual([[msgId, 'wake up']]);
       handover.confirm();
       await settle();
-      expect(gateway.roster().find((e) => e.name === 'b')?.depth).toBe(0);
+      expect(gateway.services.status.roster().find((e) => e.name === 'b')?.depth).toBe(0);
     });
 
     it('returns no messages once its wait is over, and never waits past limits.maxWaitMs', async () => {
       const { b } = await mains();
-      const parked = gateway.drain(b, undefined, 5_000);
+      const parked = gateway.services.drains.drain(b, undefined, 5_000);
       clock.increment(4_999);
       expect(await settled(parked)).toBe(false);
       clock.increment(1);
       expect((await parked).envelopes).toEqual([]);
       // Asked for more than the cap (600,000 ms by default): it returns at the cap.
-      const capped = gateway.drain(b, undefined, 10_000_000);
+      const capped = gateway.services.drains.drain(b, undefined, 10_000_000);
       clock.increment(600_000);
       expect((await capped).envelopes).toEqual([]);
     });
@@ -393,27 +426,34 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     it('a drain whose caller hung up (its signal aborted) takes nothing: the message waits for the next drain', async () => {
       const { a, b } = await mains();
       const hangUp = new AbortController();
-      const parked = gateway.drain(b, undefined, 60_000, hangUp.signal);
+      const parked = gateway.services.drains.drain(b, undefined, 60_000, hangUp.signal);
       expect(await settled(parked)).toBe(false);
       hangUp.abort();
       expect((await parked).envelopes).toEqual([]);
-      const { msgId } = await gateway.send(a, { kind: 'SEND', to: 'b', text: 'for the next drain' });
+      const { msgId } = await gateway.services.sends.send(a, {
+        kind: 'SEND',
+        to: 'b',
+        text: 'for the next drain',
+      });
       await settle();
-      const next = await gateway.drain(b);
+      const next = await gateway.services.drains.drain(b);
       expect(next.envelopes.map((e) => e.msgId)).toEqual([msgId]);
       next.confirm();
     });
 
     it('two drains parked on one entity: each message goes to one of them, once, and the other parks on', async () => {
       const { a, b } = await mains();
-      const drains = [gateway.drain(b, undefined, 60_000), gateway.drain(b, undefined, 60_000)];
-      await gateway.send(a, { kind: 'SEND', to: 'b', text: 'one' });
+      const drains = [
+        gateway.services.drains.drain(b, undefined, 60_000),
+        gateway.services.drains.drain(b, undefined, 60_000),
+      ];
+      await gateway.services.sends.send(a, { kind: 'SEND', to: 'b', text: 'one' });
       const [index, winner] = await Promise.race(drains.map((d, i) => d.then((h) => [i, h] as const)));
       expect(texts(winner)).toEqual(['one']);
       winner.confirm();
       const other = drains[1 - index]!;
       expect(await settled(other)).toBe(false);
-      await gateway.send(a, { kind: 'SEND', to: 'b', text: 'two' });
+      await gateway.services.sends.send(a, { kind: 'SEND', to: 'b', text: 'two' });
       const late = await other;
       expect(texts(late)).toEqual(['two']);
       late.confirm();
@@ -421,19 +461,24 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
 
     it('a message already held returns at once; an open send still takes its reply before a parked drain sees it', async () => {
       const { a, b } = await mains();
-      await gateway.send(a, { kind: 'SEND', to: 'b', text: 'already here' });
+      await gateway.services.sends.send(a, { kind: 'SEND', to: 'b', text: 'already here' });
       await settle();
-      const now = await gateway.drain(b, undefined, 60_000);
+      const now = await gateway.services.drains.drain(b, undefined, 60_000);
       expect(texts(now)).toEqual(['already here']);
       now.confirm();
       // a waits for b's answer with an open send while a's own drain is parked too.
-      const parked = gateway.drain(a, undefined, 60_000);
-      const open = gateway.send(a, { kind: 'SEND', to: 'b', text: 'question', waitMs: 60_000 });
+      const parked = gateway.services.drains.drain(a, undefined, 60_000);
+      const open = gateway.services.sends.send(a, {
+        kind: 'SEND',
+        to: 'b',
+        text: 'question',
+        waitMs: 60_000,
+      });
       await settle();
-      await gateway.send(b, { kind: 'SEND', to: 'a', text: 'answer' });
+      await gateway.services.sends.send(b, { kind: 'SEND', to: 'a', text: 'answer' });
       expect((await open).reply?.text).toBe('answer');
       expect(await settled(parked)).toBe(false);
-      await gateway.send(b, { kind: 'SEND', to: 'a', text: 'for the drain' });
+      await gateway.services.sends.send(b, { kind: 'SEND', to: 'a', text: 'for the drain' });
       const drained = await parked;
       expect(texts(drained)).toEqual(['for the drain']);
       drained.confirm();
@@ -441,11 +486,67 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
 
     it('a gateway stopping ends a parked drain, with nothing taken', async () => {
       const { b } = await mains();
-      const parked = gateway.drain(b, undefined, 60_000);
+      const parked = gateway.services.drains.drain(b, undefined, 60_000);
       expect(await settled(parked)).toBe(false);
       await gateway.stop();
       expect((await parked).envelopes).toEqual([]);
       gateway = await boot();
     });
+
+    it('a call that waits parks against the limits: one past limits.maxParkedPerEntity is refused, retryable', async () => {
+      const { a } = await mains();
+      const { maxParkedPerEntity } = gateway.config.limits;
+      const parked = Array.from({ length: maxParkedPerEntity }, () =>
+        gateway.services.drains.drain(a, undefined, 60_000),
+      );
+      await expect(gateway.services.drains.drain(a, undefined, 60_000)).rejects.toMatchObject({
+        code: ErrorCode.tooManyParked,
+        retryable: true,
+      });
+      // A call that does not wait does not park.
+      expect((await gateway.services.drains.drain(a)).envelopes).toEqual([]);
+      await gateway.stop();
+      await Promise.all(parked);
+      gateway = await boot();
+    });
+  });
+
+  it('a gateway that is stopping refuses every call that acts (retryable), and one not started refuses all', async () => {
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    const sender = gateway.directory.authenticate(main.token)!;
+    const { services } = gateway;
+    await gateway.stop();
+    const shuttingDown = { code: ErrorCode.shuttingDown, retryable: true };
+    await expect(services.registrations.register({ kind: 'main', name: 'late' })).rejects.toMatchObject(
+      shuttingDown,
+    );
+    await expect(services.sends.send(sender, { kind: 'SEND', to: 'm', text: 'late' })).rejects.toMatchObject(
+      shuttingDown,
+    );
+    await expect(services.asks.ask(sender, { to: 'm', question: 'late?' })).rejects.toMatchObject(
+      shuttingDown,
+    );
+    await expect(services.drains.drain(sender)).rejects.toMatchObject(shuttingDown);
+    await expect(services.router.broadcast(sender, { group: 'all', text: 'late' })).rejects.toMatchObject(
+      shuttingDown,
+    );
+    await expect(
+      services.spawnRequests.spawn(sender, { host: 'h1', profile: 'p', brief: 'late' }),
+    ).rejects.toMatchObject(shuttingDown);
+    await expect(services.messageStatus(sender, 'no-such-message')).rejects.toMatchObject(shuttingDown);
+    await expect(services.registrations.deregister('m')).rejects.toMatchObject(shuttingDown);
+    // Reads go on while it stops.
+    expect(services.status.roster().map((e) => e.name)).toContain('m');
+
+    const unstarted = new Gateway({
+      config: gateway.config,
+      logger: gateway.logger,
+      createInjector: () => pane,
+      eventLog: memory.store,
+    });
+    expect(() => unstarted.services).toThrow(
+      expect.objectContaining({ code: ErrorCode.notAvailable, retryable: true }),
+    );
+    gateway = await boot();
   });
 });
