@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { z } from 'zod';
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';
@@ -59,13 +60,21 @@ function checked<T extends z.ZodType>(option: string, schema: T, value: unknown)
   throw new BridgeError(ErrorCode.badRequest, `--${option}: ${describeIssues(result.error, 'value')}`);
 }
 
-/** The pane `--tmux` / `--herdr-pane` name (register, connect). */
+/**
+ * The pane `--tmux` / `--herdr-pane` name, or the agent host `--agent-socket` names (register,
+ * connect); at most one of them.
+ */
 export function paneOf(values: CliValues): PaneTarget | undefined {
-  if (values.tmux && values['herdr-pane']) {
-    throw new BridgeError(ErrorCode.badRequest, 'give either --tmux or --herdr-pane, not both');
+  const given = [values.tmux, values['herdr-pane'], values['agent-socket']].filter((v) => v !== undefined);
+  if (given.length > 1) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      'give one of --tmux, --herdr-pane and --agent-socket, not more',
+    );
   }
   if (values.tmux) return { type: 'tmux', target: values.tmux, socket: values['tmux-socket'] };
   if (values['herdr-pane']) return { type: 'herdr', paneId: values['herdr-pane'] };
+  if (values['agent-socket']) return { type: 'agent', socketPath: resolve(values['agent-socket']) };
   return undefined;
 }
 

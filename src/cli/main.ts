@@ -8,8 +8,12 @@ const usage = `agentbridge — cross-host messaging for AI coding agents
 Usage:
   agentbridge start [--config FILE]                       run the gateway (foreground)
   agentbridge register --kind worker|main|orchestrator|operator --name NAME
-                  [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID] [--group G]...
+                  [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID | --agent-socket PATH] [--group G]...
                                                       register an entity; prints its gid and token
+  agentbridge agent-host --socket PATH [--cwd DIR] -- AGENT [ARG]...
+                                                      run an agent behind its own protocol (ACP: gemini --acp,
+                                                      opencode acp) in this terminal, which mirrors its session;
+                                                      register it with --agent-socket PATH
   agentbridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
   agentbridge connect claude|codex|gemini --as main|worker|orchestrator NAME [--scope user|project] [--print]
                   [--tmux TARGET | --herdr-pane ID]   register NAME and write that agent's MCP config for it,
@@ -89,6 +93,7 @@ type Command = (values: CliValues, rest: string[]) => number | Promise<number>;
 const commands: Record<string, () => Promise<Command>> = {
   start: async () => (await import('./start.js')).runStart,
   register: async () => (await import('./commands.js')).runRegister,
+  'agent-host': async () => (await import('./agentHost.js')).runAgentHost,
   deregister: async () => (await import('./commands.js')).runDeregister,
   connect: async () => (await import('./connect.js')).runConnect,
   service: async () => (await import('./service.js')).runService,

@@ -3,6 +3,7 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
 import type { PaneTarget } from '../wire/paneTarget.js';
+import { agentHostHello, createAgentHostInjector } from './agentHostInjector.js';
 import { createHerdrInjector } from './herdrInjector.js';
 import { HerdrErrorCode, HerdrMethod } from './herdrProtocol.js';
 import { createHerdrSession, herdrCodeOf } from './herdrSession.js';
@@ -45,6 +46,7 @@ export function createInjectorFactory(options: InjectorFactoryOptions): (pane: P
         clock: options.clock,
       });
     }
+    if (pane.type === 'agent') return createAgentHostInjector({ socketPath: pane.socketPath });
     return createHerdrInjector({
       paneId: pane.paneId,
       socketPath: pane.socketPath ?? options.herdrSocketPath,
@@ -70,6 +72,11 @@ export function paneChecker(herdrSocketPath: string | undefined): (pane: PaneTar
             'check the target with `tmux list-panes -a -F "#{pane_id} #{session_name}:#{window_index}.#{pane_index}"`',
         );
       }
+      return;
+    }
+    if (pane.type === 'agent') {
+      // Says hello, or throws PANE_UNAVAILABLE saying how to start the host.
+      await agentHostHello(pane.socketPath);
       return;
     }
     const socketPath = pane.socketPath ?? herdrSocketPath ?? resolveHerdrSocketPath(process.env);

@@ -2,7 +2,7 @@
  * The herdr socket protocol as the pane injector and the herdr launcher use it: pure
  * encode/decode helpers and the zod schemas every inbound line goes through. What a server's
  * `ping` says it can do is read in `herdrFeatures.ts`; lines are cut from the byte stream in
- * `lineSplitter.ts`. No sockets here (those live in `herdrRequest.ts` and `herdrStatusWatch.ts`).
+ * `text/lineSplitter.ts`. No sockets here (those live in `herdrRequest.ts` and `herdrStatusWatch.ts`).
  *
  * One JSON object per line; a request is `{id, method, params}`; a reply is `{id, result:{type,…}}`
  * or `{id, error:{code, message}}`; a subscription connection then carries `{event, data}` lines.

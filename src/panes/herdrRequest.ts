@@ -5,6 +5,7 @@
  */
 import { createConnection, type Socket } from 'node:net';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { createLineSplitter } from '../text/lineSplitter.js';
 import {
   decodeLine,
   decodeResult,
@@ -14,7 +15,6 @@ import {
   type HerdrParams,
   type HerdrResults,
 } from './herdrProtocol.js';
-import { createLineSplitter } from './lineSplitter.js';
 
 /** Why a request failed, for the caller to turn into its own error. */
 export type HerdrRequestFailure =

@@ -4,6 +4,7 @@
  * drops, and who occupies the pane as far as herdr tells.
  */
 import type { Socket } from 'node:net';
+import { createLineSplitter } from '../text/lineSplitter.js';
 import {
   decodeLine,
   decodeResult,
@@ -14,7 +15,6 @@ import {
 } from './herdrProtocol.js';
 import { openSocket } from './herdrRequest.js';
 import { type HerdrLogger, type HerdrSession, herdrCodeOf } from './herdrSession.js';
-import { createLineSplitter } from './lineSplitter.js';
 import { PaneStatus } from './paneInjector.js';
 
 export interface HerdrStatusWatchOptions {

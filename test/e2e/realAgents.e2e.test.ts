@@ -561,13 +561,7 @@ describe('a real agent on another host: the receipt "submitted" reaches the send
     queues.push(`agent.${main.gid}.inbox`);
     lead = await connectMcp(a.mcpUrl, main.token);
     const address = `claude@${b.hostId}`;
-    await waitFor('claude in A’s roster', async () => {
-      const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
-        name: string;
-        host: string;
-      }>;
-      return roster.some((e) => e.name === 'claude' && e.host === b.hostId) ? true : undefined;
-    });
+    await a.waitForInRoster('claude', b.hostId);
     const result = await callTool(
       lead,
       'bridge_send',

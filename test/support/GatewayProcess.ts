@@ -8,6 +8,7 @@ import { callAdmin } from '../../src/cli/adminClient.js';
 import { initKeys, loadKeys } from '../../src/security/keys.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import { testDeployment } from './federation.js';
+import { waitFor } from './waitFor.js';
 
 /** Federated gateways of this test process that trust each other. */
 const circle = new Set<GatewayProcess>();
@@ -129,6 +130,21 @@ export class GatewayProcess {
 
   cli(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<CliResult> {
     return runCli(args, this.cliEnv(extra));
+  }
+
+  /** Waits until this gateway's roster lists `name` on `host` (another gateway's, by presence). */
+  async waitForInRoster(name: string, host: string, timeoutMs?: number): Promise<void> {
+    await waitFor(
+      `${name}@${host} in ${this.hostId}'s roster`,
+      async () => {
+        const roster = JSON.parse((await this.cli(['roster', '--json'])).stdout) as Array<{
+          name: string;
+          host: string;
+        }>;
+        return roster.some((e) => e.name === name && e.host === host) ? true : undefined;
+      },
+      timeoutMs,
+    );
   }
 
   /** This gateway's public key, made on first use. */

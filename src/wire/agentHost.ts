@@ -1,0 +1,94 @@
+import { z } from 'zod';
+
+/**
+ * What a gateway and an agent host say to each other (issue 33's native delivery paths). An
+ * agent host (`agentbridge agent-host`) runs a coding agent behind the agent's own protocol (ACP
+ * today) in a process of its own, in a terminal pane that mirrors the session, and listens on a
+ * unix socket: one request per connection, one JSON line each way. The host outlives the
+ * gateway (a gateway restart neither ends the agent nor loses what was handed to it), so what
+ * it was handed is asked of it, by marker, after a restart (R-DL5).
+ *
+ * Here, in the base, because both ends read it: the gateway's injector (panes/) and the host
+ * (agents/).
+ */
+
+/** The delivery paths a worker can have: typed into a terminal, or handed over a protocol. */
+export const DeliveryPath = {
+  terminal: 'terminal',
+  acp: 'acp',
+} as const;
+export type DeliveryPath = (typeof DeliveryPath)[keyof typeof DeliveryPath];
+
+/** Where a message the host was given is: not given, handed to the agent, or taken by it. */
+export const HandoverState = {
+  absent: 'absent',
+  /** Written to the agent's protocol (ACP `session/prompt` sent); not acknowledged yet. */
+  handed: 'handed',
+  /** The agent acknowledged the prompt: it started the turn (a session update) or ended it. */
+  acknowledged: 'acknowledged',
+} as const;
+export type HandoverState = (typeof HandoverState)[keyof typeof HandoverState];
+
+/** Whether the agent can take a prompt now. */
+export const AgentHostStatus = {
+  idle: 'idle',
+  /** A turn is running: ACP takes one prompt at a time, so a new one waits. */
+  working: 'working',
+  /** The agent asked its owner for a permission; nothing is handed until it is answered. */
+  blocked: 'blocked',
+  /** The agent process has exited; the host says why. */
+  gone: 'gone',
+} as const;
+export type AgentHostStatus = (typeof AgentHostStatus)[keyof typeof AgentHostStatus];
+
+/** The longest request or answer line either side reads: a message body is at most 1 MiB. */
+export const agentHostMaxLine = 4 * 1024 * 1024;
+
+const marker = z.string().min(1).max(200);
+
+export const agentHostRequestSchema = z.discriminatedUnion('op', [
+  /** Who the host is and how its agent is now. */
+  z.object({ op: z.literal('hello') }),
+  /** Hands a message to the agent if it can take one now; answers where the message is. */
+  z.object({ op: z.literal('deliver'), marker, text: z.string().max(2 * 1024 * 1024) }),
+  /** Waits (up to `timeoutMs`) until the message is acknowledged; answers where it is. */
+  z.object({ op: z.literal('await'), marker, timeoutMs: z.number().int().min(0).max(600_000) }),
+  /** Where the message is, without waiting. */
+  z.object({ op: z.literal('locate'), marker }),
+  /**
+   * The owner's answer to the oldest open permission request (or the one numbered `id`): allow
+   * picks the agent's allow-once option, deny its reject-once option (else cancels the request).
+   */
+  z.object({
+    op: z.literal('answer'),
+    decision: z.enum(['allow', 'deny']),
+    id: z.number().int().positive().optional(),
+  }),
+]);
+export type AgentHostRequest = z.infer<typeof agentHostRequestSchema>;
+
+export const agentHostHelloSchema = z.object({
+  path: z.enum([DeliveryPath.acp]),
+  /** The agent as it named itself (ACP `agentInfo`), else the command. */
+  agent: z.string(),
+  status: z.enum(['idle', 'working', 'blocked', 'gone']),
+  /** Why it is blocked or gone, in words for the roster and the delivery's hold. */
+  detail: z.string().optional(),
+});
+export type AgentHostHello = z.infer<typeof agentHostHelloSchema>;
+
+export const hostHandoverSchema = z.object({
+  state: z.enum(['absent', 'handed', 'acknowledged']),
+  /** The agent as it named itself, for what the gateway records of the step. */
+  agent: z.string(),
+  /** With `deliver` and state absent: why the agent cannot take it now. */
+  held: z.object({ status: z.enum(['working', 'blocked', 'gone']), detail: z.string() }).optional(),
+});
+export type HostHandover = z.infer<typeof hostHandoverSchema>;
+
+/** An answer line: the result of the request, or why it failed. */
+export const agentHostAnswerSchema = z.union([
+  z.object({ ok: z.literal(true), result: z.unknown() }),
+  z.object({ ok: z.literal(false), error: z.string() }),
+]);
+export type AgentHostAnswer = z.infer<typeof agentHostAnswerSchema>;
