@@ -14,76 +14,50 @@
  * its own tools, and asks before those that need a permission. A session runs one prompt turn
  * at a time (protocol/prompt-turn): a prompt for a busy agent waits for the turn to end.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { DeliveryPath } from '../wire/agentHost.js';
+import {
+  type AgentSession,
+  type AgentSessionOptions,
+  asRecord,
+  createPermissionDesk,
+  startAgentProcess,
+} from './agentSession.js';
 import { createJsonRpcPeer, type JsonRpcPeer } from './jsonRpcPeer.js';
 
 export const acpProtocolVersion = 1;
 
-/** What the agent reports, for the host's mirror and its status. */
-export type AcpEvent =
-  | { readonly kind: 'started'; readonly agent: string; readonly sessionId: string }
-  /** A session update (agentclientprotocol.com/protocol/prompt-turn#3-agent-reports-output). */
-  | { readonly kind: 'update'; readonly update: Record<string, unknown> }
-  | { readonly kind: 'permission'; readonly request: PermissionRequest }
-  | { readonly kind: 'permission-answered'; readonly id: number; readonly outcome: string }
-  | { readonly kind: 'turn-ended'; readonly stopReason: string }
-  | { readonly kind: 'stderr'; readonly text: string }
-  | { readonly kind: 'bad-line'; readonly reason: string }
-  | { readonly kind: 'exited'; readonly why: string };
-
-/** A permission the agent asked for and its owner has not answered yet. */
-export interface PermissionRequest {
-  /** Ours: the order in which they came. */
-  readonly id: number;
-  /** The tool call's title as the agent gave it. */
-  readonly title: string;
-  readonly options: ReadonlyArray<{ optionId: string; name: string; kind: string }>;
-}
-
-export interface AcpAgentOptions {
-  readonly command: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  readonly env?: NodeJS.ProcessEnv;
-  readonly onEvent: (event: AcpEvent) => void;
-}
-
-export interface AcpAgent {
-  /** Starts the process, initializes and opens a session; rejects if the agent will not. */
-  start(): Promise<void>;
-  /** The agent as it named itself. */
-  readonly name: string;
-  /**
-   * Sends one prompt. `onAcknowledged` is called once the agent has taken it (its first session
-   * update for the turn, or the turn's end); the promise settles when the turn ends.
-   */
-  prompt(text: string, onAcknowledged: () => void): Promise<string>;
-  /** The permissions asked and not answered, oldest first. */
-  openPermissions(): PermissionRequest[];
-  /** Answers an open permission with one of its options, or cancels it. */
-  answerPermission(id: number, optionId: string | undefined): boolean;
-  stop(): void;
-}
-
-function asRecord(value: unknown): Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-    ? (value as Record<string, unknown>)
-    : {};
-}
-
-export function createAcpAgent(options: AcpAgentOptions): AcpAgent {
+export function createAcpAgent(options: AgentSessionOptions): AgentSession {
   const { onEvent } = options;
-  let child: ChildProcess | undefined;
+  let stopProcess = (): void => {};
   let peer: JsonRpcPeer | undefined;
   let sessionId = '';
   let name = options.command;
   /** Called at the next session update of the running turn. */
   let acknowledge: (() => void) | undefined;
-  let nextPermission = 1;
-  const permissions = new Map<
-    number,
-    { request: PermissionRequest; answer: (outcome: Record<string, unknown>) => void }
-  >();
+  const permissions = createPermissionDesk(onEvent);
+
+  const acknowledged = (): void => {
+    acknowledge?.();
+    acknowledge = undefined;
+  };
+
+  /** A session update (agentclientprotocol.com/protocol/prompt-turn#3-agent-reports-output). */
+  const reportUpdate = (update: Record<string, unknown>): void => {
+    const kind = update.sessionUpdate;
+    const content = asRecord(update.content);
+    const text = content.type === 'text' ? String(content.text ?? '') : undefined;
+    if (kind === 'agent_message_chunk' && text !== undefined) onEvent({ kind: 'said', text });
+    else if (kind === 'agent_thought_chunk' && text !== undefined) onEvent({ kind: 'thought', text });
+    else if (kind === 'tool_call') {
+      onEvent({
+        kind: 'tool',
+        title: String(update.title ?? 'a tool call'),
+        status: String(update.status ?? 'pending'),
+      });
+    } else if (kind === 'tool_call_update' && update.status !== undefined) {
+      onEvent({ kind: 'tool', title: String(update.title ?? 'tool call'), status: String(update.status) });
+    }
+  };
 
   const onRequest = (method: string, params: unknown): Promise<unknown> => {
     if (method !== 'session/request_permission') {
@@ -91,64 +65,45 @@ export function createAcpAgent(options: AcpAgentOptions): AcpAgent {
     }
     const body = asRecord(params);
     const toolCall = asRecord(body.toolCall);
-    const request: PermissionRequest = {
-      id: nextPermission++,
-      title: String(toolCall.title ?? toolCall.kind ?? 'a tool call'),
-      options: (Array.isArray(body.options) ? body.options : []).map((o) => {
-        const option = asRecord(o);
-        return { optionId: String(option.optionId), name: String(option.name), kind: String(option.kind) };
-      }),
-    };
-    acknowledge?.();
-    acknowledge = undefined;
-    return new Promise((resolve) => {
-      permissions.set(request.id, { request, answer: (outcome) => resolve({ outcome }) });
-      onEvent({ kind: 'permission', request });
+    const offered = (Array.isArray(body.options) ? body.options : []).map((o) => {
+      const option = asRecord(o);
+      return { optionId: String(option.optionId), name: String(option.name), kind: String(option.kind) };
     });
+    // Asking means it is at work on the prompt.
+    acknowledged();
+    return permissions
+      .ask(String(toolCall.title ?? toolCall.kind ?? 'a tool call'), offered)
+      .then((optionId) => ({
+        outcome: optionId === undefined ? { outcome: 'cancelled' } : { outcome: 'selected', optionId },
+      }));
   };
 
   return {
+    path: DeliveryPath.acp,
+    takesMidTurn: false,
     get name() {
       return name;
     },
 
     async start() {
-      const spawned = spawn(options.command, [...options.args], {
-        cwd: options.cwd,
-        env: options.env ?? process.env,
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      child = spawned;
-      const exited = new Promise<never>((_, reject) => {
-        spawned.once('error', (err) => reject(err));
-        spawned.once('exit', (code, signal) =>
-          reject(new Error(`the agent exited (${signal ?? `code ${code}`})`)),
-        );
-      });
+      const { child, exited } = startAgentProcess(options, options.args);
+      stopProcess = () => child.kill('SIGTERM');
       exited.catch((err: Error) => {
         peer?.close(err.message);
-        for (const { answer } of permissions.values()) answer({ outcome: 'cancelled' });
-        permissions.clear();
+        permissions.cancelAll();
         onEvent({ kind: 'exited', why: err.message });
       });
-      spawned.stderr?.setEncoding('utf8');
-      spawned.stderr?.on('data', (text: string) => onEvent({ kind: 'stderr', text }));
-      const rpc = createJsonRpcPeer(
-        spawned.stdout as NonNullable<typeof spawned.stdout>,
-        spawned.stdin as NonNullable<typeof spawned.stdin>,
-        {
-          request: onRequest,
-          notification: (method, params) => {
-            if (method !== 'session/update') return;
-            const body = asRecord(params);
-            if (body.sessionId !== sessionId) return;
-            acknowledge?.();
-            acknowledge = undefined;
-            onEvent({ kind: 'update', update: asRecord(body.update) });
-          },
-          badLine: (reason) => onEvent({ kind: 'bad-line', reason }),
+      const rpc = createJsonRpcPeer(child.stdout, child.stdin, {
+        request: onRequest,
+        notification: (method, params) => {
+          if (method !== 'session/update') return;
+          const body = asRecord(params);
+          if (body.sessionId !== sessionId) return;
+          acknowledged();
+          reportUpdate(asRecord(body.update));
         },
-      );
+        badLine: (reason) => onEvent({ kind: 'bad-line', reason }),
+      });
       peer = rpc;
       const init = asRecord(
         await Promise.race([
@@ -161,20 +116,18 @@ export function createAcpAgent(options: AcpAgentOptions): AcpAgent {
       );
       const info = asRecord(init.agentInfo);
       if (typeof info.name === 'string') {
-        name =
-          typeof info.version === 'string'
-            ? `${info.title ?? info.name} ${info.version}`
-            : String(info.title ?? info.name);
+        const title = String(info.title ?? info.name);
+        name = typeof info.version === 'string' ? `${title} ${info.version}` : title;
       }
       const session = asRecord(
         await Promise.race([rpc.request('session/new', { cwd: options.cwd, mcpServers: [] }), exited]),
       );
       if (typeof session.sessionId !== 'string') throw new Error('session/new answered without a sessionId');
       sessionId = session.sessionId;
-      onEvent({ kind: 'started', agent: name, sessionId });
+      onEvent({ kind: 'started', agent: `${name} over ACP`, session: sessionId });
     },
 
-    async prompt(text, onAcknowledged) {
+    async prompt(_marker, text, onAcknowledged) {
       if (!peer) throw new Error('the agent has not started');
       acknowledge = onAcknowledged;
       try {
@@ -183,7 +136,7 @@ export function createAcpAgent(options: AcpAgentOptions): AcpAgent {
         );
         const stopReason = String(result.stopReason ?? 'unknown');
         // A turn that ended before any update still took the prompt.
-        acknowledge?.();
+        acknowledged();
         onEvent({ kind: 'turn-ended', stopReason });
         return stopReason;
       } finally {
@@ -191,24 +144,12 @@ export function createAcpAgent(options: AcpAgentOptions): AcpAgent {
       }
     },
 
-    openPermissions() {
-      return [...permissions.values()].map((p) => p.request);
-    },
-
-    answerPermission(id, optionId) {
-      const open = permissions.get(id);
-      if (!open) return false;
-      if (optionId !== undefined && !open.request.options.some((o) => o.optionId === optionId)) return false;
-      permissions.delete(id);
-      const outcome = optionId === undefined ? 'cancelled' : 'selected';
-      open.answer(optionId === undefined ? { outcome } : { outcome, optionId });
-      onEvent({ kind: 'permission-answered', id, outcome: optionId ?? 'cancelled' });
-      return true;
-    },
+    openPermissions: () => permissions.open(),
+    answerPermission: (id, optionId) => permissions.answer(id, optionId),
 
     stop() {
       peer?.close('the host stopped');
-      child?.kill('SIGTERM');
+      stopProcess();
     },
   };
 }

@@ -24,11 +24,16 @@ import {
   DeliveryPath,
   HandoverState,
   type HostHandover,
+  type NativePath,
 } from '../wire/agentHost.js';
-import { type AcpAgent, type AcpEvent, createAcpAgent } from './acpAgent.js';
+import { createAcpAgent } from './acpAgent.js';
+import type { AgentEvent, AgentSession, AgentSessionOptions } from './agentSession.js';
+import { createClaudeStreamAgent } from './claudeStreamAgent.js';
 
 export interface AgentHostOptions {
   readonly socketPath: string;
+  /** The agent's protocol: ACP (the default) or Claude Code's stream-json. */
+  readonly protocol?: NativePath | undefined;
   readonly command: string;
   readonly args: readonly string[];
   readonly cwd: string;
@@ -49,7 +54,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const { mirror } = options;
   const handovers = new Map<string, HandoverState>();
   const waiters = new Set<() => void>();
-  let working = false;
+  /** Prompts given whose turn has not ended. */
+  let inFlight = 0;
   let gone: string | undefined;
   let server: Server | undefined;
 
@@ -62,16 +68,22 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     for (const waiter of [...waiters]) waiter();
   };
 
-  const onEvent = (event: AcpEvent): void => {
+  const onEvent = (event: AgentEvent): void => {
     switch (event.kind) {
       case 'started':
         show(
           '──',
-          `${event.agent} over ACP, session ${event.sessionId}; the gateway hands messages in at ${options.socketPath}`,
+          `${event.agent}, session ${event.session}; the gateway hands messages in at ${options.socketPath}`,
         );
         return;
-      case 'update':
-        mirrorUpdate(event.update);
+      case 'said':
+        show('◀', event.text);
+        return;
+      case 'thought':
+        show('…', event.text);
+        return;
+      case 'tool':
+        show('⚙', `${event.title} (${event.status})`);
         return;
       case 'permission':
         show(
@@ -87,10 +99,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       case 'turn-ended':
         show('■', `turn ended (${event.stopReason})`);
         return;
-      case 'stderr':
-        return;
       case 'bad-line':
-        show('!', `the agent wrote a line that is not ACP: ${event.reason}`);
+        show('!', `the agent wrote a line that is not its protocol: ${event.reason}`);
         return;
       case 'exited':
         gone = event.why;
@@ -100,24 +110,17 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     }
   };
 
-  const mirrorUpdate = (update: Record<string, unknown>): void => {
-    const kind = String(update.sessionUpdate ?? '');
-    const content = update.content as { type?: string; text?: string } | undefined;
-    if (kind === 'agent_message_chunk' && content?.type === 'text') show('◀', content.text ?? '');
-    else if (kind === 'agent_thought_chunk' && content?.type === 'text') show('…', content.text ?? '');
-    else if (kind === 'tool_call')
-      show('⚙', `${String(update.title ?? 'a tool call')} (${String(update.status ?? 'pending')})`);
-    else if (kind === 'tool_call_update' && update.status !== undefined)
-      show('⚙', `tool call ${String(update.status)}`);
-  };
-
-  const agent: AcpAgent = createAcpAgent({
+  const sessionOptions: AgentSessionOptions = {
     command: options.command,
     args: options.args,
     cwd: options.cwd,
-    ...(options.env ? { env: options.env } : {}),
+    env: options.env,
     onEvent,
-  });
+  };
+  const agent: AgentSession =
+    options.protocol === DeliveryPath.claudeStream
+      ? createClaudeStreamAgent(sessionOptions)
+      : createAcpAgent(sessionOptions);
 
   const status = (): Pick<AgentHostHello, 'status' | 'detail'> => {
     if (gone !== undefined) return { status: AgentHostStatus.gone, detail: `${agent.name} is gone: ${gone}` };
@@ -128,27 +131,33 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         detail: `${agent.name} asks for a permission ("${asked.title}"): held until its owner answers`,
       };
     }
-    if (working)
+    if (inFlight > 0) {
       return { status: AgentHostStatus.working, detail: `${agent.name} is in a turn: held until it ends` };
+    }
     return { status: AgentHostStatus.idle };
   };
 
+  /** Whether a prompt given now is taken: an idle agent, or one that takes it into its running turn. */
+  const takesNow = (now: AgentHostHello['status']): boolean =>
+    now === AgentHostStatus.idle || (now === AgentHostStatus.working && agent.takesMidTurn);
+
   const deliver = (marker: string, text: string): HostHandover => {
     const known = handovers.get(marker);
-    if (known !== undefined) return { state: known, agent: agent.name };
+    if (known !== undefined) return { state: known, agent: agent.name, path: agent.path };
     const now = status();
-    if (now.status !== AgentHostStatus.idle) {
+    if (!takesNow(now.status) && now.status !== AgentHostStatus.idle) {
       return {
         state: HandoverState.absent,
         agent: agent.name,
+        path: agent.path,
         held: { status: now.status, detail: now.detail ?? now.status },
       };
     }
     handovers.set(marker, HandoverState.handed);
-    working = true;
+    inFlight++;
     show('▶', text);
     agent
-      .prompt(text, () => {
+      .prompt(marker, text, () => {
         handovers.set(marker, HandoverState.acknowledged);
         changed();
       })
@@ -158,10 +167,10 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         show('✗', `the prompt was refused: ${err.message}`);
       })
       .finally(() => {
-        working = false;
+        inFlight--;
         changed();
       });
-    return { state: HandoverState.handed, agent: agent.name };
+    return { state: HandoverState.handed, agent: agent.name, path: agent.path };
   };
 
   const awaitAck = (marker: string, timeoutMs: number): Promise<HostHandover> =>
@@ -171,7 +180,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         if (state === HandoverState.handed && gone === undefined) return false;
         waiters.delete(check);
         clearTimeout(timer);
-        resolve({ state, agent: agent.name });
+        resolve({ state, agent: agent.name, path: agent.path });
         return true;
       };
       const check = (): void => {
@@ -179,7 +188,11 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       };
       const timer = setTimeout(() => {
         waiters.delete(check);
-        resolve({ state: handovers.get(marker) ?? HandoverState.absent, agent: agent.name });
+        resolve({
+          state: handovers.get(marker) ?? HandoverState.absent,
+          agent: agent.name,
+          path: agent.path,
+        });
       }, timeoutMs);
       waiters.add(check);
       settle();
@@ -206,8 +219,15 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
 
   const answer = async (request: AgentHostRequest): Promise<unknown> => {
     switch (request.op) {
-      case 'hello':
-        return { path: DeliveryPath.acp, agent: agent.name, ...status() } satisfies AgentHostHello;
+      case 'hello': {
+        const now = status();
+        return {
+          path: agent.path,
+          agent: agent.name,
+          ...now,
+          takes: takesNow(now.status),
+        } satisfies AgentHostHello;
+      }
       case 'deliver':
         return deliver(request.marker, request.text);
       case 'await':
@@ -218,6 +238,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         return {
           state: handovers.get(request.marker) ?? HandoverState.absent,
           agent: agent.name,
+          path: agent.path,
         } satisfies HostHandover;
     }
   };

@@ -15,6 +15,7 @@ const options = {
   'herdr-pane': { type: 'string' },
   'agent-socket': { type: 'string' },
   socket: { type: 'string' },
+  protocol: { type: 'string' },
   cwd: { type: 'string' },
   group: { type: 'string', multiple: true },
   token: { type: 'string' },

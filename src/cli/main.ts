@@ -10,10 +10,11 @@ Usage:
   agentbridge register --kind worker|main|orchestrator|operator --name NAME
                   [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID | --agent-socket PATH] [--group G]...
                                                       register an entity; prints its gid and token
-  agentbridge agent-host --socket PATH [--cwd DIR] -- AGENT [ARG]...
-                                                      run an agent behind its own protocol (ACP: gemini --acp,
-                                                      opencode acp) in this terminal, which mirrors its session;
-                                                      register it with --agent-socket PATH
+  agentbridge agent-host --socket PATH [--protocol acp|claude-stream] [--cwd DIR] -- AGENT [ARG]...
+                                                      run an agent behind its own protocol (acp: gemini --acp,
+                                                      opencode acp; claude-stream: claude) in this terminal,
+                                                      which mirrors its session; register it with
+                                                      --agent-socket PATH
   agentbridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
   agentbridge connect claude|codex|gemini --as main|worker|orchestrator NAME [--scope user|project] [--print]
                   [--tmux TARGET | --herdr-pane ID]   register NAME and write that agent's MCP config for it,

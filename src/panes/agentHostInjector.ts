@@ -121,15 +121,13 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
   return {
     async inspect() {
       const hello = await agentHostHello(socketPath, requestTimeoutMs);
-      return hello.status === AgentHostStatus.idle
-        ? undefined
-        : holdOf(hello.status, hello.detail ?? hello.status);
+      return hello.takes ? undefined : holdOf(hello.status, hello.detail ?? hello.status);
     },
 
     async type(message): Promise<TypeOutcome> {
       const given = await handover({ op: 'deliver', marker: message.marker, text: message.text });
       if (given.state === HandoverState.acknowledged)
-        return { kind: 'submitted', how: `${given.agent} had taken the prompt already (ACP)` };
+        return { kind: 'submitted', how: `${given.agent} had taken the prompt already (${given.path})` };
       if (given.state === HandoverState.handed) return { kind: 'typed' };
       const held = given.held ?? {
         status: AgentHostStatus.working,
@@ -144,7 +142,7 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
         acknowledgeTimeoutMs + requestTimeoutMs,
       );
       if (seen.state === HandoverState.acknowledged) {
-        return { kind: 'submitted', how: `${seen.agent} acknowledged the prompt (ACP)` };
+        return { kind: 'submitted', how: `${seen.agent} acknowledged the prompt (${seen.path})` };
       }
       if (seen.state === HandoverState.absent) {
         // Refused by the agent, or a host started since: nothing of it was taken; hand it again.

@@ -16,8 +16,12 @@ import { z } from 'zod';
 export const DeliveryPath = {
   terminal: 'terminal',
   acp: 'acp',
+  /** Claude Code's `--input-format stream-json` (user messages as JSON lines on its stdin). */
+  claudeStream: 'claude-stream',
 } as const;
 export type DeliveryPath = (typeof DeliveryPath)[keyof typeof DeliveryPath];
+/** The paths an agent host serves: an agent's own protocol. */
+export type NativePath = Exclude<DeliveryPath, typeof DeliveryPath.terminal>;
 
 /** Where a message the host was given is: not given, handed to the agent, or taken by it. */
 export const HandoverState = {
@@ -32,7 +36,7 @@ export type HandoverState = (typeof HandoverState)[keyof typeof HandoverState];
 /** Whether the agent can take a prompt now. */
 export const AgentHostStatus = {
   idle: 'idle',
-  /** A turn is running: ACP takes one prompt at a time, so a new one waits. */
+  /** A turn is running: over ACP a new prompt waits for it to end; Claude's stream takes it into the turn. */
   working: 'working',
   /** The agent asked its owner for a permission; nothing is handed until it is answered. */
   blocked: 'blocked',
@@ -68,10 +72,12 @@ export const agentHostRequestSchema = z.discriminatedUnion('op', [
 export type AgentHostRequest = z.infer<typeof agentHostRequestSchema>;
 
 export const agentHostHelloSchema = z.object({
-  path: z.enum([DeliveryPath.acp]),
+  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream]),
   /** The agent as it named itself (ACP `agentInfo`), else the command. */
   agent: z.string(),
   status: z.enum(['idle', 'working', 'blocked', 'gone']),
+  /** Whether a message handed now would be taken (an agent in a turn may take it into the turn). */
+  takes: z.boolean(),
   /** Why it is blocked or gone, in words for the roster and the delivery's hold. */
   detail: z.string().optional(),
 });
@@ -79,8 +85,9 @@ export type AgentHostHello = z.infer<typeof agentHostHelloSchema>;
 
 export const hostHandoverSchema = z.object({
   state: z.enum(['absent', 'handed', 'acknowledged']),
-  /** The agent as it named itself, for what the gateway records of the step. */
+  /** The agent as it named itself, and its path, for what the gateway records of the step. */
   agent: z.string(),
+  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream]),
   /** With `deliver` and state absent: why the agent cannot take it now. */
   held: z.object({ status: z.enum(['working', 'blocked', 'gone']), detail: z.string() }).optional(),
 });

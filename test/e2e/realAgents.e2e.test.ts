@@ -8,11 +8,11 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { continuationMark } from '../../src/panes/paneText.js';
 import { type AgentTui, type AgentTuiSession, launchAgentTui, shellDialogOf } from '../support/agentTuis.js';
-import { deleteQueues, uniqueHostId } from '../support/broker.js';
+import { deleteQueues } from '../support/broker.js';
 import { startCpuLoad } from '../support/cpuLoad.js';
 import { type FakeModelApi, startFakeModelApi } from '../support/fakeModelApi.js';
-import { brokerEnv, removeDeadLettersOf } from '../support/federation.js';
-import { GatewayProcess } from '../support/GatewayProcess.js';
+import { removeDeadLettersOf } from '../support/federation.js';
+import { federatedGateway, GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -525,14 +525,8 @@ describe('a real agent on another host: the receipt "submitted" reaches the send
     dir = await mkdtemp(join(tmpdir(), 'bridge-real-agents-xhost-'));
     socket = join(dir, 'tmux.sock');
     api = await startFakeModelApi();
-    const federated = (prefix: string) =>
-      new GatewayProcess({
-        hostId: uniqueHostId(prefix),
-        env: { ...brokerEnv },
-        config: { broker: { heartbeatMs: 300 } },
-      });
-    a = federated('agents-a');
-    b = federated('agents-b');
+    a = federatedGateway('agents-a');
+    b = federatedGateway('agents-b');
     [session] = await Promise.all([
       launchAgentTui('claude', { socket, apiUrl: api.url, timeoutMs: 120_000 }),
       a.start(),

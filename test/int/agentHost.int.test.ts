@@ -11,135 +11,145 @@ import {
   createAgentHostInjector,
 } from '../../src/panes/agentHostInjector.js';
 import { DeferReason, type PaneInjector } from '../../src/panes/paneInjector.js';
-import { agentHostMaxLine } from '../../src/wire/agentHost.js';
+import { agentHostMaxLine, type NativePath } from '../../src/wire/agentHost.js';
 import { waitFor } from '../support/waitFor.js';
-
-const fakeAgent = join(import.meta.dirname, '..', 'support', 'fakeAcpAgent.mjs');
 
 /**
  * The agent host over a stand-in ACP agent (test/support/fakeAcpAgent.mjs), and the gateway's
  * injector over its socket: the steps of a delivery on the ACP path, holds, the owner's answer
  * to a permission, and what the host does with input that is not its protocol.
  */
-describe('the agent host (ACP) and its injector', () => {
-  let dir: string;
-  let socketPath: string;
-  let host: AgentHost;
-  let injector: PaneInjector;
-  let mirror: string[];
-  /** Every prompt the agent got, in order. */
-  const prompts = () => mirror.filter((line) => line.startsWith('▶ ')).map((line) => line.slice(2));
-  const message = (marker: string, text: string) => ({ marker, text: `[msg ${marker}] ${text}` });
-
+/** An agent host over a stand-in agent in a temp dir, started before each case and stopped after. */
+function hostOver(protocol: NativePath, fake: string) {
+  const fixture = {
+    dir: '',
+    socketPath: '',
+    host: undefined as unknown as AgentHost,
+    injector: undefined as unknown as PaneInjector,
+    mirror: [] as string[],
+    /** Every message the agent was given, in order. */
+    prompts: () => fixture.mirror.filter((line) => line.startsWith('▶ ')).map((line) => line.slice(2)),
+  };
   beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'bridge-agent-host-'));
-    socketPath = join(dir, 'agent.sock');
-    mirror = [];
-    host = createAgentHost({
-      socketPath,
+    fixture.dir = await mkdtemp(join(tmpdir(), `bridge-agent-host-${protocol}-`));
+    fixture.socketPath = join(fixture.dir, 'agent.sock');
+    fixture.mirror = [];
+    fixture.host = createAgentHost({
+      socketPath: fixture.socketPath,
+      protocol,
       command: process.execPath,
-      args: [fakeAgent],
-      cwd: dir,
-      mirror: (line) => mirror.push(line),
+      args: [join(import.meta.dirname, '..', 'support', fake)],
+      cwd: fixture.dir,
+      mirror: (line) => fixture.mirror.push(line),
     });
-    await host.start();
-    injector = createAgentHostInjector({ socketPath, acknowledgeTimeoutMs: 2_000 });
+    await fixture.host.start();
+    fixture.injector = createAgentHostInjector({
+      socketPath: fixture.socketPath,
+      acknowledgeTimeoutMs: 2_000,
+    });
   });
   afterEach(async () => {
-    await host.stop();
-    await rm(dir, { recursive: true, force: true });
+    await fixture.host.stop();
+    await rm(fixture.dir, { recursive: true, force: true });
   });
+  return fixture;
+}
+
+const message = (marker: string, text: string) => ({ marker, text: `[msg ${marker}] ${text}` });
+
+describe('the agent host (ACP) and its injector', () => {
+  const f = hostOver('acp', 'fakeAcpAgent.mjs');
 
   it('hands a message over once, acknowledged; handing it again (a retry, a restarted gateway) gives no second prompt', async () => {
-    expect(await agentHostHello(socketPath)).toMatchObject({
+    expect(await agentHostHello(f.socketPath)).toMatchObject({
       path: 'acp',
       agent: 'fake-acp 1.0',
       status: 'idle',
     });
     const m = message('m1', 'hello');
-    expect(await injector.type(m)).toEqual({ kind: 'typed' });
-    expect(await injector.submit(m)).toMatchObject({
+    expect(await f.injector.type(m)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(m)).toMatchObject({
       kind: 'submitted',
-      how: 'fake-acp 1.0 acknowledged the prompt (ACP)',
+      how: 'fake-acp 1.0 acknowledged the prompt (acp)',
     });
-    expect(await injector.locate(m)).toBe('submitted');
-    expect(await injector.type(m)).toMatchObject({ kind: 'submitted' });
-    expect(prompts()).toEqual(['[msg m1] hello']);
+    expect(await f.injector.locate(m)).toBe('submitted');
+    expect(await f.injector.type(m)).toMatchObject({ kind: 'submitted' });
+    expect(f.prompts()).toEqual(['[msg m1] hello']);
   });
 
   it('holds a message while the agent is in a turn (busy), and takes it once the turn ends', async () => {
     const slow = message('s1', 'slow one');
-    expect(await injector.type(slow)).toEqual({ kind: 'typed' });
-    expect(await injector.inspect()).toMatchObject({ reason: DeferReason.busy });
-    expect(await injector.type(message('s2', 'next'))).toMatchObject({
+    expect(await f.injector.type(slow)).toEqual({ kind: 'typed' });
+    expect(await f.injector.inspect()).toMatchObject({ reason: DeferReason.busy });
+    expect(await f.injector.type(message('s2', 'next'))).toMatchObject({
       kind: 'deferred',
       reason: DeferReason.busy,
     });
-    expect(await injector.locate(message('s2', 'next'))).toBe('absent');
-    expect(await injector.submit(slow)).toMatchObject({ kind: 'submitted' });
+    expect(await f.injector.locate(message('s2', 'next'))).toBe('absent');
+    expect(await f.injector.submit(slow)).toMatchObject({ kind: 'submitted' });
     await waitFor('the turn to end', async () =>
-      (await injector.inspect()) === undefined ? true : undefined,
+      (await f.injector.inspect()) === undefined ? true : undefined,
     );
-    expect(await injector.type(message('s2', 'next'))).toEqual({ kind: 'typed' });
-    expect(prompts()).toEqual(['[msg s1] slow one', '[msg s2] next']);
+    expect(await f.injector.type(message('s2', 'next'))).toEqual({ kind: 'typed' });
+    expect(f.prompts()).toEqual(['[msg s1] slow one', '[msg s2] next']);
   });
 
   it('a prompt the agent refuses is not taken: submit says so, and it can be handed again', async () => {
     const m = message('r1', 'refuse this');
-    expect(await injector.type(m)).toEqual({ kind: 'typed' });
-    expect(await injector.submit(m)).toMatchObject({ kind: 'deferred', reason: DeferReason.notShown });
-    expect(await injector.locate(m)).toBe('absent');
-    expect(mirror.some((line) => line.includes('the prompt was refused'))).toBe(true);
+    expect(await f.injector.type(m)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(m)).toMatchObject({ kind: 'deferred', reason: DeferReason.notShown });
+    expect(await f.injector.locate(m)).toBe('absent');
+    expect(f.mirror.some((line) => line.includes('the prompt was refused'))).toBe(true);
   });
 
   it('a prompt the agent neither answers nor updates within the wait is not submitted, and stays handed', async () => {
-    const quiet = createAgentHostInjector({ socketPath, acknowledgeTimeoutMs: 300 });
+    const quiet = createAgentHostInjector({ socketPath: f.socketPath, acknowledgeTimeoutMs: 300 });
     const m = message('q1', 'hang on this');
     expect(await quiet.type(m)).toEqual({ kind: 'typed' });
     expect(await quiet.submit(m)).toMatchObject({ kind: 'not-submitted' });
     expect(await quiet.locate(m)).toBe('typed');
     // Handed once: a retry does not prompt again.
     expect(await quiet.type(m)).toEqual({ kind: 'typed' });
-    expect(prompts()).toEqual(['[msg q1] hang on this']);
+    expect(f.prompts()).toEqual(['[msg q1] hang on this']);
   });
 
   it('a turn that ends without an update still took its prompt', async () => {
     const m = message('e1', 'silent one');
-    await injector.type(m);
-    expect(await injector.submit(m)).toMatchObject({ kind: 'submitted' });
+    await f.injector.type(m);
+    expect(await f.injector.submit(m)).toMatchObject({ kind: 'submitted' });
   });
 
   it('a permission request holds every message until the owner answers; nothing answers it for them', async () => {
     const asking = message('p1', 'permission please');
-    await injector.type(asking);
-    await injector.submit(asking);
-    expect(await injector.inspect()).toMatchObject({
+    await f.injector.type(asking);
+    await f.injector.submit(asking);
+    expect(await f.injector.inspect()).toMatchObject({
       reason: DeferReason.blocked,
       detail: expect.stringContaining('touch PWNED'),
     });
-    expect(await injector.type(message('p2', 'meanwhile'))).toMatchObject({
+    expect(await f.injector.type(message('p2', 'meanwhile'))).toMatchObject({
       kind: 'deferred',
       reason: DeferReason.blocked,
     });
     await sleep(300);
-    expect(mirror.some((line) => line.startsWith('◀ permission'))).toBe(false);
-    expect(await agentHostRequest(socketPath, { op: 'answer', decision: 'deny' }, 2_000)).toEqual({
+    expect(f.mirror.some((line) => line.startsWith('◀ permission'))).toBe(false);
+    expect(await agentHostRequest(f.socketPath, { op: 'answer', decision: 'deny' }, 2_000)).toEqual({
       answered: 1,
     });
     await waitFor('the turn to end', async () =>
-      (await injector.inspect()) === undefined ? true : undefined,
+      (await f.injector.inspect()) === undefined ? true : undefined,
     );
-    expect(mirror).toContain('◀ permission: {"outcome":"selected","optionId":"reject"}');
-    await expect(agentHostRequest(socketPath, { op: 'answer', decision: 'allow' }, 2_000)).rejects.toThrow(
+    expect(f.mirror).toContain('◀ permission: {"outcome":"selected","optionId":"reject"}');
+    await expect(agentHostRequest(f.socketPath, { op: 'answer', decision: 'allow' }, 2_000)).rejects.toThrow(
       'asks for no permission now',
     );
-    expect(await injector.type(message('p2', 'meanwhile'))).toEqual({ kind: 'typed' });
+    expect(await f.injector.type(message('p2', 'meanwhile'))).toEqual({ kind: 'typed' });
   });
 
   it('input that is not its protocol gets an error answer, and the host goes on', async () => {
     const raw = (line: string) =>
       new Promise<string>((resolve) => {
-        const socket = createConnection(socketPath, () => socket.write(line));
+        const socket = createConnection(f.socketPath, () => socket.write(line));
         let got = '';
         socket.setEncoding('utf8');
         socket.on('data', (chunk: string) => {
@@ -153,6 +163,62 @@ describe('the agent host (ACP) and its injector', () => {
       ok: false,
       error: expect.stringContaining('longer than'),
     });
-    expect(await agentHostHello(socketPath)).toMatchObject({ status: 'idle' });
+    expect(await agentHostHello(f.socketPath)).toMatchObject({ status: 'idle' });
+  });
+});
+
+describe("the agent host over Claude Code's stream-json (a stand-in) and its injector", () => {
+  const f = hostOver('claude-stream', 'fakeClaudeStream.mjs');
+
+  it('a message is submitted when the agent takes it (the init of its turn, or its replay), once; handing it again writes nothing', async () => {
+    expect(await agentHostHello(f.socketPath)).toMatchObject({ path: 'claude-stream', status: 'idle' });
+    const m = message('c1', 'hello');
+    expect(await f.injector.type(m)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(m)).toMatchObject({ kind: 'submitted' });
+    expect(await f.injector.type(m)).toMatchObject({ kind: 'submitted' });
+    expect(f.prompts()).toEqual(['[msg c1] hello']);
+    expect(await agentHostHello(f.socketPath)).toMatchObject({ agent: 'Claude Code 0.0-fake' });
+  });
+
+  it('a message for an agent in a turn is given at once and taken into that turn', async () => {
+    const slow = message('c2', 'slow one');
+    await f.injector.type(slow);
+    expect(await f.injector.submit(slow)).toMatchObject({ kind: 'submitted' });
+    expect(await f.injector.inspect()).toBeUndefined();
+    const mid = message('c3', 'mid-turn');
+    expect(await f.injector.type(mid)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(mid)).toMatchObject({ kind: 'submitted' });
+    await waitFor('the turn to end', () => (f.mirror.some((l) => l.startsWith('■')) ? true : undefined));
+    // One turn: the second message joined the first's.
+    expect(f.mirror.filter((l) => l.startsWith('■'))).toHaveLength(1);
+    expect(f.prompts()).toEqual(['[msg c2] slow one', '[msg c3] mid-turn']);
+  });
+
+  it("a tool permission is the owner's: messages are held, the owner allows once, the turn goes on", async () => {
+    const asking = message('c4', 'permission please');
+    await f.injector.type(asking);
+    await f.injector.submit(asking);
+    await waitFor('the permission request', async () =>
+      (await f.injector.inspect())?.reason === DeferReason.blocked ? true : undefined,
+    );
+    expect(await f.injector.type(message('c5', 'meanwhile'))).toMatchObject({
+      kind: 'deferred',
+      reason: DeferReason.blocked,
+    });
+    expect(await agentHostRequest(f.socketPath, { op: 'answer', decision: 'allow' }, 2_000)).toEqual({
+      answered: 1,
+    });
+    await waitFor('the answer to reach the agent', () =>
+      f.mirror.includes('◀ permission: allow') ? true : undefined,
+    );
+    expect(await f.injector.type(message('c5', 'meanwhile'))).toEqual({ kind: 'typed' });
+  });
+
+  it('a message the agent never takes is not submitted, and stays handed', async () => {
+    const quiet = createAgentHostInjector({ socketPath: f.socketPath, acknowledgeTimeoutMs: 300 });
+    const m = message('c6', 'ignore this');
+    expect(await quiet.type(m)).toEqual({ kind: 'typed' });
+    expect(await quiet.submit(m)).toMatchObject({ kind: 'not-submitted' });
+    expect(await quiet.locate(m)).toBe('typed');
   });
 });

@@ -7,7 +7,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { callAdmin } from '../../src/cli/adminClient.js';
 import { initKeys, loadKeys } from '../../src/security/keys.js';
 import { addTrust } from '../../src/security/TrustStore.js';
-import { testDeployment } from './federation.js';
+import { uniqueHostId } from './broker.js';
+import { brokerEnv, testDeployment } from './federation.js';
 import { waitFor } from './waitFor.js';
 
 /** Federated gateways of this test process that trust each other. */
@@ -257,4 +258,16 @@ export class GatewayProcess {
 /** Whether a child process has ended, by exit code or by signal (a SIGKILLed child has no code). */
 function exited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;
+}
+
+/**
+ * A gateway process on the test broker, under a host id of its own that starts with `prefix`,
+ * with a short presence heartbeat (peers see each other within a second).
+ */
+export function federatedGateway(prefix: string): GatewayProcess {
+  return new GatewayProcess({
+    hostId: uniqueHostId(prefix),
+    env: { ...brokerEnv },
+    config: { broker: { heartbeatMs: 300 } },
+  });
 }

@@ -1,0 +1,264 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentHostHello, agentHostRequest } from '../../src/panes/agentHostInjector.js';
+import { type AgentHome, type AgentTui, prepareAgentHome, runTmux } from '../support/agentTuis.js';
+import { deleteQueues } from '../support/broker.js';
+import { type FakeModelApi, RequestKind, startFakeModelApi } from '../support/fakeModelApi.js';
+import { removeDeadLettersOf } from '../support/federation.js';
+import { cliPath, federatedGateway, type GatewayProcess } from '../support/GatewayProcess.js';
+import { callTool, connectMcp, type Registered } from '../support/mcpClient.js';
+import { waitFor } from '../support/waitFor.js';
+
+interface Sent {
+  msgId: string;
+  stage: string | null;
+}
+
+/** A worker whose agent takes its prompts over the agent's own protocol, behind an agent host. */
+interface NativeWorker {
+  /** The worker's name on B, and the agent host's tmux session. */
+  readonly name: string;
+  readonly agent: AgentTui;
+  /** `agent-host --protocol`, and what the agent is started with. */
+  readonly protocol: 'acp' | 'claude-stream';
+  readonly args: readonly string[];
+  /** The agent takes a message into a running turn (else it waits for the turn to end). */
+  readonly midTurn: boolean;
+}
+
+const workers: readonly NativeWorker[] = [
+  { name: 'gemini', agent: 'gemini', protocol: 'acp', args: ['--acp'], midTurn: false },
+  { name: 'claude', agent: 'claude', protocol: 'claude-stream', args: [], midTurn: true },
+];
+
+/**
+ * Workers that take their prompts over their agents' own protocols (issue 33): Gemini CLI as
+ * `gemini --acp` (ACP) and Claude Code in its stream-json mode, both from the npm registry, each
+ * run by `agentbridge agent-host` in a real tmux pane (the pane mirrors the session) and
+ * registered with `--agent-socket` on gateway B; a main on gateway A (a separate process,
+ * federated through the broker) sends over MCP with the official SDK client. The fake model API
+ * records what reached the model.
+ */
+describe('workers on their agents’ own protocols (ACP, Claude stream-json) on another host', () => {
+  let dir: string;
+  let tmuxSocket: string;
+  let api: FakeModelApi;
+  const homes = new Map<string, AgentHome>();
+  let a: GatewayProcess;
+  let b: GatewayProcess;
+  let lead: Client;
+  const queues: string[] = [];
+  /** What the fake model's shell call would create. */
+  const marker = () => join(dir, 'native-PWNED');
+  /** A file in each agent's working directory the fake model reads (a tool that asks nothing). */
+  const notes = (cwd: string) => join(cwd, 'notes.txt');
+  const socketOf = (name: string) => join(dir, `${name}.sock`);
+
+  const send = async (to: string, text: string, extra: Record<string, unknown> = {}): Promise<Sent> => {
+    const result = await callTool(lead, 'bridge_send', { to: `${to}@${b.hostId}`, text, ...extra }, 180_000);
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    return result.structuredContent as unknown as Sent;
+  };
+  const stageOf = async (msgId: string) => {
+    const result = await callTool(lead, 'bridge_status', { msg_id: msgId });
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    return (result.structuredContent as { stage: string | null }).stage;
+  };
+  const promptsWith = (msgId: string): string[] => api.prompts().filter((p) => p.includes(msgId));
+  /** The model requests whose conversation holds the message. */
+  const requestsWith = (msgId: string) =>
+    api.requests.filter((r) => JSON.stringify(r.body ?? '').includes(msgId));
+  /** The delivery's steps on B and what B recorded with them. */
+  const deliveryOnB = (msgId: string) => {
+    const db = new Database(join(b.home, 'events.db'), { readonly: true });
+    try {
+      const rows = db
+        .prepare(
+          "SELECT to_state, data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
+        )
+        .all(msgId) as Array<{ to_state: string; data: string | null }>;
+      return { trail: rows.map((r) => r.to_state), events: rows.map((r) => r.data ?? '').join('\n') };
+    } finally {
+      db.close();
+    }
+  };
+  const mirror = (name: string) =>
+    runTmux(tmuxSocket, ['capture-pane', '-p', '-J', '-t', name, '-S', '-300']);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'bridge-native-'));
+    tmuxSocket = join(dir, 'tmux.sock');
+    api = await startFakeModelApi({
+      command: (prompt) => (/run the command (\w+)/.test(prompt) ? `touch ${marker()}` : undefined),
+      // "look around": a read of the agent's notes, which needs no permission: a turn that goes on
+      // after the model's first answer.
+      toolCall: (prompt) => {
+        const cwd = [...homes.values()].find((home) => prompt.includes(home.cwd))?.cwd;
+        return prompt.includes('look around') && cwd
+          ? { tool: 'Read', args: { file_path: notes(cwd) } }
+          : undefined;
+      },
+      replyDelayMs: (prompt) => (prompt.includes('take your time') ? 4_000 : 0),
+    });
+    a = federatedGateway('native-a');
+    b = federatedGateway('native-b');
+    await Promise.all([a.start(), b.start()]);
+    for (const worker of workers) {
+      const home = await prepareAgentHome(worker.agent, { apiUrl: api.url });
+      homes.set(worker.name, home);
+      writeFileSync(notes(home.cwd), 'some notes\n');
+      // The host in a pane of its own, with the agent's whole environment and nothing else.
+      const env = Object.entries(home.env).map(([key, value]) => `${key}=${value}`);
+      const host = [process.execPath, cliPath, 'agent-host', '--socket', socketOf(worker.name)];
+      const agent = ['--protocol', worker.protocol, '--cwd', home.cwd, '--', home.bin, ...worker.args];
+      const session = [
+        '-d',
+        '-s',
+        worker.name,
+        '-x',
+        '200',
+        '-y',
+        '50',
+        'env',
+        '-i',
+        ...env,
+        ...host,
+        ...agent,
+      ];
+      await runTmux(tmuxSocket, ['new-session', ...session]);
+    }
+    for (const worker of workers) {
+      await waitFor(
+        `the ${worker.name} agent host to answer`,
+        async () => (await agentHostHello(socketOf(worker.name)).catch(() => undefined)) ?? undefined,
+        90_000,
+      );
+      const register = ['register', '--kind', 'worker', '--name', worker.name];
+      const registered = await b.cli([...register, '--agent-socket', socketOf(worker.name), '--json']);
+      queues.push(`agent.${(JSON.parse(registered.stdout) as Registered).gid}.inbox`);
+    }
+    const main = JSON.parse(
+      (await a.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
+    ) as Registered;
+    queues.push(`agent.${main.gid}.inbox`);
+    lead = await connectMcp(a.mcpUrl, main.token);
+    for (const worker of workers) await a.waitForInRoster(worker.name, b.hostId);
+  }, 240_000);
+
+  afterAll(async () => {
+    await lead?.close().catch(() => undefined);
+    if (tmuxSocket) await runTmux(tmuxSocket, ['kill-server']).catch(() => undefined);
+    for (const home of homes.values()) await home.remove();
+    await a?.dispose();
+    await b?.dispose();
+    await api?.close();
+    await deleteQueues(queues);
+    await removeDeadLettersOf([a?.hostId, b?.hostId].filter((h): h is string => h !== undefined));
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const worker of workers) {
+    const { name, protocol } = worker;
+
+    it(`${name} (${protocol}): a message from a main on A reaches the model exactly once; A records submitted, B the agent's acknowledgement and the path; the mirror pane shows prompt and reply`, async () => {
+      const sent = await send(name, `say hello over ${protocol}`, { wait_for: 'submitted' });
+      expect(sent.stage, JSON.stringify(deliveryOnB(sent.msgId))).toBe('submitted');
+      await waitFor('the model to get it', () => (promptsWith(sent.msgId).length > 0 ? true : undefined));
+      await sleep(1_000); // a second hand-over would reach the model now
+      expect(promptsWith(sent.msgId)).toHaveLength(1);
+      expect(promptsWith(sent.msgId)[0]).toContain(`say hello over ${protocol}`);
+      expect(await stageOf(sent.msgId)).toBe('submitted');
+      const { trail, events } = deliveryOnB(sent.msgId);
+      expect(trail).toEqual(['pending', 'injecting', 'typed', 'submitted', 'acked']);
+      expect(events).toContain(`acknowledged the prompt (${protocol})`);
+      await waitFor('the mirror to show prompt and reply', async () => {
+        const screen = await mirror(name);
+        const prompt = `▶ [bridge SEND from lead@${a.hostId} msg ${sent.msgId}] say hello over ${protocol}`;
+        return screen.includes(prompt) && screen.includes('◀ ') && screen.includes('session ')
+          ? true
+          : undefined;
+      });
+    });
+
+    it(
+      worker.midTurn
+        ? `${name} (${protocol}): a message sent while the agent is in a turn goes into that turn: the turn's next model request holds it, once`
+        : `${name} (${protocol}): a message sent while the agent is in a turn is held until the turn ends, then taken once`,
+      async () => {
+        // The model holds its first answer for 4 s, then reads a file: the turn goes on after it.
+        const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
+          wait_for: 'queued',
+        });
+        await waitFor('the model to get the long one', () =>
+          promptsWith(long.msgId).length > 0 ? true : undefined,
+        );
+        const next = await send(name, 'one more thing', { wait_for: 'queued' });
+        if (worker.midTurn) {
+          await waitFor('it to be submitted into the turn', async () =>
+            (await stageOf(next.msgId)) === 'submitted' ? true : undefined,
+          );
+          await waitFor('the turn’s next request', () =>
+            requestsWith(next.msgId).length > 0 ? true : undefined,
+          );
+          const [first] = requestsWith(next.msgId);
+          // Not a turn of its own: the request that first holds it answers the long one's tool call.
+          expect(
+            first?.kind,
+            JSON.stringify(
+              requestsWith(long.msgId).map((r) => [
+                r.kind,
+                r.tool,
+                r.prompt?.slice(0, 200),
+                r.toolResult?.slice(0, 200),
+              ]),
+            ),
+          ).toBe(RequestKind.toolResult);
+          expect(JSON.stringify(first?.body)).toContain(long.msgId);
+          expect(JSON.stringify(first?.body).split(next.msgId)).toHaveLength(2);
+          expect(promptsWith(next.msgId)).toHaveLength(0);
+        } else {
+          await sleep(1_500);
+          expect(await stageOf(next.msgId)).toBe('queued');
+          expect(requestsWith(next.msgId)).toHaveLength(0);
+          await waitFor(
+            'the held message to be submitted',
+            async () => ((await stageOf(next.msgId)) === 'submitted' ? true : undefined),
+            30_000,
+          );
+          await waitFor('the model to get it', () => (promptsWith(next.msgId).length > 0 ? true : undefined));
+          await sleep(1_000);
+          expect(promptsWith(next.msgId)).toHaveLength(1);
+        }
+        expect(promptsWith(long.msgId)).toHaveLength(1);
+      },
+    );
+
+    it(`${name} (${protocol}): a permission request is the owner’s: nothing answers it, the command does not run, messages sent meanwhile are held; the owner denies and the held message follows once`, async () => {
+      const asking = await send(name, 'please run the command now', { wait_for: 'submitted' });
+      expect(asking.stage).toBe('submitted');
+      await waitFor('the mirror to show the permission request', async () =>
+        (await mirror(name)).includes('asks for a permission') ? true : undefined,
+      );
+      const held = await send(name, 'a message while the permission is asked', { wait_for: 'queued' });
+      await sleep(3_000);
+      expect(existsSync(marker())).toBe(false);
+      expect(await stageOf(held.msgId)).toBe('queued');
+      expect(requestsWith(held.msgId)).toHaveLength(0);
+      expect(deliveryOnB(held.msgId).events).toContain('asks for a permission');
+      await agentHostRequest(socketOf(name), { op: 'answer', decision: 'deny' }, 5_000);
+      await waitFor(
+        'the held message to be submitted',
+        async () => ((await stageOf(held.msgId)) === 'submitted' ? true : undefined),
+        30_000,
+      );
+      await waitFor('the model to get it', () => (requestsWith(held.msgId).length > 0 ? true : undefined));
+      expect(existsSync(marker())).toBe(false);
+    });
+  }
+});
