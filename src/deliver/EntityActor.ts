@@ -164,6 +164,16 @@ export class EntityActor {
   }
 
   /**
+   * What the roster shows: its state, or `active.blocked` while its agent asks its owner for
+   * something (a permission request, a dialog its multiplexer or agent host reports).
+   */
+  get status(): string {
+    return this.paneStatus === 'blocked' && this.cell.state === 'active.busy'
+      ? 'active.blocked'
+      : this.cell.state;
+  }
+
+  /**
    * When it last did something, or something was done for it, since this gateway started (ms):
    * a message accepted for it, one typed into its pane or taken by a drain, its pane's status
    * changing, a message it sent. Undefined until then.

@@ -328,7 +328,7 @@ export class Federation implements DeadLetterSink {
       name: entity.record.name,
       kind: entity.record.kind,
       groups: entity.record.groups,
-      status: entity.state,
+      status: entity.status,
       ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
       ...(this.served().isSpawned(entity.gid) ? { spawned: true } : {}),
     }));

@@ -66,7 +66,7 @@ export class GatewayStatus {
     const local: RosterEntry[] = [...directory.all()].map((entity) => ({
       ...addressOf(entity, host),
       groups: entity.record.groups,
-      status: entity.state,
+      status: entity.status,
       depth: entity.depth,
       ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
       ...(isSpawned(entity.gid) ? { spawned: true } : {}),

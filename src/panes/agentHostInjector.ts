@@ -35,6 +35,15 @@ export interface AgentHostInjectorOptions {
   readonly acknowledgeTimeoutMs?: number;
   /** How long the host may take to answer a request that does not wait. */
   readonly requestTimeoutMs?: number;
+  /** How often the worker's status is asked of the host while it is watched. */
+  readonly statusPollMs?: number;
+}
+
+/** The worker's status as the gateway's pump and roster read it. */
+function statusOf(hello: AgentHostHello): PaneStatus {
+  if (hello.takes) return PaneStatus.idle;
+  if (hello.status === AgentHostStatus.blocked) return PaneStatus.blocked;
+  return hello.status === AgentHostStatus.gone ? PaneStatus.unknown : PaneStatus.working;
 }
 
 /** One request on its own connection: one JSON line out, one back. */
@@ -116,6 +125,7 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
   const { socketPath } = options;
   const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
   const acknowledgeTimeoutMs = options.acknowledgeTimeoutMs ?? 30_000;
+  const statusPollMs = options.statusPollMs ?? 1_000;
   const handover = async (request: AgentHostRequest, timeoutMs = requestTimeoutMs): Promise<HostHandover> =>
     hostHandoverSchema.parse(await agentHostRequest(socketPath, request, timeoutMs));
   return {
@@ -169,8 +179,31 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
     },
 
     watchStatus(listener) {
-      listener(PaneStatus.idle);
-      return () => {};
+      // The host is asked every statusPollMs; a change is reported (blocked while a permission
+      // request is open, working while a turn that would not take a message runs, unknown while
+      // no host answers).
+      let last: PaneStatus | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      let stopped = false;
+      const look = (): void => {
+        agentHostHello(socketPath, requestTimeoutMs).then(
+          (hello) => report(statusOf(hello)),
+          () => report(PaneStatus.unknown),
+        );
+      };
+      const report = (status: PaneStatus): void => {
+        if (stopped) return;
+        if (status !== last) {
+          last = status;
+          listener(status);
+        }
+        timer = setTimeout(look, statusPollMs);
+      };
+      look();
+      return () => {
+        stopped = true;
+        clearTimeout(timer);
+      };
     },
 
     async close() {},

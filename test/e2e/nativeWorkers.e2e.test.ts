@@ -250,7 +250,16 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
       expect(existsSync(marker())).toBe(false);
       expect(await stageOf(held.msgId)).toBe('queued');
       expect(requestsWith(held.msgId)).toHaveLength(0);
-      expect(deliveryOnB(held.msgId).events).toContain('asks for a permission');
+      // The worker reads as blocked, on B and in A's roster (B's presence).
+      await waitFor('A’s roster to show the worker blocked', async () => {
+        const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
+          name: string;
+          host: string;
+          status: string;
+        }>;
+        const entry = roster.find((e) => e.name === name && e.host === b.hostId);
+        return entry?.status === 'active.blocked' ? true : undefined;
+      });
       await agentHostRequest(socketOf(name), { op: 'answer', decision: 'deny' }, 5_000);
       await waitFor(
         'the held message to be submitted',
@@ -259,6 +268,52 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
       );
       await waitFor('the model to get it', () => (requestsWith(held.msgId).length > 0 ? true : undefined));
       expect(existsSync(marker())).toBe(false);
+    });
+
+    it(`${name} (${protocol}): SIGKILL of B after the message was given to the agent and before B recorded its acknowledgement: after the restart it is submitted, and the model got it once`, async () => {
+      // The agent acknowledges seconds after it is given the message, so B is killed in between:
+      // Gemini with the model's answer, which it holds 4 s; Claude, given it in a turn whose model
+      // holds its answer 4 s, at the turn's next boundary (it acknowledges a turn's own first
+      // message at once).
+      if (worker.midTurn) {
+        const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
+          wait_for: 'queued',
+        });
+        await waitFor('the model to get the long one', () =>
+          promptsWith(long.msgId).length > 0 ? true : undefined,
+        );
+      }
+      const text = worker.midTurn ? 'we will survive a crash' : 'take your time, we will survive a crash';
+      const sent = await send(name, text, { wait_for: 'queued' });
+      const db = new Database(join(b.home, 'events.db'), { readonly: true });
+      try {
+        const typed = db.prepare("SELECT 1 FROM events WHERE msg_id = ? AND event = 'delivery.typed'");
+        const deadline = Date.now() + 30_000;
+        while (!typed.get(sent.msgId) && Date.now() < deadline) await sleep(10);
+      } finally {
+        db.close();
+      }
+      await b.kill9();
+      await b.start();
+      await waitFor(
+        'submitted after the restart',
+        async () => ((await stageOf(sent.msgId)) === 'submitted' ? true : undefined),
+        60_000,
+      );
+      await waitFor('the model to get it', () => (requestsWith(sent.msgId).length > 0 ? true : undefined));
+      await sleep(1_000);
+      // Once: in the conversation of every later request once, and never a turn of its own twice.
+      expect(JSON.stringify(requestsWith(sent.msgId).at(-1)?.body).split(sent.msgId)).toHaveLength(2);
+      expect(promptsWith(sent.msgId).length).toBeLessThanOrEqual(1);
+      // Given once: the host's mirror shows it once; B looked before giving it again.
+      const given = (await mirror(name))
+        .split('\n')
+        .filter((line) => line.startsWith('▶') && line.includes(sent.msgId));
+      expect(given).toHaveLength(1);
+      const { trail } = deliveryOnB(sent.msgId);
+      expect(trail.slice(0, 4), trail.join(' → ')).toEqual(['pending', 'injecting', 'typed', 'verifying']);
+      expect(trail.at(-1)).toBe('acked');
+      expect(await agentHostHello(socketOf(name))).toMatchObject({ path: protocol });
     });
   }
 });

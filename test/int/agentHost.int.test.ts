@@ -146,6 +146,29 @@ describe('the agent host (ACP) and its injector', () => {
     expect(await f.injector.type(message('p2', 'meanwhile'))).toEqual({ kind: 'typed' });
   });
 
+  it('its status, as the gateway watches it: idle, working in a turn, blocked while a permission is asked, unknown once the host is gone', async () => {
+    const seen: string[] = [];
+    const watcher = createAgentHostInjector({ socketPath: f.socketPath, statusPollMs: 20 });
+    const stop = watcher.watchStatus((status) => seen.push(status));
+    await waitFor('idle', () => (seen.includes('idle') ? true : undefined));
+    const slow = message('w1', 'slow one');
+    await f.injector.type(slow);
+    await waitFor('working', () => (seen.includes('working') ? true : undefined));
+    await f.injector.submit(slow);
+    const asking = message('w2', 'permission please');
+    await waitFor('idle again', async () =>
+      (await f.injector.type(asking)).kind === 'typed' ? true : undefined,
+    );
+    await waitFor('blocked', () => (seen.includes('blocked') ? true : undefined));
+    await agentHostRequest(f.socketPath, { op: 'answer', decision: 'deny' }, 2_000);
+    await f.host.stop();
+    await waitFor('unknown', () => (seen.at(-1) === 'unknown' ? true : undefined));
+    stop();
+    expect(seen[0]).toBe('idle');
+    // Reported on change only.
+    expect(seen.every((status, i) => i === 0 || status !== seen[i - 1])).toBe(true);
+  });
+
   it('input that is not its protocol gets an error answer, and the host goes on', async () => {
     const raw = (line: string) =>
       new Promise<string>((resolve) => {

@@ -71,6 +71,25 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     expect(metrics).toContain('reason="delivery-limit"} 1');
   });
 
+  it('a worker whose agent asks its owner (its pane reports blocked) reads as blocked in the roster, and idle again after', async () => {
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
+    await settle();
+    const statusOfW = () => gateway.services.status.roster().find((e) => e.name === 'w')?.status;
+    pane.setStatus('blocked');
+    await settle();
+    expect(statusOfW()).toBe('active.blocked');
+    pane.setStatus('working');
+    await settle();
+    expect(statusOfW()).toBe('active.busy');
+    pane.setStatus('idle');
+    await settle();
+    expect(statusOfW()).toBe('active.idle');
+  });
+
   it('holds a message while the pane shows a dialog, types nothing, and submits it once the dialog is gone', async () => {
     await gateway.services.registrations.register({
       kind: 'worker',
