@@ -33,27 +33,47 @@ function linkCell(text, open, { title, className } = {}) {
 /** name@host by gid, from the last roster: a dead letter's routing key is a gid. */
 const addressByGid = new Map();
 
-/** The Stop button of an agent started with spawn (bridge_stop ends only those). */
-function stopCell(entry) {
+/**
+ * A roster row's actions: Stop for an agent started with spawn (bridge_stop ends only those);
+ * Approve and Deny while a worker's agent asks its owner for a permission (a worker behind an
+ * agent host, on this gateway's host).
+ */
+function actionsCell(entry) {
   const td = document.createElement('td');
-  if (!entry.spawned) return td;
-  const button = document.createElement('button');
-  button.type = 'button';
-  button.textContent = 'Stop';
-  button.title = 'Stop this agent (started with spawn)';
-  button.addEventListener('click', async () => {
-    const error = document.getElementById('roster-error');
-    button.disabled = true;
-    try {
+  const error = document.getElementById('roster-error');
+  const action = (label, title, run) => {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.textContent = label;
+    button.title = title;
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        error.textContent = (await run()) ?? '';
+      } catch (err) {
+        error.textContent = `${entry.name}: ${label.toLowerCase()} failed: ${err.message}`;
+        button.disabled = false;
+      }
+    });
+    td.append(button);
+  };
+  if (entry.spawned) {
+    action('Stop', 'Stop this agent (started with spawn)', async () => {
       const outcome = await post('/ui/api/stop', { gid: entry.gid });
-      error.textContent =
-        outcome.status === 'pending' ? `stop of ${entry.name} asked; its result comes later` : '';
-    } catch (err) {
-      error.textContent = `${entry.name} not stopped: ${err.message}`;
-      button.disabled = false;
-    }
-  });
-  td.append(button);
+      return outcome.status === 'pending' ? `stop of ${entry.name} asked; its result comes later` : '';
+    });
+  }
+  if (entry.status === 'active.blocked' && entry.kind === 'worker') {
+    const answer = (decision) => async () => {
+      const answered = await post('/ui/api/owner-answer', {
+        worker: `${entry.name}@${entry.host}`,
+        decision,
+      });
+      return `${entry.name}: request ${answered.request} ${decision === 'allow' ? 'allowed once' : 'denied'}`;
+    };
+    action('Approve', "Allow its agent's permission request, once", answer('allow'));
+    action('Deny', "Deny its agent's permission request", answer('deny'));
+  }
   return td;
 }
 
@@ -113,7 +133,7 @@ function rosterRow(entry) {
     cell((entry.groups ?? []).join(', ')),
     cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
     cell(entry.lastActiveAt === undefined ? '—' : new Date(entry.lastActiveAt).toLocaleTimeString()),
-    stopCell(entry),
+    actionsCell(entry),
   );
   return tr;
 }

@@ -16,6 +16,7 @@ const options = {
   'agent-socket': { type: 'string' },
   socket: { type: 'string' },
   protocol: { type: 'string' },
+  request: { type: 'string' },
   cwd: { type: 'string' },
   group: { type: 'string', multiple: true },
   token: { type: 'string' },

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import type { z } from 'zod';
 import { loadConfig } from '../config/loadConfig.js';
@@ -15,6 +16,7 @@ import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import type { BroadcastResult } from '../send/Router.js';
 import { neutraliseLine } from '../text/neutralise.js';
+import type { OwnerDecision } from '../wire/agentHost.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -192,6 +194,35 @@ export async function runStop(values: CliValues, rest: string[]): Promise<number
     ...(waitMs === undefined ? {} : { waitMs }),
   })) as ControlOutcome;
   return controlOutcome(values, outcome, 'stopped');
+}
+
+/**
+ * `agentbridge approve|deny WORKER [--request N]`: the owner's answer to a permission request of
+ * a worker's agent (one behind an agent host), the oldest open one unless --request names it.
+ */
+export function runOwnerAnswer(decision: OwnerDecision) {
+  return async (values: CliValues, rest: string[]): Promise<number> => {
+    const [worker, ...extra] = rest;
+    const verb = decision === 'allow' ? 'approve' : 'deny';
+    if (!worker || extra.length > 0) {
+      throw new BridgeError(
+        ErrorCode.badRequest,
+        `${verb} needs the worker's name: agentbridge ${verb} WORKER [--request N]`,
+      );
+    }
+    const request = integerOption('request', values.request);
+    const answer = (await callAdmin(socketOf(values), adminRoutes.ownerAnswer, {
+      worker,
+      decision,
+      ...(request === undefined ? {} : { request }),
+      by: userInfo().username,
+    })) as { worker: string; request: number };
+    return printResult(
+      values,
+      answer,
+      () => `${answer.worker}: request ${answer.request} ${decision === 'allow' ? 'allowed once' : 'denied'}`,
+    );
+  };
 }
 
 function controlOutcome(values: CliValues, outcome: ControlOutcome, done: string): number {

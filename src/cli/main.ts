@@ -35,6 +35,8 @@ Usage:
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
   agentbridge stop GID [--wait MS]                         stop an agent started with spawn
+  agentbridge approve|deny WORKER [--request N]            answer a permission request of a worker's agent
+                                                      (one behind an agent host): allow it once, or deny it
   agentbridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
                                                       the broker's dead letters, with their reasons
   agentbridge roster                                       who is reachable
@@ -104,6 +106,8 @@ const commands: Record<string, () => Promise<Command>> = {
   drain: async () => (await import('./commands.js')).runDrain,
   spawn: async () => (await import('./commands.js')).runSpawn,
   stop: async () => (await import('./commands.js')).runStop,
+  approve: async () => (await import('./commands.js')).runOwnerAnswer('allow'),
+  deny: async () => (await import('./commands.js')).runOwnerAnswer('deny'),
   broadcast: async () => (await import('./commands.js')).runBroadcast,
   dlq: async () => (await import('./commands.js')).runDlq,
   console: async () => (await import('./commands.js')).runConsole,

@@ -14,6 +14,7 @@ import { deliveryActorId } from '../store/actorIds.js';
 import type { EntityRecord } from '../store/entities.js';
 import { deleteEntity } from '../store/entities.js';
 import { readActorEvents } from '../store/readEvents.js';
+import type { OwnerDecision } from '../wire/agentHost.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
 import { type InboxCap, type InboxLoad, senderShareRefusal, takesRoom } from '../wire/inboxCap.js';
 import type { PaneTarget } from '../wire/paneTarget.js';
@@ -390,6 +391,38 @@ export class EntityActor {
    */
   waitForReply(peer: string | undefined, ms: number): ReplyWait {
     return this.replies.wait(peer, ms);
+  }
+
+  /**
+   * Passes its owner's answer to a permission request of its agent (the oldest open one, or
+   * `request`) to the agent host it runs behind, and records it once the host took it (who
+   * answered, which request, how). Rejects, recording nothing, when its agent has no such
+   * request or does not run behind an agent host.
+   */
+  async answerOwner(decision: OwnerDecision, by: string, request?: number): Promise<number> {
+    const answer = this.injector?.answerOwner;
+    if (!this.injector || !answer) {
+      throw new BridgeError(
+        ErrorCode.badRequest,
+        `${this.record.name} runs in a terminal pane: answer its agent there (approve and deny are for workers behind an agent host)`,
+      );
+    }
+    if (!this.cell.can({ type: 'entity.ownerAnswered', request: 1, decision, by })) {
+      throw new BridgeError(
+        ErrorCode.notAvailable,
+        `${this.record.name} is not active yet (its agent host has not reported): retry in a moment`,
+        { retryable: true },
+      );
+    }
+    let answered: number;
+    try {
+      answered = await answer.call(this.injector, decision, request);
+    } catch (err) {
+      throw new BridgeError(ErrorCode.badRequest, `${this.record.name}: ${(err as Error).message}`);
+    }
+    this.cell.send({ type: 'entity.ownerAnswered', request: answered, decision, by });
+    await this.deps.store.batch.flush();
+    return answered;
   }
 
   /** Ends this entity: undelivered messages are dead-lettered (never dropped) and it is forgotten. */

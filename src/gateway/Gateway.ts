@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.js';
 import { Directory } from '../deliver/Directory.js';
 import { Drains } from '../deliver/Drains.js';
 import { createEntityMachines, type EntityActorDeps } from '../deliver/EntityActor.js';
+import { OwnerAnswers } from '../deliver/OwnerAnswers.js';
 import type { Nudge } from '../deliver/Reminder.js';
 import { resumeEntities } from '../deliver/resumeEntities.js';
 import { BridgeError, ErrorCode } from '../errors.js';
@@ -77,6 +78,8 @@ export interface Services {
   readonly asks: Asks;
   /** bridge_drain. */
   readonly drains: Drains;
+  /** approve|deny: the owner's answer to a worker's agent asking for a permission. */
+  readonly ownerAnswers: OwnerAnswers;
   /** bridge_broadcast. */
   readonly router: Router;
   /** bridge_spawn, bridge_stop. */
@@ -307,6 +310,7 @@ export class Gateway {
       sends: new Sends({ ...deps, config, router, lifecycle, parked }),
       asks,
       drains: new Drains({ config, lifecycle, parked }),
+      ownerAnswers: new OwnerAnswers({ host, directory, lifecycle }),
       spawnRequests: new SpawnRequests({
         ...deps,
         config,

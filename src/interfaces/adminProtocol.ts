@@ -79,6 +79,15 @@ export const dlqRequeueBody = z.strictObject({
 });
 
 /** `agentbridge console`: a one-time login URL for the operator of this name (registered if new). */
+/** approve|deny WORKER: the owner's answer to a permission request of the worker's agent. */
+export const ownerAnswerBody = z.strictObject({
+  worker: z.string().min(1).max(300),
+  decision: z.enum(['allow', 'deny']),
+  request: z.number().int().positive().optional(),
+  /** Who answers, as the CLI's user names itself (recorded with the answer). */
+  by: z.string().min(1).max(100),
+});
+
 export const consoleLoginBody = z.strictObject({ name: entityNameSchema.default('operator') });
 
 export const adminReply = z.union([
@@ -104,4 +113,5 @@ export const adminRoutes = {
   dlqList: '/v1/dlq/list',
   dlqRequeue: '/v1/dlq/requeue',
   consoleLogin: '/v1/console/login',
+  ownerAnswer: '/v1/owner-answer',
 } as const;

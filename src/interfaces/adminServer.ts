@@ -12,6 +12,7 @@ import {
   dlqRequeueBody,
   drainBody,
   messageStatusBody,
+  ownerAnswerBody,
   registerBody,
   sendBody,
   spawnBody,
@@ -83,6 +84,10 @@ export async function startAdminServer(
     [adminRoutes.dlqRequeue]: async (body) => {
       const { msgId, force } = parseBody(dlqRequeueBody, body ?? {});
       return gateway.services.deadLetters.requeueDeadLetters(msgId, force ?? false);
+    },
+    [adminRoutes.ownerAnswer]: async (body) => {
+      const { worker, decision, request, by } = parseBody(ownerAnswerBody, body);
+      return gateway.services.ownerAnswers.answer(worker, decision, `${by} (admin socket)`, request);
     },
     [adminRoutes.consoleLogin]: async (body) => {
       const console_ = options.console;

@@ -75,6 +75,10 @@ const flowRequest = z.strictObject({
 });
 /** Most events of one flow the page is sent (a longer flow: `agentbridge replay` has them all). */
 const maxFlowEvents = 2_000;
+const ownerAnswerRequest = z.strictObject({
+  worker: z.string().min(1).max(300),
+  decision: z.enum(['allow', 'deny']),
+});
 const stopRequest = z.strictObject({ gid: z.string().uuid(), waitMs: z.number().int().min(0).optional() });
 const answerRequest = z.strictObject({
   main: z.string().min(1),
@@ -183,6 +187,21 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
         throw controlError(outcome.result.code, outcome.result.message);
       gateway.logger.info({ operator: operator.record.name, gid }, 'console: stopped a spawned agent');
       return outcome;
+    },
+    /** The owner's answer to a permission request of a worker's agent (one behind an agent host). */
+    '/ui/api/owner-answer': async (operator, body) => {
+      const { worker, decision } = parseBody(ownerAnswerRequest, body);
+      const answer = await gateway.services.ownerAnswers.answer(
+        worker,
+        decision,
+        `${operator.record.name} (console)`,
+      );
+      feed.refresh('roster');
+      gateway.logger.info(
+        { operator: operator.record.name, ...answer },
+        "console: answered a worker's agent",
+      );
+      return answer;
     },
     '/ui/api/dlq/requeue': async (operator, body) => {
       const { msgId } = parseBody(requeueRequest, body);

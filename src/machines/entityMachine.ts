@@ -21,6 +21,16 @@ export const entityEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('entity.busy'), status: z.enum(busyStatuses) }),
   z.object({ type: z.literal('entity.idle') }),
   z.object({ type: z.literal('entity.deregistered') }),
+  /**
+   * Its owner answered a permission request of its agent (issue 33): which request, how, and who
+   * answered, recorded once the agent host took the answer.
+   */
+  z.object({
+    type: z.literal('entity.ownerAnswered'),
+    request: z.number().int().positive(),
+    decision: z.enum(['allow', 'deny']),
+    by: z.string().max(200),
+  }),
   z.object({ type: z.literal('actor.rehydrated') }),
 ]);
 export type EntityEvent = z.infer<typeof entityEventSchema>;
@@ -36,6 +46,10 @@ export const entityMachine = setup({
     events: {} as EntityEvent,
     input: {} as EntityInput,
   },
+  actions: {
+    /** Its owner's answer is on disk (the agent host took it before it was sent here). */
+    ownerAnswered: () => {},
+  },
 }).createMachine({
   id: 'entity',
   context: ({ input }) => input,
@@ -50,6 +64,8 @@ export const entityMachine = setup({
       on: {
         // After a restart the pane's status is unknown until its injector reports again.
         'actor.rehydrated': { target: 'registered' },
+        // Recorded, as every answer an owner gives, with who gave it; nothing else changes.
+        'entity.ownerAnswered': { actions: 'ownerAnswered' },
       },
       states: {
         idle: { on: { 'entity.busy': { target: 'busy' } } },

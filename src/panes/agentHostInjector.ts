@@ -206,6 +206,15 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
       };
     },
 
+    async answerOwner(decision, request) {
+      const answered = await agentHostRequest(
+        socketPath,
+        { op: 'answer', decision, ...(request === undefined ? {} : { id: request }) },
+        requestTimeoutMs,
+      );
+      return (answered as { answered: number }).answered;
+    },
+
     async close() {},
   };
 }

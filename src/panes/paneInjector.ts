@@ -1,3 +1,5 @@
+import type { OwnerDecision } from '../wire/agentHost.js';
+
 /**
  * What the gateway needs from a terminal pane: type a message into the agent's input, submit
  * it and verify that the agent took it (R-DL6), find a message again after a crash (R-DL5),
@@ -92,5 +94,11 @@ export interface PaneInjector {
    * report a status (tmux) report `idle` once. Returns an unsubscribe function.
    */
   watchStatus(listener: (status: PaneStatus) => void): () => void;
+  /**
+   * Where the agent runs behind its own protocol (an agent host): passes its owner's answer to a
+   * permission request of the agent (the oldest open one, or `request`); resolves with the
+   * request answered, rejects when there is none. Panes have no such request to answer.
+   */
+  answerOwner?(decision: OwnerDecision, request?: number): Promise<number>;
   close(): Promise<void>;
 }

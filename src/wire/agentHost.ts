@@ -45,6 +45,9 @@ export const AgentHostStatus = {
 } as const;
 export type AgentHostStatus = (typeof AgentHostStatus)[keyof typeof AgentHostStatus];
 
+/** An owner's answer to an agent's permission request: allow it once, or deny it. */
+export type OwnerDecision = 'allow' | 'deny';
+
 /** The longest request or answer line either side reads: a message body is at most 1 MiB. */
 export const agentHostMaxLine = 4 * 1024 * 1024;
 

@@ -4,6 +4,7 @@ import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueHostId } from '../support/broker.js';
 import { findChromium } from '../support/chromium.js';
+import { openConsole } from '../support/consolePage.js';
 import { withEventsDb } from '../support/eventsDb.js';
 import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
@@ -59,26 +60,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
     expect(result.code, result.stderr || result.stdout).toBe(0);
     return JSON.parse(result.stdout) as { gid: string; token: string };
   };
-  /**
-   * `agentbridge console --name NAME` on A, its URL opened in a new page; what the page requested and
-   * any error it logged are kept for the test's end.
-   */
-  const loginPage = async (name: string) => {
-    const printed = await alpha.cli(['console', '--name', name]);
-    expect(printed.code, printed.stderr || printed.stdout).toBe(0);
-    const url = /http:\/\/\S+\/ui\/login\?code=\S+/.exec(printed.stdout)?.[0];
-    expect(url, printed.stdout).toBeDefined();
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    const problems: string[] = [];
-    const requests: string[] = [];
-    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console error: ${message.text()}`);
-    });
-    page.on('request', (request) => requests.push(request.url()));
-    await page.goto(url as string, { waitUntil: 'load' });
-    return { page, problems, requests, url: url as string };
-  };
+  const loginPage = (name: string) => openConsole(alpha, browser, name);
 
   it('logs in with the printed URL and shows a worker registered on the other gateway, live', async () => {
     await register(alpha, 'main', 'lead');

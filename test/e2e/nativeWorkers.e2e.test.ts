@@ -1,17 +1,20 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
+import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentHostHello, agentHostRequest } from '../../src/panes/agentHostInjector.js';
+import { agentHostHello } from '../../src/panes/agentHostInjector.js';
 import { type AgentHome, type AgentTui, prepareAgentHome, runTmux } from '../support/agentTuis.js';
 import { deleteQueues } from '../support/broker.js';
+import { findChromium } from '../support/chromium.js';
+import { openConsole } from '../support/consolePage.js';
 import { type FakeModelApi, RequestKind, startFakeModelApi } from '../support/fakeModelApi.js';
 import { removeDeadLettersOf } from '../support/federation.js';
-import { cliPath, federatedGateway, type GatewayProcess } from '../support/GatewayProcess.js';
+import { cliPath, federatedGateway, type GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type Registered } from '../support/mcpClient.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -30,11 +33,23 @@ interface NativeWorker {
   readonly args: readonly string[];
   /** The agent takes a message into a running turn (else it waits for the turn to end). */
   readonly midTurn: boolean;
+  /** Where its owner approves its permission request. */
+  readonly answerFrom: 'console' | 'cli';
 }
 
+/** Screenshots of the console go here. */
+const artifacts = join(repoRoot, 'test-artifacts');
+
 const workers: readonly NativeWorker[] = [
-  { name: 'gemini', agent: 'gemini', protocol: 'acp', args: ['--acp'], midTurn: false },
-  { name: 'claude', agent: 'claude', protocol: 'claude-stream', args: [], midTurn: true },
+  {
+    name: 'gemini',
+    agent: 'gemini',
+    protocol: 'acp',
+    args: ['--acp'],
+    midTurn: false,
+    answerFrom: 'console',
+  },
+  { name: 'claude', agent: 'claude', protocol: 'claude-stream', args: [], midTurn: true, answerFrom: 'cli' },
 ];
 
 /**
@@ -53,9 +68,10 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
   let a: GatewayProcess;
   let b: GatewayProcess;
   let lead: Client;
+  let browser: Browser;
   const queues: string[] = [];
-  /** What the fake model's shell call would create. */
-  const marker = () => join(dir, 'native-PWNED');
+  /** What the fake model's shell call for `name` creates. */
+  const marker = (name: string) => join(dir, `${name}-PWNED`);
   /** A file in each agent's working directory the fake model reads (a tool that asks nothing). */
   const notes = (cwd: string) => join(cwd, 'notes.txt');
   const socketOf = (name: string) => join(dir, `${name}.sock`);
@@ -93,9 +109,13 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'bridge-native-'));
+    mkdirSync(artifacts, { recursive: true });
     tmuxSocket = join(dir, 'tmux.sock');
     api = await startFakeModelApi({
-      command: (prompt) => (/run the command (\w+)/.test(prompt) ? `touch ${marker()}` : undefined),
+      command: (prompt) => {
+        const asked = /run the command (\w+)/.exec(prompt)?.[1];
+        return asked === undefined ? undefined : `touch ${marker(asked)}`;
+      },
       // "look around": a read of the agent's notes, which needs no permission: a turn that goes on
       // after the model's first answer.
       toolCall: (prompt) => {
@@ -109,6 +129,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
     a = federatedGateway('native-a');
     b = federatedGateway('native-b');
     await Promise.all([a.start(), b.start()]);
+    browser = await chromium.launch({ executablePath: findChromium('the console approval') });
     for (const worker of workers) {
       const home = await prepareAgentHome(worker.agent, { apiUrl: api.url });
       homes.set(worker.name, home);
@@ -152,6 +173,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
   }, 240_000);
 
   afterAll(async () => {
+    await browser?.close();
     await lead?.close().catch(() => undefined);
     if (tmuxSocket) await runTmux(tmuxSocket, ['kill-server']).catch(() => undefined);
     for (const home of homes.values()) await home.remove();
@@ -239,15 +261,15 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
       },
     );
 
-    it(`${name} (${protocol}): a permission request is the owner’s: nothing answers it, the command does not run, messages sent meanwhile are held; the owner denies and the held message follows once`, async () => {
-      const asking = await send(name, 'please run the command now', { wait_for: 'submitted' });
+    it(`${name} (${protocol}): a permission request is the owner’s: nothing answers it, the command does not run, messages sent meanwhile are held; the owner approves (${worker.answerFrom === 'console' ? 'from the console in Chromium' : 'with the CLI'}), recorded on B; the agent runs the command and the held message follows`, async () => {
+      const asking = await send(name, `please run the command ${name}`, { wait_for: 'submitted' });
       expect(asking.stage).toBe('submitted');
       await waitFor('the mirror to show the permission request', async () =>
         (await mirror(name)).includes('asks for a permission') ? true : undefined,
       );
       const held = await send(name, 'a message while the permission is asked', { wait_for: 'queued' });
       await sleep(3_000);
-      expect(existsSync(marker())).toBe(false);
+      expect(existsSync(marker(name))).toBe(false);
       expect(await stageOf(held.msgId)).toBe('queued');
       expect(requestsWith(held.msgId)).toHaveLength(0);
       // The worker reads as blocked, on B and in A's roster (B's presence).
@@ -260,14 +282,44 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json) on 
         const entry = roster.find((e) => e.name === name && e.host === b.hostId);
         return entry?.status === 'active.blocked' ? true : undefined;
       });
-      await agentHostRequest(socketOf(name), { op: 'answer', decision: 'deny' }, 5_000);
+      let by: string;
+      if (worker.answerFrom === 'console') {
+        const { page, problems } = await openConsole(b, browser, 'owner');
+        const row = page.locator('#roster tbody tr', { hasText: name });
+        await row.locator('button', { hasText: 'Approve' }).click({ timeout: 15_000 });
+        await page.locator('#roster-error', { hasText: `${name}: request 1 allowed once` }).waitFor();
+        await page.screenshot({ path: join(artifacts, 'console-approve.png') });
+        expect(problems).toEqual([]);
+        await page.close();
+        by = 'owner (console)';
+      } else {
+        const answered = await b.cli(['approve', name, '--json']);
+        expect(answered.code, answered.stderr).toBe(0);
+        expect(JSON.parse(answered.stdout)).toMatchObject({ worker: name, decision: 'allow' });
+        by = '(admin socket)';
+      }
+      await waitFor('the command to run', () => (existsSync(marker(name)) ? true : undefined), 30_000);
       await waitFor(
         'the held message to be submitted',
         async () => ((await stageOf(held.msgId)) === 'submitted' ? true : undefined),
         30_000,
       );
       await waitFor('the model to get it', () => (requestsWith(held.msgId).length > 0 ? true : undefined));
-      expect(existsSync(marker())).toBe(false);
+      // Recorded on B with who answered; a second answer finds nothing to answer.
+      const db = new Database(join(b.home, 'events.db'), { readonly: true });
+      try {
+        const rows = db
+          .prepare("SELECT data FROM events WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered'")
+          .all() as Array<{ data: string }>;
+        expect(rows.map((r) => JSON.parse(r.data))).toContainEqual(
+          expect.objectContaining({ decision: 'allow', by: expect.stringContaining(by) }),
+        );
+      } finally {
+        db.close();
+      }
+      const again = await b.cli(['deny', name]);
+      expect(again.code).not.toBe(0);
+      expect(again.stderr).toContain('asks for no permission now');
     });
 
     it(`${name} (${protocol}): SIGKILL of B after the message was given to the agent and before B recorded its acknowledgement: after the restart it is submitted, and the model got it once`, async () => {

@@ -73,5 +73,20 @@ export class RecordingPane implements PaneInjector {
     this.listener?.(status);
   }
 
+  /** An agent behind an agent host: the ids of its open permission requests, oldest first. */
+  openPermissions: number[] = [];
+  /** The owner's answers the pane was given, in order. */
+  readonly answers: Array<{ decision: string; request: number }> = [];
+
   async close(): Promise<void> {}
+
+  /** As an agent host's injector does: the oldest open request (or `request`) answered. */
+  async answerOwner(decision: 'allow' | 'deny', request?: number): Promise<number> {
+    const id = request ?? this.openPermissions[0];
+    if (id === undefined || !this.openPermissions.includes(id))
+      throw new Error('the agent asks for no permission now');
+    this.openPermissions = this.openPermissions.filter((open) => open !== id);
+    this.answers.push({ decision, request: id });
+    return id;
+  }
 }

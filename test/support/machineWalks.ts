@@ -30,6 +30,7 @@ export const walks: { [K in ActorKind]: Walk<MachineOf<K>>[] } = {
       events: [
         { type: 'entity.activated' },
         { type: 'entity.busy', status: 'working' },
+        { type: 'entity.ownerAnswered', request: 1, decision: 'allow', by: 'ana (console)' },
         { type: 'entity.idle' },
         { type: 'entity.deregistered' },
         { type: 'actor.rehydrated' },

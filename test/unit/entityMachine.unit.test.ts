@@ -41,7 +41,8 @@ const busy = (status: 'working' | 'blocked' | 'unknown' = 'working'): EntityEven
 });
 const deregistered: EntityEvent = { type: 'entity.deregistered' };
 const rehydrated: EntityEvent = { type: 'actor.rehydrated' };
-const sampleEvents: EntityEvent[] = [activated, idle, busy(), deregistered, rehydrated];
+const ownerAnswered: EntityEvent = { type: 'entity.ownerAnswered', request: 1, decision: 'allow', by: 'ana' };
+const sampleEvents: EntityEvent[] = [activated, idle, busy(), deregistered, rehydrated, ownerAnswered];
 
 const registered = (): Snapshot => initialTransition(entityMachine, input)[0];
 const reach = {
@@ -99,6 +100,26 @@ describe('entityMachine: active.idle', () => {
   it.each([activated, idle])('ignores $type', (event) => {
     const before = reach['active.idle']();
     const [after, actions] = transition(entityMachine, before, event);
+    expect(after).toBe(before);
+    expect(actions).toEqual([]);
+  });
+});
+
+describe("entityMachine: its owner's answer to its agent's permission request (issue 33)", () => {
+  it.each(['active.idle', 'active.busy'] as const)(
+    '%s: entity.ownerAnswered is recorded, with its one effect, and changes nothing else',
+    (state) => {
+      const before = reach[state]();
+      const [snapshot, actions] = step(before, ownerAnswered);
+      expect(stateName(snapshot.value)).toBe(state);
+      expect(snapshot.context).toEqual(input);
+      expect(actions.map((a) => a.type)).toEqual(['ownerAnswered']);
+    },
+  );
+
+  it('registered: ignores it (no agent is known to ask yet)', () => {
+    const before = registered();
+    const [after, actions] = transition(entityMachine, before, ownerAnswered);
     expect(after).toBe(before);
     expect(actions).toEqual([]);
   });
@@ -173,7 +194,7 @@ describe('entityMachine: graph', () => {
 
   // Must stay last: it checks what the tests above exercised.
   it('every declared (state, transition) pair is exercised by a test above', () => {
-    expect(coverage.declaredCount()).toBe(8);
+    expect(coverage.declaredCount()).toBe(10);
     expect(coverage.uncovered()).toEqual([]);
     expect(coverage.undeclared()).toEqual([]);
   });

@@ -90,6 +90,39 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     expect(statusOfW()).toBe('active.idle');
   });
 
+  it("the owner's answer to its agent's permission request goes to the agent host and is recorded with who gave it; none is given where none is asked", async () => {
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'tmux', target: '%1' },
+    });
+    await settle();
+    await expect(gateway.services.ownerAnswers.answer('w', 'allow', 'ana')).rejects.toThrow(
+      'asks for no permission now',
+    );
+    pane.openPermissions = [1, 2];
+    expect(await gateway.services.ownerAnswers.answer('w', 'deny', 'ana', 2)).toEqual({
+      worker: 'w',
+      request: 2,
+      decision: 'deny',
+    });
+    expect(await gateway.services.ownerAnswers.answer('w@h1', 'allow', 'bo')).toMatchObject({ request: 1 });
+    expect(pane.answers).toEqual([
+      { decision: 'deny', request: 2 },
+      { decision: 'allow', request: 1 },
+    ]);
+    const recorded = events(
+      "SELECT data FROM events WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered' ORDER BY seq",
+    ) as Array<{ data: string }>;
+    expect(recorded.map((r) => JSON.parse(r.data))).toEqual([
+      { request: 2, decision: 'deny', by: 'ana' },
+      { request: 1, decision: 'allow', by: 'bo' },
+    ]);
+    await expect(gateway.services.ownerAnswers.answer('w@elsewhere', 'allow', 'ana')).rejects.toThrow(
+      'answer its agent on that host',
+    );
+  });
+
   it('holds a message while the pane shows a dialog, types nothing, and submits it once the dialog is gone', async () => {
     await gateway.services.registrations.register({
       kind: 'worker',
