@@ -84,6 +84,7 @@ import {
 import { crosshostScenarios } from './scenarios/crosshost.mjs';
 import { fleetNames, fleetSteps, fleetTimeoutMs, renderFleetResults, runFleet } from './scenarios/fleet.mjs';
 import { mcpScenario } from './scenarios/mcp.mjs';
+import { nativePathLines } from './scenarios/nativePath.mjs';
 import { renderReplay, replayRatioNote, runReplayBench, writeReplayResults } from './scenarios/replay.mjs';
 import { routerScenarios } from './scenarios/router.mjs';
 import { signingPrimitives, signingScenarios } from './scenarios/signing.mjs';
@@ -394,7 +395,10 @@ async function main() {
   if (primitives.length > 0) console.log(`\n${renderPrimitives(primitives)}`);
   if (replay) console.log(`\n${renderReplay(replay)}\n\n${replayRatioNote}`);
   if (fleetRan) console.log(`\n${renderFleetResults(fleet)}`);
-  if (submitted) console.log(`\n${renderSubmission(submitted)}\n\n${submissionRatioNote}`);
+  if (submitted) {
+    console.log(`\n${renderSubmission(submitted)}\n\n${submissionRatioNote}`);
+    if (submitted.native) console.log(nativePathLines(submitted.native).join('\n'));
+  }
   if (consoleResults) console.log(`\n${renderConsole(consoleResults)}\n\n${consoleRatioNote}`);
   console.log(
     `${results.machine.cpu}, ${results.machine.cores} cores, node ${results.machine.node}, ` +

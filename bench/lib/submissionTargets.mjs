@@ -229,5 +229,9 @@ export async function loadAgentSupport() {
     tsImport('../../test/support/agentTuis.ts', import.meta.url),
     tsImport('../../test/support/fakeModelApi.ts', import.meta.url),
   ]);
-  return { launchAgentTui: agents.launchAgentTui, startFakeModelApi: fake.startFakeModelApi };
+  return {
+    launchAgentTui: agents.launchAgentTui,
+    prepareAgentHome: agents.prepareAgentHome,
+    startFakeModelApi: fake.startFakeModelApi,
+  };
 }

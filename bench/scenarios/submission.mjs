@@ -35,6 +35,7 @@ import {
   waitForLines,
   waitForPrompt,
 } from '../lib/submissionTargets.mjs';
+import { nativePathLines, runNativePath } from './nativePath.mjs';
 
 /** @typedef {Awaited<ReturnType<typeof verifiedSubmission>>} VerifiedResult */
 /** @typedef {Awaited<ReturnType<typeof baselineSubmission>>} BaselineResult */
@@ -80,6 +81,8 @@ import {
  * BENCH_SUBMISSION_CLAUDE (per side into Claude Code, default 30; 0 skips Claude),
  * BENCH_SUBMISSION_CLAUDE_LONG_BYTES (the long Claude body, default 1000; 0 skips that size),
  * BENCH_SUBMISSION_GATEWAY (per side through the gateway, default 100; 0 skips it),
+ * BENCH_SUBMISSION_NATIVE (per path into Claude Code by its terminal and its stream-json path,
+ * default 20; 0 skips it: bench/scenarios/nativePath.mjs),
  * BENCH_SUBMISSION_TEXT_BYTES (the body after the `[bridge …]` head, default 120). Warm-up: 10
  * messages per side into cat and through the gateway, 2 into Claude, not measured.
  */
@@ -103,6 +106,7 @@ export function submissionSettings(env = process.env) {
     claudeMessages: intSetting('BENCH_SUBMISSION_CLAUDE', 30, 0, env),
     claudeLongBytes: intSetting('BENCH_SUBMISSION_CLAUDE_LONG_BYTES', 1000, 0, env),
     gatewayMessages: intSetting('BENCH_SUBMISSION_GATEWAY', 100, 0, env),
+    nativeMessages: intSetting('BENCH_SUBMISSION_NATIVE', 20, 0, env),
     textBytes: intSetting('BENCH_SUBMISSION_TEXT_BYTES', 120, 0, env),
     catWarmup,
     claudeWarmup,
@@ -115,7 +119,8 @@ export function submissionSteps(settings = submissionSettings()) {
   return (
     1 +
     (settings.gatewayMessages > 0 ? 2 : 0) +
-    (settings.claudeMessages > 0 ? 1 + claudeVariants(settings).length : 0)
+    (settings.claudeMessages > 0 ? 1 + claudeVariants(settings).length : 0) +
+    (settings.nativeMessages > 0 ? 2 : 0)
   );
 }
 
@@ -559,6 +564,7 @@ export async function runSubmissionBench({
     const cat = await phase(runCat);
     const gateway = settings.gatewayMessages > 0 ? await phase(runGateway) : undefined;
     const claude = settings.claudeMessages > 0 ? await phase(runClaude) : undefined;
+    const native = settings.nativeMessages > 0 ? await phase(runNativePath) : undefined;
     return {
       date: new Date().toISOString(),
       command: commandLine(),
@@ -571,6 +577,7 @@ export async function runSubmissionBench({
       ...(claude
         ? { claude: { ...claude, variants: claude.variants.map((v) => ({ ...v, rows: undefined })) } }
         : {}),
+      ...(native ? { native } : {}),
     };
   } finally {
     process.off('exit', onExit);
@@ -704,6 +711,8 @@ function submissionSection(results) {
   } else {
     lines.push('- **Claude Code**: skipped (BENCH_SUBMISSION_CLAUDE=0).');
   }
+  if (results.native) lines.push(...nativePathLines(results.native));
+  else lines.push('', '**The same agent by its two delivery paths**: skipped (BENCH_SUBMISSION_NATIVE=0).');
   lines.push(...(results.notes ?? []).map((note) => `- ${note}`), sectionEnd, '');
   return lines.join('\n');
 }
