@@ -86,13 +86,11 @@ export function createAcpAgent(options: AgentSessionOptions): AgentSession {
     },
 
     async start() {
-      const { child, exited } = startAgentProcess(options, options.args);
-      stopProcess = () => child.kill('SIGTERM');
-      exited.catch((err: Error) => {
+      const { child, exited, stop } = startAgentProcess(options, options.args, (err) => {
         peer?.close(err.message);
         permissions.cancelAll();
-        onEvent({ kind: 'exited', why: err.message });
       });
+      stopProcess = stop;
       const rpc = createJsonRpcPeer(child.stdout, child.stdin, {
         request: onRequest,
         notification: (method, params) => {

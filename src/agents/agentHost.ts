@@ -29,6 +29,7 @@ import {
 import { createAcpAgent } from './acpAgent.js';
 import type { AgentEvent, AgentSession, AgentSessionOptions } from './agentSession.js';
 import { createClaudeStreamAgent } from './claudeStreamAgent.js';
+import { createCodexAppServerAgent } from './codexAppServerAgent.js';
 
 export interface AgentHostOptions {
   readonly socketPath: string;
@@ -117,10 +118,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     env: options.env,
     onEvent,
   };
-  const agent: AgentSession =
-    options.protocol === DeliveryPath.claudeStream
-      ? createClaudeStreamAgent(sessionOptions)
-      : createAcpAgent(sessionOptions);
+  const sessions: Record<NativePath, (options: AgentSessionOptions) => AgentSession> = {
+    [DeliveryPath.acp]: createAcpAgent,
+    [DeliveryPath.claudeStream]: createClaudeStreamAgent,
+    [DeliveryPath.codexAppServer]: createCodexAppServerAgent,
+  };
+  const agent = sessions[options.protocol ?? DeliveryPath.acp](sessionOptions);
 
   const status = (): Pick<AgentHostHello, 'status' | 'detail'> => {
     if (gone !== undefined) return { status: AgentHostStatus.gone, detail: `${agent.name} is gone: ${gone}` };

@@ -71,9 +71,19 @@ export function asRecord(value: unknown): Record<string, unknown> {
 export interface AgentProcess {
   readonly child: ChildProcessByStdio<Writable, Readable, Readable>;
   readonly exited: Promise<never>;
+  /** Ends the agent (SIGTERM). */
+  stop(): void;
 }
 
-export function startAgentProcess(options: AgentSessionOptions, args: readonly string[]): AgentProcess {
+/**
+ * Starts the agent with `args`. When it exits, `onExit` is told why (to reject what waits on it,
+ * cancel its open permission requests), then the mirror.
+ */
+export function startAgentProcess(
+  options: AgentSessionOptions,
+  args: readonly string[],
+  onExit: (err: Error) => void,
+): AgentProcess {
   const child = spawn(options.command, [...args], {
     cwd: options.cwd,
     env: options.env ?? process.env,
@@ -83,9 +93,13 @@ export function startAgentProcess(options: AgentSessionOptions, args: readonly s
     child.once('error', (err) => reject(err));
     child.once('exit', (code, signal) => reject(new Error(`the agent exited (${signal ?? `code ${code}`})`)));
   });
+  exited.catch((err: Error) => {
+    onExit(err);
+    options.onEvent({ kind: 'exited', why: err.message });
+  });
   // Its own diagnostics are not the session's: read and let go (a full pipe would stall it).
   child.stderr.resume();
-  return { child, exited };
+  return { child, exited, stop: () => child.kill('SIGTERM') };
 }
 
 /**

@@ -187,19 +187,17 @@ export function createClaudeStreamAgent(options: AgentSessionOptions): AgentSess
     },
 
     async start() {
-      const { child, exited } = startAgentProcess(options, claudeStreamArgs(options.args));
-      stopProcess = () => child.kill('SIGTERM');
-      write = (message) => {
-        child.stdin.write(`${JSON.stringify(message)}\n`);
-      };
-      exited.catch((err: Error) => {
+      const { child, exited, stop } = startAgentProcess(options, claudeStreamArgs(options.args), (err) => {
         failed = err.message;
         permissions.cancelAll();
         for (const settle of [...pending.values(), ...inTurn]) settle.reject(err);
         pending.clear();
         inTurn = [];
-        onEvent({ kind: 'exited', why: err.message });
       });
+      stopProcess = stop;
+      write = (message) => {
+        child.stdin.write(`${JSON.stringify(message)}\n`);
+      };
       const splitter = createLineSplitter(16 * 1024 * 1024);
       child.stdout.setEncoding('utf8');
       child.stdout.on('data', (chunk: string) => {

@@ -1,13 +1,14 @@
 import { resolve } from 'node:path';
 import { createAgentHost } from '../agents/agentHost.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { DeliveryPath } from '../wire/agentHost.js';
+import { DeliveryPath, type NativePath } from '../wire/agentHost.js';
 import type { CliValues } from './cliOptions.js';
 
 /**
- * `agentbridge agent-host --socket PATH [--protocol acp|claude-stream] [--cwd DIR] -- AGENT [ARG]...`:
- * runs AGENT (over ACP: `gemini --acp`, `opencode acp`; over Claude Code's stream-json: `claude`,
- * the flags that path needs added) in the foreground, mirrors its session on this terminal, and
+ * `agentbridge agent-host --socket PATH [--protocol acp|claude-stream|codex-app-server] [--cwd DIR]
+ * -- AGENT [ARG]...`: runs AGENT (over ACP: `gemini --acp`, `opencode acp`; over Claude Code's
+ * stream-json: `claude`, the flags that path needs added; over Codex's app-server: `codex
+ * app-server`) in the foreground, mirrors its session on this terminal, and
  * takes the messages a gateway hands it on PATH until it is stopped (Ctrl-C) or the agent exits.
  */
 export async function runAgentHost(values: CliValues, rest: string[]): Promise<number> {
@@ -18,9 +19,17 @@ export async function runAgentHost(values: CliValues, rest: string[]): Promise<n
       'agent-host needs --socket PATH and the agent after --, e.g. `agentbridge agent-host --socket ./gemini.sock -- gemini --acp`',
     );
   }
-  const protocol = values.protocol ?? DeliveryPath.acp;
-  if (protocol !== DeliveryPath.acp && protocol !== DeliveryPath.claudeStream) {
-    throw new BridgeError(ErrorCode.badRequest, `--protocol: acp or claude-stream, not "${protocol}"`);
+  const paths: readonly NativePath[] = [
+    DeliveryPath.acp,
+    DeliveryPath.claudeStream,
+    DeliveryPath.codexAppServer,
+  ];
+  const protocol = paths.find((path) => path === (values.protocol ?? DeliveryPath.acp));
+  if (protocol === undefined) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `--protocol: one of ${paths.join(', ')}, not "${values.protocol}"`,
+    );
   }
   const socketPath = resolve(values.socket);
   const host = createAgentHost({

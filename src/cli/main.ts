@@ -10,11 +10,11 @@ Usage:
   agentbridge register --kind worker|main|orchestrator|operator --name NAME
                   [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID | --agent-socket PATH] [--group G]...
                                                       register an entity; prints its gid and token
-  agentbridge agent-host --socket PATH [--protocol acp|claude-stream] [--cwd DIR] -- AGENT [ARG]...
+  agentbridge agent-host --socket PATH [--protocol acp|claude-stream|codex-app-server] [--cwd DIR] -- AGENT [ARG]...
                                                       run an agent behind its own protocol (acp: gemini --acp,
-                                                      opencode acp; claude-stream: claude) in this terminal,
-                                                      which mirrors its session; register it with
-                                                      --agent-socket PATH
+                                                      opencode acp; claude-stream: claude; codex-app-server:
+                                                      codex app-server) in this terminal, which mirrors its
+                                                      session; register it with --agent-socket PATH
   agentbridge deregister NAME|GID                          remove an entity (its undelivered messages are dead-lettered)
   agentbridge connect claude|codex|gemini --as main|worker|orchestrator NAME [--scope user|project] [--print]
                   [--tmux TARGET | --herdr-pane ID]   register NAME and write that agent's MCP config for it,

@@ -18,6 +18,8 @@ export const DeliveryPath = {
   acp: 'acp',
   /** Claude Code's `--input-format stream-json` (user messages as JSON lines on its stdin). */
   claudeStream: 'claude-stream',
+  /** Codex CLI's app-server (JSON-RPC: thread/start, turn/start, turn/steer). */
+  codexAppServer: 'codex-app-server',
 } as const;
 export type DeliveryPath = (typeof DeliveryPath)[keyof typeof DeliveryPath];
 /** The paths an agent host serves: an agent's own protocol. */
@@ -75,7 +77,7 @@ export const agentHostRequestSchema = z.discriminatedUnion('op', [
 export type AgentHostRequest = z.infer<typeof agentHostRequestSchema>;
 
 export const agentHostHelloSchema = z.object({
-  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream]),
+  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream, DeliveryPath.codexAppServer]),
   /** The agent as it named itself (ACP `agentInfo`), else the command. */
   agent: z.string(),
   status: z.enum(['idle', 'working', 'blocked', 'gone']),
@@ -90,7 +92,7 @@ export const hostHandoverSchema = z.object({
   state: z.enum(['absent', 'handed', 'acknowledged']),
   /** The agent as it named itself, and its path, for what the gateway records of the step. */
   agent: z.string(),
-  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream]),
+  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream, DeliveryPath.codexAppServer]),
   /** With `deliver` and state absent: why the agent cannot take it now. */
   held: z.object({ status: z.enum(['working', 'blocked', 'gone']), detail: z.string() }).optional(),
 });
