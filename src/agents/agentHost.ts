@@ -21,6 +21,7 @@ import {
   AgentHostStatus,
   agentHostMaxLine,
   agentHostRequestSchema,
+  BusyPolicy,
   DeliveryPath,
   HandoverState,
   type HostHandover,
@@ -140,15 +141,19 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     return { status: AgentHostStatus.idle };
   };
 
-  /** Whether a prompt given now is taken: an idle agent, or one that takes it into its running turn. */
-  const takesNow = (now: AgentHostHello['status']): boolean =>
-    now === AgentHostStatus.idle || (now === AgentHostStatus.working && agent.takesMidTurn);
+  /**
+   * Whether a prompt given now is taken: an idle agent, or one that takes it into its running
+   * turn unless the message is to wait for the turn's end.
+   */
+  const takesNow = (now: AgentHostHello['status'], busy: BusyPolicy = BusyPolicy.steer): boolean =>
+    now === AgentHostStatus.idle ||
+    (now === AgentHostStatus.working && agent.takesMidTurn && busy === BusyPolicy.steer);
 
-  const deliver = (marker: string, text: string): HostHandover => {
+  const deliver = (marker: string, text: string, busy: BusyPolicy | undefined): HostHandover => {
     const known = handovers.get(marker);
     if (known !== undefined) return { state: known, agent: agent.name, path: agent.path };
     const now = status();
-    if (!takesNow(now.status) && now.status !== AgentHostStatus.idle) {
+    if (now.status !== AgentHostStatus.idle && !takesNow(now.status, busy)) {
       return {
         state: HandoverState.absent,
         agent: agent.name,
@@ -232,7 +237,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         } satisfies AgentHostHello;
       }
       case 'deliver':
-        return deliver(request.marker, request.text);
+        return deliver(request.marker, request.text, request.busy);
       case 'await':
         return awaitAck(request.marker, request.timeoutMs);
       case 'answer':

@@ -24,6 +24,7 @@ const options = {
   wait: { type: 'string' },
   'wait-for': { type: 'string' },
   'idempotency-key': { type: 'string' },
+  busy: { type: 'string' },
   max: { type: 'string' },
   all: { type: 'boolean' },
   force: { type: 'boolean' },

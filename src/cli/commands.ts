@@ -16,7 +16,7 @@ import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import type { BroadcastResult } from '../send/Router.js';
 import { neutraliseLine } from '../text/neutralise.js';
-import type { OwnerDecision } from '../wire/agentHost.js';
+import { type BusyPolicy, busyPolicySchema, type OwnerDecision } from '../wire/agentHost.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -74,10 +74,25 @@ export function paneOf(values: CliValues): PaneTarget | undefined {
       'give one of --tmux, --herdr-pane and --agent-socket, not more',
     );
   }
+  const socketPath = values['agent-socket'];
+  if (values.busy !== undefined && socketPath === undefined) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      '--busy is the policy of a worker behind an agent host: give it with --agent-socket PATH',
+    );
+  }
   if (values.tmux) return { type: 'tmux', target: values.tmux, socket: values['tmux-socket'] };
   if (values['herdr-pane']) return { type: 'herdr', paneId: values['herdr-pane'] };
-  if (values['agent-socket']) return { type: 'agent', socketPath: resolve(values['agent-socket']) };
+  if (socketPath) {
+    const busy = busyOf(values);
+    return { type: 'agent', socketPath: resolve(socketPath), ...(busy === undefined ? {} : { busy }) };
+  }
   return undefined;
+}
+
+/** `--busy steer|queue`: what a message for an agent in a turn does (wire/agentHost.ts). */
+function busyOf(values: CliValues): BusyPolicy | undefined {
+  return values.busy === undefined ? undefined : checked('busy', busyPolicySchema, values.busy);
 }
 
 export async function runRegister(values: CliValues): Promise<number> {
@@ -146,6 +161,7 @@ export async function runSend(values: CliValues, rest: string[]): Promise<number
     ...(values['idempotency-key'] ? { idempotencyKey: values['idempotency-key'] } : {}),
     ...(waitMs === undefined ? {} : { waitMs }),
     ...(waitFor === undefined ? {} : { waitFor }),
+    ...(values.busy === undefined ? {} : { busy: busyOf(values) }),
   })) as SendOutcome;
   return printResult(values, result, () => {
     const stage = result.timedOut

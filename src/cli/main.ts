@@ -8,8 +8,8 @@ const usage = `agentbridge — cross-host messaging for AI coding agents
 Usage:
   agentbridge start [--config FILE]                       run the gateway (foreground)
   agentbridge register --kind worker|main|orchestrator|operator --name NAME
-                  [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID | --agent-socket PATH] [--group G]...
-                                                      register an entity; prints its gid and token
+                  [--tmux TARGET [--tmux-socket PATH] | --herdr-pane ID | --agent-socket PATH [--busy steer|queue]]
+                  [--group G]...                      register an entity; prints its gid and token
   agentbridge agent-host --socket PATH [--protocol acp|claude-stream|codex-app-server] [--cwd DIR] -- AGENT [ARG]...
                                                       run an agent behind its own protocol (acp: gemini --acp,
                                                       opencode acp; claude-stream: claude; codex-app-server:
@@ -27,7 +27,8 @@ Usage:
   agentbridge service install|uninstall [--print] [--config FILE]
                                                       the gateway as a systemd user service (this home and settings)
   agentbridge send TO TEXT [--reply-to MSGID] [--wait MS] [--wait-for queued|submitted] [--idempotency-key KEY]
-                                                      send as the entity whose token is in BRIDGE_TOKEN (or --token)
+                  [--busy steer|queue]                send as the entity whose token is in BRIDGE_TOKEN (or --token);
+                                                      --busy: into a running turn, or after it
   agentbridge broadcast TEXT [--group G]                   announce to everyone (or one group), as that entity
   agentbridge drain [--max N] [--wait MS]                  collect messages held for that entity; with --wait and
                                                       none held, wait up to MS for one (a long poll)

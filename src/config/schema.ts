@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BusyPolicy, busyPolicySchema } from '../wire/agentHost.js';
 import { groupsSchema, hostIdPattern } from '../wire/envelope.js';
 import { agents } from './agents.js';
 import { parseAuthority } from './authority.js';
@@ -291,6 +292,12 @@ export const configSchema = z.strictObject({
       programSettleMs: z.number().int().min(0).max(60_000).default(1_500),
       /** Longest a bridge_send with wait_for waits for the stage it names (R-RC1). */
       receiptWaitMs: z.number().int().min(0).default(120_000),
+      /**
+       * A message for a worker whose agent takes one mid-turn (Claude stream-json, Codex
+       * app-server), while it is in a turn: `steer` hands it into the turn, `queue` holds it
+       * until the turn ends. A worker's `register --busy` and a message's `busy` come first.
+       */
+      busy: busyPolicySchema.default(BusyPolicy.steer),
     })
     .prefault({}),
   ask: z

@@ -50,6 +50,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       logger,
       timing: submissionTiming(config.delivery),
       clock,
+      busy: config.delivery.busy,
     }),
     checkPane: paneChecker(config.herdr.socketPath),
     ...(options.onFatal ? { onFatal: options.onFatal } : {}),

@@ -66,6 +66,11 @@ type DeliveryCell = ActorCell<typeof deliveryMachine>;
  * definitions). Its effects are each delivery's own methods, given to its actor when it is
  * created or rebuilt.
  */
+/** What a pane step types (or an agent host is handed) for `envelope`. */
+function messageOf(envelope: Envelope): PaneMessage {
+  return { text: formatInjection(envelope), marker: injectionMarker(envelope.msgId), busy: envelope.busy };
+}
+
 export function createDeliveryMachine(clock: Clock): typeof deliveryMachine {
   return deliveryMachine.provide({
     delays: {
@@ -277,9 +282,11 @@ export class Delivery {
     const { clock, config, logger } = this.deps;
     const { cell } = this;
     const every = cell.context.recheckMs ?? config.delivery.paneRecheckMs;
+    const envelope = this.loadEnvelope();
+    const message = envelope && messageOf(envelope);
     const look = (): void => {
       if (cell.state !== 'waiting-pane') return;
-      injector.inspect().then(
+      injector.inspect(message).then(
         (hold) => {
           if (cell.state !== 'waiting-pane') return;
           if (hold === undefined) cell.send({ type: 'delivery.paneReady' });
@@ -374,7 +381,7 @@ export class Delivery {
     if (!envelope) return undefined;
     return {
       injector,
-      message: { text: formatInjection(envelope), marker: injectionMarker(envelope.msgId) },
+      message: messageOf(envelope),
     };
   }
 

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { Config } from '../config/schema.js';
+import { busyPolicySchema } from '../wire/agentHost.js';
 import {
   entityKindSchema,
   entityNameSchema,
@@ -35,6 +36,7 @@ export const sendBody = z.strictObject({
   idempotencyKey: z.string().min(1).max(200).optional(),
   waitMs: z.number().int().min(0).optional(),
   waitFor: z.enum(['queued', 'submitted']).optional(),
+  busy: busyPolicySchema.optional(),
 });
 
 /** Where a message sent from this gateway is (R-RC1); the operator may ask about any. */

@@ -5,6 +5,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { SendOutcome } from '../gateway/Gateway.js';
 import { withTrace } from '../log/logger.js';
+import { busyPolicySchema } from '../wire/agentHost.js';
 import { groupNameSchema, WireKind } from '../wire/envelope.js';
 import { receiptStages, WaitableStage } from '../wire/receipt.js';
 import { callGoneSignal, settleOnResponse } from './responseOutcome.js';
@@ -92,6 +93,12 @@ const bridgeSendTool = {
       .enum([WaitableStage.queued, WaitableStage.submitted])
       .optional()
       .describe('Return once the message is queued at the recipient, or submitted (handed over, for a main)'),
+    busy: busyPolicySchema
+      .optional()
+      .describe(
+        'For a worker whose agent takes a message mid-turn (Claude stream-json, Codex app-server): "steer" hands ' +
+          'it into the running turn, "queue" holds it until the turn ends. Default: the worker\'s policy',
+      ),
     idempotency_key: idempotencyKey,
   },
   outputSchema: sentShape,
@@ -183,6 +190,7 @@ export function registerMessageTools(server: McpServer, scope: ToolScope): void 
         waitMs: args.wait_ms,
         waitFor: args.wait_for,
         idempotencyKey: args.idempotency_key,
+        busy: args.busy,
       });
       settleOnResponse(outcome.handover);
       return withTrace(outcome.traceId, () => {

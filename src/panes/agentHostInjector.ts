@@ -16,6 +16,7 @@ import {
   agentHostAnswerSchema,
   agentHostHelloSchema,
   agentHostMaxLine,
+  BusyPolicy,
   HandoverState,
   type HostHandover,
   hostHandoverSchema,
@@ -24,6 +25,7 @@ import {
   DeferReason,
   type PaneHold,
   type PaneInjector,
+  type PaneMessage,
   PaneStatus,
   type SubmitOutcome,
   type TypeOutcome,
@@ -31,6 +33,8 @@ import {
 
 export interface AgentHostInjectorOptions {
   readonly socketPath: string;
+  /** What a message for an agent in a turn does unless it says (the worker's, else the gateway's). */
+  readonly busy?: BusyPolicy | undefined;
   /** How long the agent may take to acknowledge a prompt it was handed, per `submit`. */
   readonly acknowledgeTimeoutMs?: number;
   /** How long the host may take to answer a request that does not wait. */
@@ -39,9 +43,17 @@ export interface AgentHostInjectorOptions {
   readonly statusPollMs?: number;
 }
 
-/** The worker's status as the gateway's pump and roster read it. */
-function statusOf(hello: AgentHostHello): PaneStatus {
-  if (hello.takes) return PaneStatus.idle;
+/**
+ * Whether a message under `busy` would be taken now: `takes` is the host's answer for one that
+ * may steer into a running turn; one that queues waits for an idle agent.
+ */
+function takes(hello: AgentHostHello, busy: BusyPolicy): boolean {
+  return busy === BusyPolicy.queue ? hello.status === AgentHostStatus.idle : hello.takes;
+}
+
+/** The worker's status as the gateway's pump and roster read it, under the worker's policy. */
+function statusOf(hello: AgentHostHello, busy: BusyPolicy): PaneStatus {
+  if (takes(hello, busy)) return PaneStatus.idle;
   if (hello.status === AgentHostStatus.blocked) return PaneStatus.blocked;
   return hello.status === AgentHostStatus.gone ? PaneStatus.unknown : PaneStatus.working;
 }
@@ -126,16 +138,23 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
   const requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
   const acknowledgeTimeoutMs = options.acknowledgeTimeoutMs ?? 30_000;
   const statusPollMs = options.statusPollMs ?? 1_000;
+  const policy = options.busy ?? BusyPolicy.steer;
+  const busyOf = (message: PaneMessage | undefined): BusyPolicy => message?.busy ?? policy;
   const handover = async (request: AgentHostRequest, timeoutMs = requestTimeoutMs): Promise<HostHandover> =>
     hostHandoverSchema.parse(await agentHostRequest(socketPath, request, timeoutMs));
   return {
-    async inspect() {
+    async inspect(message) {
       const hello = await agentHostHello(socketPath, requestTimeoutMs);
-      return hello.takes ? undefined : holdOf(hello.status, hello.detail ?? hello.status);
+      return takes(hello, busyOf(message)) ? undefined : holdOf(hello.status, hello.detail ?? hello.status);
     },
 
     async type(message): Promise<TypeOutcome> {
-      const given = await handover({ op: 'deliver', marker: message.marker, text: message.text });
+      const given = await handover({
+        op: 'deliver',
+        marker: message.marker,
+        text: message.text,
+        busy: busyOf(message),
+      });
       if (given.state === HandoverState.acknowledged)
         return { kind: 'submitted', how: `${given.agent} had taken the prompt already (${given.path})` };
       if (given.state === HandoverState.handed) return { kind: 'typed' };
@@ -187,7 +206,7 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
       let stopped = false;
       const look = (): void => {
         agentHostHello(socketPath, requestTimeoutMs).then(
-          (hello) => report(statusOf(hello)),
+          (hello) => report(statusOf(hello, policy)),
           () => report(PaneStatus.unknown),
         );
       };

@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
+import type { BusyPolicy } from '../wire/agentHost.js';
 import type { PaneTarget } from '../wire/paneTarget.js';
 import { agentHostHello, createAgentHostInjector } from './agentHostInjector.js';
 import { createHerdrInjector } from './herdrInjector.js';
@@ -20,6 +21,8 @@ export interface InjectorFactoryOptions {
   timing?: Partial<SubmissionTiming> | undefined;
   /** What the injectors' waits and deadlines read (the gateway's). */
   clock: Clock;
+  /** `delivery.busy`: a worker behind an agent host that names no policy of its own gets this. */
+  busy?: BusyPolicy | undefined;
 }
 
 /** The verification timing from the `delivery` config. */
@@ -46,7 +49,8 @@ export function createInjectorFactory(options: InjectorFactoryOptions): (pane: P
         clock: options.clock,
       });
     }
-    if (pane.type === 'agent') return createAgentHostInjector({ socketPath: pane.socketPath });
+    if (pane.type === 'agent')
+      return createAgentHostInjector({ socketPath: pane.socketPath, busy: pane.busy ?? options.busy });
     return createHerdrInjector({
       paneId: pane.paneId,
       socketPath: pane.socketPath ?? options.herdrSocketPath,

@@ -1,4 +1,4 @@
-import type { OwnerDecision } from '../wire/agentHost.js';
+import type { BusyPolicy, OwnerDecision } from '../wire/agentHost.js';
 
 /**
  * What the gateway needs from a terminal pane: type a message into the agent's input, submit
@@ -27,6 +27,8 @@ export function isReadyStatus(status: PaneStatus): status is typeof PaneStatus.i
 export interface PaneMessage {
   readonly text: string;
   readonly marker: string;
+  /** The message's own policy for an agent in a turn, where it has one (an agent host's). */
+  readonly busy?: BusyPolicy | undefined;
 }
 
 /** Why nothing was typed: the pane cannot take a message now; try again later. */
@@ -81,10 +83,11 @@ export interface PaneInjector {
    */
   submit(message: PaneMessage): Promise<SubmitOutcome>;
   /**
-   * Whether the pane could take a message now, without typing anything: undefined, or why not
-   * (a dialog, half-typed input, a busy agent). What a held delivery polls.
+   * Whether the pane could take a message now (`message`, where its own policy matters),
+   * without typing anything: undefined, or why not (a dialog, half-typed input, a busy agent).
+   * What a held delivery polls.
    */
-  inspect(): Promise<PaneHold | undefined>;
+  inspect(message?: PaneMessage): Promise<PaneHold | undefined>;
   /** After a crash between the steps: is the message absent, still in the input area, or submitted? */
   locate(message: PaneMessage): Promise<Whereabouts>;
   /** True when `marker` appears in the pane's recent output (its last `lines` lines). */

@@ -10,6 +10,7 @@ import { readActorInput } from '../kernel/readActorInput.js';
 import { unconfirmedSendStates } from '../machines/sendMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { readActorHead } from '../store/actorHeads.js';
+import type { BusyPolicy } from '../wire/agentHost.js';
 import { byteLength } from '../wire/digest.js';
 import { type Address, type Envelope, WireKind } from '../wire/envelope.js';
 import { inboxRefusal, takesRoom } from '../wire/inboxCap.js';
@@ -40,6 +41,8 @@ export interface SendRequest {
   traceId?: string | undefined;
   /** Shorter than the default TTL (an ask lives as long as its turn). */
   expiresAt?: number | undefined;
+  /** For a worker whose agent takes a message mid-turn: steer it in, or queue it for the turn's end. */
+  busy?: BusyPolicy | undefined;
 }
 
 export interface BroadcastRequest {
@@ -476,6 +479,7 @@ export class Router {
       msgId: ids.msgId ?? request.msgId,
       traceId: ids.traceId ?? request.traceId,
       expiresAt: request.expiresAt,
+      busy: request.busy,
     });
   }
 }

@@ -18,6 +18,7 @@ export interface EnvelopeExtras {
   msgId?: string | undefined;
   traceId?: string | undefined;
   expiresAt?: number | undefined;
+  busy?: Envelope['busy'];
 }
 
 export interface ComposeDeps {
@@ -41,7 +42,7 @@ export function composeEnvelope(
 ): Envelope {
   const { store, clock, config } = deps;
   const now = clock.now();
-  const { inReplyTo, idempotencyKey, turnId, spawn, stop, result } = extra;
+  const { inReplyTo, idempotencyKey, turnId, spawn, stop, result, busy } = extra;
   const traceId =
     extra.traceId ??
     (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ??
@@ -59,6 +60,7 @@ export function composeEnvelope(
     text,
     ...(inReplyTo === undefined ? {} : { inReplyTo }),
     expiresAt: extra.expiresAt ?? now + config.delivery.ttlMs,
+    ...(busy === undefined ? {} : { busy }),
     ...(turnId === undefined ? {} : { turnId }),
     ...(spawn === undefined ? {} : { spawn }),
     ...(stop === undefined ? {} : { stop }),

@@ -47,6 +47,16 @@ export const AgentHostStatus = {
 } as const;
 export type AgentHostStatus = (typeof AgentHostStatus)[keyof typeof AgentHostStatus];
 
+/**
+ * What a message for an agent in a turn does, where the agent can take one mid-turn (Claude's
+ * stream, Codex's `turn/steer`): `steer`, handed now into the running turn; `queue`, held until
+ * the turn ends and handed as a turn of its own. ACP takes one turn at a time: always `queue`.
+ * The gateway's `delivery.busy`, a worker's own (`register --busy`), then the message's.
+ */
+export const BusyPolicy = { steer: 'steer', queue: 'queue' } as const;
+export type BusyPolicy = (typeof BusyPolicy)[keyof typeof BusyPolicy];
+export const busyPolicySchema = z.enum([BusyPolicy.steer, BusyPolicy.queue]);
+
 /** An owner's answer to an agent's permission request: allow it once, or deny it. */
 export type OwnerDecision = 'allow' | 'deny';
 
@@ -58,8 +68,16 @@ const marker = z.string().min(1).max(200);
 export const agentHostRequestSchema = z.discriminatedUnion('op', [
   /** Who the host is and how its agent is now. */
   z.object({ op: z.literal('hello') }),
-  /** Hands a message to the agent if it can take one now; answers where the message is. */
-  z.object({ op: z.literal('deliver'), marker, text: z.string().max(2 * 1024 * 1024) }),
+  /**
+   * Hands a message to the agent if it can take one now (with `busy: queue`, only an agent out
+   * of a turn); answers where the message is.
+   */
+  z.object({
+    op: z.literal('deliver'),
+    marker,
+    text: z.string().max(2 * 1024 * 1024),
+    busy: busyPolicySchema.optional(),
+  }),
   /** Waits (up to `timeoutMs`) until the message is acknowledged; answers where it is. */
   z.object({ op: z.literal('await'), marker, timeoutMs: z.number().int().min(0).max(600_000) }),
   /** Where the message is, without waiting. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { busyPolicySchema } from './agentHost.js';
 import { isHlc } from './hlc.js';
 import { receiptSchema } from './receipt.js';
 
@@ -188,6 +189,11 @@ const envelopeShape = z.object({
   inReplyTo: z.string().uuid().optional(),
   /** Absolute deadline (ms since epoch) after which the message is dead-lettered as expired. */
   expiresAt: z.number().int().min(0).max(maxEpochMs).optional(),
+  /**
+   * SEND, REPLY: for a worker whose agent takes a message into a running turn, `queue` holds it
+   * until the turn ends instead (wire/agentHost.ts `BusyPolicy`); absent, the worker's policy.
+   */
+  busy: busyPolicySchema.optional(),
   /** ASK, ANSWER, TOO_LATE: the asking turn (U2). */
   turnId: z.string().uuid().optional(),
   /** SPAWN: the profile and name asked for (U4). */

@@ -129,6 +129,23 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       db.close();
     }
   };
+  /**
+   * A message sent while its recipient's agent is in a turn that does not take it: queued and
+   * at no model meanwhile, then submitted once the turn ended, a prompt of its own, once.
+   */
+  const heldUntilTheTurnEnds = async (msgId: string): Promise<void> => {
+    await sleep(1_500);
+    expect(await stageOf(msgId)).toBe('queued');
+    expect(requestsWith(msgId)).toHaveLength(0);
+    await waitFor(
+      'the held message to be submitted',
+      async () => ((await stageOf(msgId)) === 'submitted' ? true : undefined),
+      30_000,
+    );
+    await waitFor('the model to get it', () => (promptsWith(msgId).length > 0 ? true : undefined));
+    await sleep(1_000);
+    expect(promptsWith(msgId)).toHaveLength(1);
+  };
   const mirror = (name: string) =>
     runTmux(tmuxSocket, ['capture-pane', '-p', '-J', '-t', name, '-S', '-300']);
 
@@ -280,22 +297,24 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
             expect(requestsWith(next.msgId)[0]?.kind).toBe(RequestKind.toolResult);
             expect(promptsWith(next.msgId)).toHaveLength(0);
           }
-        } else {
-          await sleep(1_500);
-          expect(await stageOf(next.msgId)).toBe('queued');
-          expect(requestsWith(next.msgId)).toHaveLength(0);
-          await waitFor(
-            'the held message to be submitted',
-            async () => ((await stageOf(next.msgId)) === 'submitted' ? true : undefined),
-            30_000,
-          );
-          await waitFor('the model to get it', () => (promptsWith(next.msgId).length > 0 ? true : undefined));
-          await sleep(1_000);
-          expect(promptsWith(next.msgId)).toHaveLength(1);
-        }
+        } else await heldUntilTheTurnEnds(next.msgId);
         expect(promptsWith(long.msgId)).toHaveLength(1);
       },
     );
+
+    if (worker.midTurn) {
+      it(`${name} (${protocol}): a message sent with busy: queue while the agent is in a turn is held until the turn ends, then is a turn of its own, once`, async () => {
+        const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
+          wait_for: 'queued',
+        });
+        await waitFor('the model to get the long one', () =>
+          promptsWith(long.msgId).length > 0 ? true : undefined,
+        );
+        const next = await send(name, 'after your turn', { wait_for: 'queued', busy: 'queue' });
+        await heldUntilTheTurnEnds(next.msgId);
+        expect(promptsWith(long.msgId)).toHaveLength(1);
+      });
+    }
 
     it(`${name} (${protocol}): a permission request is the owner’s: nothing answers it, the command does not run, messages sent meanwhile are held; the owner approves (${worker.answerFrom === 'console' ? 'from the console in Chromium' : 'with the CLI'}), recorded on B; the agent runs the command and the held message follows`, async () => {
       const asking = await send(name, `please run the command ${name}`, { wait_for: 'submitted' });

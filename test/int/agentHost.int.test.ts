@@ -217,6 +217,53 @@ describe("the agent host over Claude Code's stream-json (a stand-in) and its inj
     expect(f.prompts()).toEqual(['[msg c2] slow one', '[msg c3] mid-turn']);
   });
 
+  it('a message that says busy: queue waits for the turn to end and is a turn of its own; the host refuses it mid-turn too', async () => {
+    const slow = message('q1', 'slow one');
+    await f.injector.type(slow);
+    expect(await f.injector.submit(slow)).toMatchObject({ kind: 'submitted' });
+    const queued = { ...message('q2', 'after the turn'), busy: 'queue' as const };
+    expect(await f.injector.inspect(queued)).toMatchObject({ reason: DeferReason.busy });
+    expect(await f.injector.type(queued)).toMatchObject({ kind: 'deferred', reason: DeferReason.busy });
+    // The host's own check, whatever the gateway read before: a queue message is not steered.
+    expect(
+      await agentHostRequest(
+        f.socketPath,
+        { op: 'deliver', marker: 'q2', text: queued.text, busy: 'queue' },
+        2_000,
+      ),
+    ).toMatchObject({ state: 'absent', held: { status: 'working' } });
+    await waitFor('the turn to end', async () =>
+      (await f.injector.inspect(queued)) === undefined ? true : undefined,
+    );
+    expect(await f.injector.type(queued)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(queued)).toMatchObject({ kind: 'submitted' });
+    await waitFor('the second turn to end', () =>
+      f.mirror.filter((l) => l.startsWith('■')).length === 2 ? true : undefined,
+    );
+    expect(f.prompts()).toEqual(['[msg q1] slow one', '[msg q2] after the turn']);
+  });
+
+  it("a worker whose policy is queue reads working while its agent is in a turn, and a message's own steer still goes in", async () => {
+    const queueing = createAgentHostInjector({ socketPath: f.socketPath, busy: 'queue', statusPollMs: 50 });
+    const seen: string[] = [];
+    const unwatch = queueing.watchStatus((status) => seen.push(status));
+    try {
+      const slow = message('w1', 'slow one');
+      await queueing.type(slow);
+      expect(await queueing.submit(slow)).toMatchObject({ kind: 'submitted' });
+      await waitFor('the worker to read working', () => (seen.includes('working') ? true : undefined));
+      expect(await queueing.type(message('w2', 'held'))).toMatchObject({ kind: 'deferred' });
+      const steer = { ...message('w3', 'steered in'), busy: 'steer' as const };
+      expect(await queueing.type(steer)).toEqual({ kind: 'typed' });
+      await waitFor('the turn to end', () => (f.mirror.some((l) => l.startsWith('■')) ? true : undefined));
+      expect(f.mirror.filter((l) => l.startsWith('■'))).toHaveLength(1);
+      expect(f.prompts()).toEqual(['[msg w1] slow one', '[msg w3] steered in']);
+      await waitFor('the worker to read idle again', () => (seen.at(-1) === 'idle' ? true : undefined));
+    } finally {
+      unwatch();
+    }
+  });
+
   it("a tool permission is the owner's: messages are held, the owner allows once, the turn goes on", async () => {
     const asking = message('c4', 'permission please');
     await f.injector.type(asking);

@@ -26,13 +26,19 @@ export class RecordingPane implements PaneInjector {
   /** `typed`: the texts submitted, in order (several panes may share one list). */
   constructor(readonly typed: string[] = []) {}
 
-  async inspect(): Promise<PaneHold | undefined> {
+  /** Every message a type was tried with, and every one a held delivery looked with, in order. */
+  readonly tried: PaneMessage[] = [];
+  readonly inspected: Array<PaneMessage | undefined> = [];
+
+  async inspect(message?: PaneMessage): Promise<PaneHold | undefined> {
     if (this.failing) throw new Error('pane is gone');
+    this.inspected.push(message);
     return this.hold;
   }
 
   async type(message: PaneMessage): Promise<TypeOutcome> {
     if (this.failing) throw new Error('pane is gone');
+    this.tried.push(message);
     if (this.hanging) return new Promise(() => {});
     if (this.input?.marker === message.marker) return { kind: 'typed' };
     if (this.hold) return { kind: 'deferred', ...this.hold };

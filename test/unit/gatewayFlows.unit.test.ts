@@ -273,6 +273,30 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     }
   });
 
+  it("a message's busy policy goes with it to the pane, and a held delivery looks at the pane with it", async () => {
+    await gateway.services.registrations.register({
+      kind: 'worker',
+      name: 'w',
+      pane: { type: 'agent', socketPath: '/nowhere/agent.sock', busy: 'steer' },
+    });
+    const main = await gateway.services.registrations.register({ kind: 'main', name: 'm' });
+    const sender = gateway.directory.authenticate(main.token)!;
+    await settle();
+    pane.hold = { reason: 'busy', detail: 'in a turn' };
+    await gateway.services.sends.send(sender, { kind: 'SEND', to: 'w', text: 'later', busy: 'queue' });
+    await settle();
+    expect(pane.tried.map((m) => m.busy)).toEqual(['queue']);
+    await memory.advance(gateway.config.delivery.paneRecheckMs);
+    await settle();
+    expect(pane.inspected.at(-1)?.busy).toBe('queue');
+    expect(pane.typed).toEqual([]);
+    pane.hold = undefined;
+    await memory.advance(gateway.config.delivery.paneRecheckMs);
+    await settle();
+    await settle();
+    expect(pane.typed.map((t) => t.split('] ')[1])).toEqual(['later']);
+  });
+
   it('does not type while the pane is busy, keeps order, and purges bodies once typed', async () => {
     await gateway.services.registrations.register({
       kind: 'worker',
