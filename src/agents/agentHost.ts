@@ -60,6 +60,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   let inFlight = 0;
   let gone: string | undefined;
   let server: Server | undefined;
+  /** The command that attaches a person's own TUI to the agent's session, where there is one. */
+  let attach: string | undefined;
 
   const show = (mark: string, text: string): void => {
     const line = neutraliseLine(text);
@@ -73,10 +75,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const onEvent = (event: AgentEvent): void => {
     switch (event.kind) {
       case 'started':
+        attach = event.attach;
         show(
           '──',
           `${event.agent}, session ${event.session}; the gateway hands messages in at ${options.socketPath}`,
         );
+        if (attach !== undefined) show('──', `to watch and take part: ${attach}`);
         return;
       case 'said':
         show('◀', event.text);
@@ -118,6 +122,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     cwd: options.cwd,
     env: options.env,
     onEvent,
+    attachSocket: `${options.socketPath}.agent`,
   };
   const sessions: Record<NativePath, (options: AgentSessionOptions) => AgentSession> = {
     [DeliveryPath.acp]: createAcpAgent,
@@ -135,7 +140,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         detail: `${agent.name} asks for a permission ("${asked.title}"): held until its owner answers`,
       };
     }
-    if (inFlight > 0) {
+    if (inFlight > 0 || agent.turnRunning?.()) {
       return { status: AgentHostStatus.working, detail: `${agent.name} is in a turn: held until it ends` };
     }
     return { status: AgentHostStatus.idle };
@@ -234,6 +239,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           agent: agent.name,
           ...now,
           takes: takesNow(now.status),
+          ...(attach === undefined ? {} : { attach }),
         } satisfies AgentHostHello;
       }
       case 'deliver':
@@ -302,6 +308,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       agent.stop();
       await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
       rmSync(options.socketPath, { force: true });
+      if (sessionOptions.attachSocket) rmSync(sessionOptions.attachSocket, { force: true });
     },
   };
 }

@@ -8,7 +8,13 @@ import type { NativePath } from '../wire/agentHost.js';
 
 /** What the agent did, for the host's mirror and its status. */
 export type AgentEvent =
-  | { readonly kind: 'started'; readonly agent: string; readonly session: string }
+  | {
+      readonly kind: 'started';
+      readonly agent: string;
+      readonly session: string;
+      /** The command a person runs to watch the session and take part (Codex: its TUI, attached). */
+      readonly attach?: string | undefined;
+    }
   /** Words of the agent's reply (a chunk). */
   | { readonly kind: 'said'; readonly text: string }
   | { readonly kind: 'thought'; readonly text: string }
@@ -35,6 +41,11 @@ export interface AgentSessionOptions {
   readonly cwd: string;
   readonly env?: NodeJS.ProcessEnv | undefined;
   readonly onEvent: (event: AgentEvent) => void;
+  /**
+   * Where an agent that a person can join listens (Codex's app-server on a unix socket, which
+   * its TUI attaches to), unless its arguments name a transport of their own.
+   */
+  readonly attachSocket?: string | undefined;
 }
 
 export interface AgentSession {
@@ -46,6 +57,11 @@ export interface AgentSession {
    * next inference boundary) instead of refusing it.
    */
   readonly takesMidTurn: boolean;
+  /**
+   * Whether a turn runs that this host did not start (a person's, in a TUI attached to the same
+   * session): a message waits for it or steers into it as into one of its own.
+   */
+  turnRunning?(): boolean;
   /** Starts the process and opens a session; rejects if the agent will not. */
   start(): Promise<void>;
   /**

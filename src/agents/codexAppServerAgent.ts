@@ -1,6 +1,12 @@
 /**
  * Codex CLI's app-server (openai/codex `codex-rs/app-server-protocol`; `codex app-server
- * generate-json-schema` prints it): JSON-RPC on the process's stdio, one JSON object a line.
+ * generate-json-schema` prints it): JSON-RPC, one JSON object a line on stdio (`--listen
+ * stdio://`) or one a WebSocket text frame on a unix socket (`--listen unix://PATH`). The host
+ * starts it on a unix socket unless its arguments name a transport, so that a person can attach
+ * Codex's own TUI to the same thread (`codex resume THREAD --remote unix://PATH`, printed in the
+ * mirror and by `hello`): the TUI shows each message the host hands over, and what the person
+ * types there is a turn like any other (a message for the agent meanwhile steers into it, or
+ * waits for it under `busy: queue`).
  *
  *   initialize {clientInfo}, then the `initialized` notification
  *   thread/start {cwd}                                  → {thread: {id}}
@@ -15,6 +21,7 @@
  * again as a new turn). The agent acknowledges a message by accepting the request: `turn/start`
  * or `turn/steer` answered.
  */
+import { rmSync } from 'node:fs';
 import { DeliveryPath } from '../wire/agentHost.js';
 import {
   type AgentSession,
@@ -24,6 +31,22 @@ import {
   startAgentProcess,
 } from './agentSession.js';
 import { createJsonRpcPeer, type JsonRpcPeer, JsonRpcRemoteError } from './jsonRpcPeer.js';
+import { connectWebSocketLines } from './webSocketLines.js';
+
+/** How long the app-server may take to listen on its socket after it started. */
+const connectTimeoutMs = 30_000;
+/** The thread's name, as a person's TUI shows it. */
+const threadName = 'agentbridge worker';
+
+/** The transport `--listen URL` (or `--listen=URL`, `--stdio`) names in the agent's arguments. */
+function listenOf(args: readonly string[]): string | undefined {
+  for (const [i, arg] of args.entries()) {
+    if (arg === '--stdio') return 'stdio://';
+    if (arg === '--listen') return args[i + 1];
+    if (arg.startsWith('--listen=')) return arg.slice('--listen='.length);
+  }
+  return undefined;
+}
 
 /** The server requests that ask the owner, and how an answer is put for each. */
 const approvals: Readonly<Record<string, { allow: string; deny: string }>> = {
@@ -100,18 +123,40 @@ export function createCodexAppServerAgent(options: AgentSessionOptions): AgentSe
     },
 
     async start() {
-      const { child, exited, stop } = startAgentProcess(options, options.args, (err) => {
+      const given = listenOf(options.args);
+      // Its own transport if the arguments name one; else a unix socket a person's TUI can join.
+      const socketPath =
+        given === undefined ? options.attachSocket : given.startsWith('unix://') ? given.slice(7) : undefined;
+      const args =
+        given === undefined && socketPath !== undefined
+          ? [...options.args, '--listen', `unix://${socketPath}`]
+          : options.args;
+      if (socketPath !== undefined) rmSync(socketPath, { force: true });
+      const { child, exited, stop } = startAgentProcess(options, args, (err) => {
         peer?.close(err.message);
         permissions.cancelAll();
         for (const turn of inTurn) turn.reject(err);
         inTurn = [];
       });
-      stopProcess = stop;
-      const rpc = createJsonRpcPeer(child.stdout, child.stdin, {
+      const handlers = {
         request: onRequest,
         notification: onNotification,
-        badLine: (reason) => onEvent({ kind: 'bad-line', reason }),
-      });
+        badLine: (reason: string) => onEvent({ kind: 'bad-line', reason }),
+      };
+      let rpc: JsonRpcPeer;
+      if (socketPath === undefined) {
+        stopProcess = stop;
+        rpc = createJsonRpcPeer(child.stdout, child.stdin, handlers);
+      } else {
+        child.stdout.resume();
+        const lines = await connectWebSocketLines(socketPath, connectTimeoutMs, exited);
+        stopProcess = () => {
+          lines.close();
+          stop();
+        };
+        rpc = createJsonRpcPeer(lines.input, lines.output, handlers);
+        void lines.closed.then((why) => rpc.close(why));
+      }
       peer = rpc;
       const init = asRecord(
         await Promise.race([
@@ -131,8 +176,16 @@ export function createCodexAppServerAgent(options: AgentSessionOptions): AgentSe
       );
       threadId = String(asRecord(started.thread).id ?? '');
       if (threadId === '') throw new Error('thread/start answered without a thread id');
-      onEvent({ kind: 'started', agent: `${name} over its app-server`, session: threadId });
+      let attach: string | undefined;
+      if (socketPath !== undefined) {
+        // A thread is kept (and can be resumed by a TUI) once it has a turn or a name.
+        await Promise.race([rpc.request('thread/name/set', { threadId, name: threadName }), exited]);
+        attach = `${options.command} resume ${threadId} --remote unix://${socketPath}`;
+      }
+      onEvent({ kind: 'started', agent: `${name} over its app-server`, session: threadId, attach });
     },
+
+    turnRunning: () => turnId !== undefined,
 
     async prompt(_marker, text, onAcknowledged) {
       if (!peer) throw new Error('the agent has not started');

@@ -103,6 +103,8 @@ export const agentHostHelloSchema = z.object({
   takes: z.boolean(),
   /** Why it is blocked or gone, in words for the roster and the delivery's hold. */
   detail: z.string().optional(),
+  /** The command a person runs to watch the agent's session and take part (Codex's TUI, attached). */
+  attach: z.string().max(4096).optional(),
 });
 export type AgentHostHello = z.infer<typeof agentHostHelloSchema>;
 

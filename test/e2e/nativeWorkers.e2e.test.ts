@@ -146,6 +146,8 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     await sleep(1_000);
     expect(promptsWith(msgId)).toHaveLength(1);
   };
+  /** `env -i` arguments: the agent's whole environment and nothing else. */
+  const envOf = (home: AgentHome) => Object.entries(home.env).map(([key, value]) => `${key}=${value}`);
   const mirror = (name: string) =>
     runTmux(tmuxSocket, ['capture-pane', '-p', '-J', '-t', name, '-S', '-300']);
 
@@ -177,7 +179,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       homes.set(worker.name, home);
       writeFileSync(notes(home.cwd), 'some notes\n');
       // The host in a pane of its own, with the agent's whole environment and nothing else.
-      const env = Object.entries(home.env).map(([key, value]) => `${key}=${value}`);
+      const env = envOf(home);
       const host = [process.execPath, cliPath, 'agent-host', '--socket', socketOf(worker.name)];
       const agent = ['--protocol', worker.protocol, '--cwd', home.cwd, '--', home.bin, ...worker.args];
       const session = [
@@ -425,4 +427,55 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       expect(await agentHostHello(socketOf(name))).toMatchObject({ path: protocol });
     });
   }
+
+  it("codex (codex-app-server): a person attached with `codex --remote` sees each delivered message in Codex's TUI; a turn the person starts there takes a message steered into it", async () => {
+    const home = homes.get('codex');
+    if (!home) throw new Error('no codex worker');
+    const hello = await agentHostHello(socketOf('codex'));
+    expect(hello.attach).toMatch(/^\S+ resume \S+ --remote unix:\/\/\S+$/);
+    expect(await mirror('codex')).toContain(`to watch and take part: ${hello.attach}`);
+    const [bin = '', ...args] = (hello.attach ?? '').split(' ');
+    const tui = 'codex-tui';
+    const session = ['-d', '-s', tui, '-x', '160', '-y', '50', 'env', '-i', ...envOf(home), bin, ...args];
+    await runTmux(tmuxSocket, ['new-session', ...session]);
+    const screen = () => runTmux(tmuxSocket, ['capture-pane', '-p', '-J', '-t', tui, '-S', '-300']);
+    await waitFor(
+      'the TUI to attach',
+      async () => ((await screen()).includes('OpenAI Codex') ? true : undefined),
+      60_000,
+    );
+
+    const sent = await send('codex', 'shown to the person too', { wait_for: 'submitted' });
+    expect(sent.stage).toBe('submitted');
+    await waitFor('the TUI to show the message', async () =>
+      (await screen()).includes(`msg ${sent.msgId}] shown to the person too`) ? true : undefined,
+    );
+
+    // The person starts a turn in the TUI (the model holds its answer, then reads a file).
+    const words = `take your time and look around ${home.cwd}, asks the person`;
+    await runTmux(tmuxSocket, ['send-keys', '-t', tui, '-l', words]);
+    await sleep(500);
+    await runTmux(tmuxSocket, ['send-keys', '-t', tui, 'Enter']);
+    await waitFor('the host to see the person’s turn', async () =>
+      (await agentHostHello(socketOf('codex'))).status === 'working' ? true : undefined,
+    );
+    const steered = await send('codex', 'into the person’s turn', { wait_for: 'submitted' });
+    expect(steered.stage).toBe('submitted');
+    await waitFor('the turn’s next request', () =>
+      requestsWith(steered.msgId).length > 0 ? true : undefined,
+    );
+    // One conversation: the person's words and the message in it, once.
+    const body = JSON.stringify(requestsWith(steered.msgId).at(-1)?.body);
+    expect(body).toContain('asks the person');
+    expect(body.split(steered.msgId)).toHaveLength(2);
+    await waitFor('the TUI to show it', async () =>
+      (await screen()).includes(`msg ${steered.msgId}]`) ? true : undefined,
+    );
+    await waitFor(
+      'the turn to end',
+      async () => ((await agentHostHello(socketOf('codex'))).status === 'idle' ? true : undefined),
+      30_000,
+    );
+    await runTmux(tmuxSocket, ['kill-session', '-t', tui]);
+  });
 });
