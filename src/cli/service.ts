@@ -1,12 +1,12 @@
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import { systemdUnit, unitName } from '../service/systemdUnit.js';
 import type { CliValues } from './cliOptions.js';
 import { printResult } from './output.js';
+import { selfCli } from './selfCommand.js';
 
 /** Where systemd looks for the user's own units. */
 function unitDir(env: NodeJS.ProcessEnv): string {
@@ -43,7 +43,7 @@ export async function runService(values: CliValues, rest: string[]): Promise<num
   const files = systemdUnit({
     home,
     node: process.execPath,
-    cli: fileURLToPath(new URL('./main.js', import.meta.url)),
+    cli: selfCli,
     configFile: file === undefined ? undefined : resolve(file),
     env: process.env,
     envFile,

@@ -5,6 +5,7 @@ import { startDaemon } from '../daemon/startDaemon.js';
 import { createLogger } from '../log/logger.js';
 import type { CliValues } from './cliOptions.js';
 import { writeHuman } from './output.js';
+import { selfCli } from './selfCommand.js';
 
 /** `agentbridge start`: runs the gateway in the foreground until SIGINT/SIGTERM. */
 export async function runStart(values: CliValues): Promise<number> {
@@ -13,6 +14,7 @@ export async function runStart(values: CliValues): Promise<number> {
   const daemon = await startDaemon({
     config,
     logger,
+    agentHostCommand: [process.execPath, selfCli],
     onFatal: (err) => {
       writeHuman(process.stderr, `agentbridge: fatal: ${err instanceof Error ? err.message : String(err)}`);
       logger.flush();

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BusyPolicy, busyPolicySchema } from '../wire/agentHost.js';
+import { BusyPolicy, busyPolicySchema, DeliveryPath } from '../wire/agentHost.js';
 import { groupsSchema, hostIdPattern } from '../wire/envelope.js';
 import { agents } from './agents.js';
 import { parseAuthority } from './authority.js';
@@ -63,6 +63,16 @@ export const profileSchema = z.strictObject({
   agent: z.enum(agents).optional(),
   /** Extra environment for the agent (besides BRIDGE_MCP_URL, BRIDGE_TOKEN, …). */
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
+  /**
+   * How messages reach the agent: typed into its terminal (`terminal`), or over its own
+   * protocol (`acp`, `claude-stream`, `codex-app-server`): the window then runs `agentbridge
+   * agent-host` with the command as its agent, and mirrors the session.
+   */
+  path: z
+    .enum([DeliveryPath.terminal, DeliveryPath.acp, DeliveryPath.claudeStream, DeliveryPath.codexAppServer])
+    .default(DeliveryPath.terminal),
+  /** On a path that takes a message mid-turn: steer it in, or queue it (else `delivery.busy`). */
+  busy: busyPolicySchema.optional(),
 });
 export type Profile = z.output<typeof profileSchema>;
 

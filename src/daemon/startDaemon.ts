@@ -21,6 +21,11 @@ export interface DaemonOptions {
   logger: Logger;
   clock?: Clock;
   onFatal?: (err: unknown) => void;
+  /**
+   * The agentbridge CLI as a command line (Node, its entry point): how a spawned worker on an
+   * agent's own protocol gets its agent host. Without it, such a profile fails to launch.
+   */
+  agentHostCommand?: readonly string[];
 }
 
 /**
@@ -53,6 +58,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       busy: config.delivery.busy,
     }),
     checkPane: paneChecker(config.herdr.socketPath),
+    ...(options.agentHostCommand ? { agentHostCommand: options.agentHostCommand } : {}),
     ...(options.onFatal ? { onFatal: options.onFatal } : {}),
   });
   // The operator console's logins: minted over the admin socket, spent on the HTTP server.

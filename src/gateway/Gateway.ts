@@ -54,6 +54,8 @@ export interface GatewayOptions {
   onFatal?: (err: unknown) => void;
   /** Starts spawned agents (U4); default: tmux windows and herdr tabs as configured. */
   launchers?: { tmux: Launcher; herdr: Launcher };
+  /** The agentbridge CLI as a command line: a spawned worker on an agent's own protocol runs its agent host. */
+  agentHostCommand?: readonly string[];
   /**
    * The event log to run on, opened and closed by the caller (an in-memory one, for the unit
    * tier; kept across a stop and a start, it is what the next start rebuilds from). Default:
@@ -275,6 +277,7 @@ export class Gateway {
         }),
       },
       mcpUrl: () => this.mcpUrl.promise,
+      agentHostCommand: this.options.agentHostCommand,
       hasName: (name) => directory.hasName(name),
       hasEntity: (gid) => directory.byGidOrUndefined(gid) !== undefined,
       register: (entity) => registrations.registerSpawned(entity),

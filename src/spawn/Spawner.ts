@@ -1,18 +1,24 @@
 import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { type Config, type Profile, workspacesDir } from '../config/schema.js';
 import { spawnConnection } from '../connect/agentConfigs.js';
 import { applyEdit } from '../connect/configFiles.js';
 import type { InboundHandle } from '../deliver/handover.js';
 import { asBridgeError, BridgeError, ErrorCode } from '../errors.js';
 import { ActorCell, type RuntimeDeps } from '../kernel/ActorCell.js';
+import type { Clock } from '../kernel/clock.js';
 import { resumeOrReport } from '../kernel/resumeOrReport.js';
 import type { ActorKind } from '../machines/index.js';
 import { spawnMachine } from '../machines/spawnMachine.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { agentHostHello } from '../panes/agentHostInjector.js';
 import { readActorHead, readLiveActors } from '../store/actorHeads.js';
 import { findSpawnOfGid } from '../store/findSpawnOfGid.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
+import { shellQuote } from '../text/shellQuote.js';
+import { DeliveryPath } from '../wire/agentHost.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import {
   type Address,
@@ -35,6 +41,32 @@ export const spawnKind: ActorKind = 'spawn';
 /** SPAWN envelopes (their brief) are kept under this recipient until the spawn is over. */
 const spawnInbox = '>spawn';
 const answerRetryMs = 5_000;
+/** How long a spawned agent host may take to answer (its agent to start and open a session). */
+const agentHostWaitMs = 90_000;
+
+/** Says hello to the agent host at `socketPath` every 250 ms until it answers; throws after `waitMs`. */
+async function waitForAgentHost(
+  socketPath: string,
+  waitMs: number,
+  clock: Clock,
+  stopped: () => boolean,
+): Promise<void> {
+  let last: unknown;
+  for (let tries = Math.ceil(waitMs / 250); tries > 0 && !stopped(); tries--) {
+    try {
+      await agentHostHello(socketPath, 2_000);
+      return;
+    } catch (err) {
+      last = err;
+      await new Promise((resolve) => clock.setTimeout(() => resolve(undefined), 250));
+    }
+  }
+  if (stopped()) return;
+  throw new BridgeError(
+    ErrorCode.launchFailed,
+    `the agent host at ${socketPath} did not answer within ${waitMs / 1000} s (${last instanceof Error ? last.message : String(last)}): look at its window for why`,
+  );
+}
 
 /** What an answer needs of the request it answers. */
 type RequestRef = Pick<Envelope, 'from' | 'traceId' | 'msgId'>;
@@ -52,6 +84,11 @@ export interface SpawnerDeps extends RuntimeDeps {
   launchers: { tmux: Launcher; herdr: Launcher };
   /** The MCP endpoint spawned agents connect to, once the gateway serves it. */
   mcpUrl(): Promise<string>;
+  /**
+   * The agentbridge CLI as a command line, for a profile on an agent's own protocol: its window
+   * runs `agent-host` with the profile's command as the agent.
+   */
+  agentHostCommand?: readonly string[] | undefined;
   hasName(name: string): boolean;
   hasEntity(gid: string): boolean;
   /** Registers the launched agent under the gid and token it was started with. */
@@ -325,9 +362,11 @@ export class Spawner {
       const mcpUrl = await this.deps.mcpUrl();
       const connection = profile.agent ? spawnConnection(profile.agent, mcpUrl, cwd) : undefined;
       if (connection?.edit) applyEdit(connection.edit);
+      const agentCommand = connection ? connection.command(profile.command) : profile.command;
+      const host = profile.path === DeliveryPath.terminal ? undefined : this.agentHostFor(profile, name, cwd);
       const pane = await launcher.launch({
         name,
-        command: connection ? connection.command(profile.command) : profile.command,
+        command: host ? host.command(agentCommand) : agentCommand,
         cwd,
         env: {
           ...profile.env,
@@ -339,16 +378,22 @@ export class Spawner {
         },
       });
       if (this.stopped) return;
-      // Asked before the agent can be let in: its client may list the tools as soon as it is registered.
-      const connected = connection ? this.toolsListedBy(gid) : undefined;
+      // Asked before the agent can be let in: its client may list the tools as soon as it is
+      // registered.
+      const connected = connection && !host ? this.toolsListedBy(gid) : undefined;
       await this.deps.register({
         gid,
         token,
         name,
         kind: profile.kind,
         groups: [...profile.groups, ...cell.context.groups],
-        pane,
+        pane: host ? host.target : pane,
       });
+      // An agent on its own protocol connects its MCP servers as its session opens (so it is
+      // registered first: its token must be known by then), and the host answers once it has:
+      // its first prompt has bridge's tools. Messages wait for the host meanwhile (no host
+      // answering reads as an unknown status).
+      if (host) await host.answering();
       // A connected agent's first turn should have bridge's tools: the brief waits until its MCP
       // client has them (the agent shows its prompt before its MCP servers are up).
       if (connected && !(await connected) && !this.stopped) {
@@ -367,6 +412,35 @@ export class Spawner {
       if (cell.state === 'launching')
         cell.send({ type: 'spawn.launchFailed', code: error.code, message: error.message });
     }
+  }
+
+  /**
+   * For a profile on an agent's own protocol: the window's command (the agent host, with the
+   * agent after `--`), the worker's target (the host's socket, in the home's `agent-hosts`), and
+   * a wait until the host answers.
+   */
+  private agentHostFor(profile: Profile, name: string, cwd: string) {
+    const cli = this.deps.agentHostCommand;
+    if (!cli) {
+      throw new BridgeError(
+        ErrorCode.launchFailed,
+        `profile path ${profile.path} needs the agentbridge CLI to run its agent host: start the gateway with \`agentbridge start\``,
+      );
+    }
+    const dir = join(this.deps.config.home, 'agent-hosts');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const socketPath = join(dir, `${name}.sock`);
+    const target: PaneTarget = {
+      type: 'agent',
+      socketPath,
+      ...(profile.busy === undefined ? {} : { busy: profile.busy }),
+    };
+    const words = [...cli, 'agent-host', '--socket', socketPath, '--protocol', profile.path, '--cwd', cwd];
+    return {
+      target,
+      command: (agent: string) => `${words.map(shellQuote).join(' ')} -- ${agent}`,
+      answering: () => waitForAgentHost(socketPath, agentHostWaitMs, this.deps.clock, () => this.stopped),
+    };
   }
 
   private workspaces(profile: Profile): string {

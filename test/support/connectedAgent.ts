@@ -34,6 +34,13 @@ import { waitFor } from './waitFor.js';
  * `please send TEXT to NAME`, `please reply TEXT to NAME`, `please ask NAME: QUESTION` call
  * bridge's tools; `please run WORD` calls the shell tool (`touch <dir>/WORD`).
  */
+/** Each agent's own protocol, as a spawn profile names it, and the arguments that start it so. */
+const nativePath = {
+  claude: { path: 'claude-stream', args: [] },
+  codex: { path: 'codex-app-server', args: ['app-server'] },
+  gemini: { path: 'acp', args: ['--acp'] },
+} as const satisfies Record<AgentTui, { path: string; args: readonly string[] }>;
+
 export function describeConnectedAgent(agent: AgentTui): void {
   describe(`${agent} connected by agentbridge connect only, driven by a model that calls bridge's tools`, () => {
     let dir: string;
@@ -178,6 +185,14 @@ export function describeConnectedAgent(agent: AgentTui): void {
           spawn: { tmuxSocket: socket, tmuxSession: `spawned-${agent}` },
           profiles: {
             [agent]: { command: spawnedHome.bin, agent, cwd: spawnedHome.cwd, env: spawnedHome.env },
+            // The same agent behind an agent host, on its own protocol.
+            [`${agent}-native`]: {
+              command: [spawnedHome.bin, ...nativePath[agent].args].join(' '),
+              agent,
+              path: nativePath[agent].path,
+              cwd: spawnedHome.cwd,
+              env: spawnedHome.env,
+            },
           },
         },
       });
@@ -274,6 +289,38 @@ export function describeConnectedAgent(agent: AgentTui): void {
         expect(readFileSync(join(spawnedHome.cwd, '.gemini', 'settings.json'), 'utf8')).toContain(
           `Bearer \${BRIDGE_TOKEN}`,
         );
+    });
+
+    it(`spawned from a profile on its own protocol (${nativePath[agent].path}), it comes connected behind an agent host: the brief reaches it over that protocol and asks for a reply, the lead gets it`, async () => {
+      const text = token('native');
+      const name = `${agent}-native`;
+      const result = await callTool(lead, 'bridge_spawn', {
+        host: gateway.hostId,
+        profile: name,
+        name,
+        brief: `please reply ${text} to lead`,
+        wait_ms: 60_000,
+      });
+      expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+      const got = await leadGets('REPLY', text);
+      expect(got.from.name).toBe(name);
+      // Its window is the agent host's: the brief was handed over the agent's protocol (its
+      // mirror's ▶ line), not typed into a TUI.
+      const window = await runTmux(socket, [
+        'capture-pane',
+        '-p',
+        '-J',
+        '-t',
+        `=spawned-${agent}:${name}`,
+        '-S',
+        '-200',
+      ]);
+      expect(
+        window
+          .split('\n')
+          .some((line) => line.startsWith('▶') && line.includes(`please reply ${text} to lead`)),
+        window,
+      ).toBe(true);
     });
 
     it("no permission dialog was drawn for bridge's tools; a shell command still asks", async () => {

@@ -87,6 +87,7 @@ describe('loadConfig: defaults', () => {
       enterAttempts: 3,
       programSettleMs: 1_500,
       receiptWaitMs: 120_000,
+      busy: 'steer',
     });
     expect(config.store).toEqual({ synchronous: 'FULL' });
     expect(config.log).toEqual({ level: 'info', repeatWindowMs: 600_000 });
