@@ -503,6 +503,16 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
         : []),
       `event log:    ${result.store}`,
       `entities:     ${result.entities.length}`,
+      ...result.entities.flatMap((e) =>
+        e.agent === undefined
+          ? []
+          : [
+              `  ${neutraliseLine(e.name)}: ${e.agent.path} (${neutraliseLine(e.agent.agent)})` +
+                (e.agent.attach === undefined
+                  ? ''
+                  : `; to watch and take part: ${neutraliseLine(e.agent.attach)}`),
+            ],
+      ),
       `deliveries:   ${counts(result.deliveries) || 'none yet'}`,
       `dead-lettered here since start: ${counts(result.deadLetters) || 'none'}`,
       `mcp sessions: ${result.mcpSessions.total}${result.mcpSessions.total > 0 ? ` (${counts(result.mcpSessions.byEntity)})` : ''}`,

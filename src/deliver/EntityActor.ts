@@ -8,7 +8,12 @@ import { type EntityInput, entityMachine } from '../machines/entityMachine.js';
 import type { ActorKind } from '../machines/index.js';
 import { nextInjection } from '../machines/nextInjection.js';
 import type { remindMachine } from '../machines/remindMachine.js';
-import { isReadyStatus, type PaneInjector, type PaneStatus } from '../panes/paneInjector.js';
+import {
+  type AgentDescription,
+  isReadyStatus,
+  type PaneInjector,
+  type PaneStatus,
+} from '../panes/paneInjector.js';
 import { readActorHead } from '../store/actorHeads.js';
 import { deliveryActorId } from '../store/actorIds.js';
 import type { EntityRecord } from '../store/entities.js';
@@ -189,6 +194,11 @@ export class EntityActor {
   }
 
   /** Messages accepted for this entity and not yet delivered. */
+  /** Its agent behind an agent host, as last seen: path, name, how to watch it. */
+  get agent(): AgentDescription | undefined {
+    return this.injector?.describe?.();
+  }
+
   get depth(): number {
     return this.deliveries.size;
   }

@@ -6,6 +6,7 @@ import type { Federation } from '../federation/Federation.js';
 import { dlqName, inboxName } from '../federation/topology.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { AgentDescription } from '../panes/paneInjector.js';
 import { loadKeys } from '../security/keys.js';
 import { listTrust } from '../security/TrustStore.js';
 import { addressOf } from '../send/Router.js';
@@ -23,6 +24,8 @@ export interface RosterEntry extends Address {
   lastActiveAt?: number;
   /** An agent its host spawned: bridge_stop (and the console's Stop) may end it. */
   spawned?: boolean;
+  /** A local worker whose agent runs behind an agent host: its path, and how to watch it. */
+  agent?: AgentDescription;
 }
 
 export interface GatewayStatusDeps {
@@ -70,6 +73,7 @@ export class GatewayStatus {
       depth: entity.depth,
       ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
       ...(isSpawned(entity.gid) ? { spawned: true } : {}),
+      ...(entity.agent === undefined ? {} : { agent: entity.agent }),
     }));
     const remote: RosterEntry[] = (federation?.roster.entries() ?? []).map((e) => ({
       gid: e.gid,

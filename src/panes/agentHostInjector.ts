@@ -140,12 +140,18 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
   const statusPollMs = options.statusPollMs ?? 1_000;
   const policy = options.busy ?? BusyPolicy.steer;
   const busyOf = (message: PaneMessage | undefined): BusyPolicy => message?.busy ?? policy;
+  /** The host's last hello: what `describe` tells. */
+  let seen: AgentHostHello | undefined;
+  const hello = async (): Promise<AgentHostHello> => {
+    seen = await agentHostHello(socketPath, requestTimeoutMs);
+    return seen;
+  };
   const handover = async (request: AgentHostRequest, timeoutMs = requestTimeoutMs): Promise<HostHandover> =>
     hostHandoverSchema.parse(await agentHostRequest(socketPath, request, timeoutMs));
   return {
     async inspect(message) {
-      const hello = await agentHostHello(socketPath, requestTimeoutMs);
-      return takes(hello, busyOf(message)) ? undefined : holdOf(hello.status, hello.detail ?? hello.status);
+      const now = await hello();
+      return takes(now, busyOf(message)) ? undefined : holdOf(now.status, now.detail ?? now.status);
     },
 
     async type(message): Promise<TypeOutcome> {
@@ -205,8 +211,8 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
       let timer: NodeJS.Timeout | undefined;
       let stopped = false;
       const look = (): void => {
-        agentHostHello(socketPath, requestTimeoutMs).then(
-          (hello) => report(statusOf(hello, policy)),
+        hello().then(
+          (now) => report(statusOf(now, policy)),
           () => report(PaneStatus.unknown),
         );
       };
@@ -232,6 +238,10 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
         requestTimeoutMs,
       );
       return (answered as { answered: number }).answered;
+    },
+
+    describe() {
+      return seen && { path: seen.path, agent: seen.agent, attach: seen.attach };
     },
 
     async close() {},

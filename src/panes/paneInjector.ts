@@ -1,4 +1,4 @@
-import type { BusyPolicy, OwnerDecision } from '../wire/agentHost.js';
+import type { BusyPolicy, NativePath, OwnerDecision } from '../wire/agentHost.js';
 
 /**
  * What the gateway needs from a terminal pane: type a message into the agent's input, submit
@@ -21,6 +21,13 @@ export type PaneStatus = (typeof PaneStatus)[keyof typeof PaneStatus];
 /** A pane can take typed input only when its agent is idle or done (R-DL2). */
 export function isReadyStatus(status: PaneStatus): status is typeof PaneStatus.idle | typeof PaneStatus.done {
   return status === PaneStatus.idle || status === PaneStatus.done;
+}
+
+/** A worker's agent behind an agent host, as the roster and `status` show it. */
+export interface AgentDescription {
+  readonly path: NativePath;
+  readonly agent: string;
+  readonly attach?: string | undefined;
 }
 
 /** One message as it is typed: the whole text, and the marker (its msg id) that identifies it. */
@@ -103,5 +110,10 @@ export interface PaneInjector {
    * request answered, rejects when there is none. Panes have no such request to answer.
    */
   answerOwner?(decision: OwnerDecision, request?: number): Promise<number>;
+  /**
+   * Where the agent runs behind its own protocol: its path, the agent as it named itself, and
+   * the command a person runs to watch it and take part, as last seen (undefined before).
+   */
+  describe?(): AgentDescription | undefined;
   close(): Promise<void>;
 }

@@ -434,6 +434,12 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     const hello = await agentHostHello(socketOf('codex'));
     expect(hello.attach).toMatch(/^\S+ resume \S+ --remote unix:\/\/\S+$/);
     expect(await mirror('codex')).toContain(`to watch and take part: ${hello.attach}`);
+    // B's status says it too, for each worker behind an agent host.
+    const status = (await b.cli(['status'])).stdout;
+    expect(status).toContain(
+      `  codex: codex-app-server (${hello.agent}); to watch and take part: ${hello.attach}`,
+    );
+    expect(status).toMatch(/ {2}gemini: acp \(.+\)\n/);
     const [bin = '', ...args] = (hello.attach ?? '').split(' ');
     const tui = 'codex-tui';
     const session = ['-d', '-s', tui, '-x', '160', '-y', '50', 'env', '-i', ...envOf(home), bin, ...args];
