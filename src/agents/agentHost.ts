@@ -1,15 +1,17 @@
 /**
- * The agent host: one coding agent behind its own protocol (ACP), a unix socket the gateway
- * hands messages to, and a mirror of the session on this process's terminal, so a person in
- * the pane sees every prompt, reply, tool call and permission request.
+ * The agent host: one coding agent behind its own protocol (ACP, Claude Code's stream-json,
+ * Codex's app-server), a unix socket the gateway hands messages to, and a mirror of the session
+ * on this process's terminal, so a person in the pane sees every prompt, reply, tool call and
+ * permission request (and, for Codex, the command that attaches its own TUI to the session).
  *
  * It runs outside the gateway's process tree (in a tmux pane, say): a gateway restart neither
  * ends the agent nor loses what was handed to it. What it was handed is remembered by marker
  * (the message's id) for as long as it runs, so a gateway that crashed between handing a
  * message over and recording it asks here and never hands the same prompt twice (R-DL5).
  *
- * It hands a prompt only to an idle agent (ACP runs one turn at a time) and never while a
- * permission request is open; it never answers a permission itself.
+ * It hands a prompt to an idle agent, or into a running turn where the agent takes one and the
+ * message may steer (`busy`), never while a permission request is open; it never answers a
+ * permission itself.
  */
 import { chmodSync, existsSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';

@@ -2,8 +2,8 @@ import { z } from 'zod';
 
 /**
  * What a gateway and an agent host say to each other (issue 33's native delivery paths). An
- * agent host (`agentbridge agent-host`) runs a coding agent behind the agent's own protocol (ACP
- * today) in a process of its own, in a terminal pane that mirrors the session, and listens on a
+ * agent host (`agentbridge agent-host`) runs a coding agent behind the agent's own protocol (ACP,
+ * Claude's stream-json, Codex's app-server) in a process of its own, in a terminal pane that mirrors the session, and listens on a
  * unix socket: one request per connection, one JSON line each way. The host outlives the
  * gateway (a gateway restart neither ends the agent nor loses what was handed to it), so what
  * it was handed is asked of it, by marker, after a restart (R-DL5).
