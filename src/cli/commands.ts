@@ -251,7 +251,8 @@ function controlOutcome(values: CliValues, outcome: ControlOutcome, done: string
   }
   return printResult(values, outcome, () =>
     result
-      ? `${done} ${result.name ?? result.gid}@${outcome.host} (${result.gid}); trace ${outcome.traceId}`
+      ? `${done} ${result.name ?? result.gid}@${outcome.host} (${result.gid}); trace ${outcome.traceId}` +
+        (result.attach === undefined ? '' : `\nto watch and take part: ${neutraliseLine(result.attach)}`)
       : `request ${outcome.requestId} sent to ${outcome.host}; no result yet (it arrives by drain)`,
   );
 }

@@ -39,6 +39,10 @@ const bridgeSpawnTool = {
     status: z.enum(['running', 'pending']),
     gid: z.string().optional(),
     name: z.string().optional(),
+    attach: z
+      .string()
+      .optional()
+      .describe('An agent a person can attach to (Codex on its app-server): the command that does'),
   },
 };
 
@@ -88,8 +92,9 @@ export function registerSpawnTools(server: McpServer, scope: ToolScope): void {
       }
       if (!result.ok) throw controlError(result.code, result.message);
       return toolResult(
-        { ...base, status: 'running', gid: result.gid, name: result.name },
-        `spawned ${result.name}@${outcome.host} (${result.gid})`,
+        { ...base, status: 'running', gid: result.gid, name: result.name, attach: result.attach },
+        `spawned ${result.name}@${outcome.host} (${result.gid})` +
+          (result.attach === undefined ? '' : `; to watch and take part: ${result.attach}`),
       );
     }),
   );

@@ -21,7 +21,12 @@ export type SpawnInput = z.infer<typeof spawnInputSchema>;
 
 export const spawnEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('spawn.launching'), gid: z.string(), name: z.string() }),
-  z.object({ type: z.literal('spawn.launched'), pane: paneTargetSchema.nullable() }),
+  z.object({
+    type: z.literal('spawn.launched'),
+    pane: paneTargetSchema.nullable(),
+    /** An agent behind an agent host that a person can attach to: the command (Codex's TUI). */
+    attach: z.string().max(4096).optional(),
+  }),
   z.object({ type: z.literal('spawn.launchFailed'), code: z.string(), message: z.string() }),
   z.object({ type: z.literal('spawn.refused'), code: z.string(), message: z.string() }),
   z.object({ type: z.literal('spawn.answered') }),
@@ -34,6 +39,8 @@ export interface SpawnContext extends SpawnInput {
   gid: string | null;
   entityName: string | null;
   pane: PaneTarget | null;
+  /** The command that attaches a person to the agent's session, where its host printed one. */
+  attach: string | null;
   error: { code: string; message: string } | null;
   answered: boolean;
 }
@@ -78,6 +85,7 @@ export const spawnMachine = setup({
     gid: null,
     entityName: null,
     pane: null,
+    attach: null,
     error: null,
     answered: false,
   }),
@@ -97,7 +105,10 @@ export const spawnMachine = setup({
     launching: {
       entry: 'launch',
       on: {
-        'spawn.launched': { target: 'running', actions: assign({ pane: ({ event }) => event.pane }) },
+        'spawn.launched': {
+          target: 'running',
+          actions: assign({ pane: ({ event }) => event.pane, attach: ({ event }) => event.attach ?? null }),
+        },
         'spawn.launchFailed': { target: 'refused', actions: recordError },
         // Died mid-launch: `launch` looks for what the first attempt left before starting again.
         'actor.rehydrated': { target: 'launching', reenter: true },

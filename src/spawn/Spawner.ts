@@ -18,7 +18,7 @@ import { findSpawnOfGid } from '../store/findSpawnOfGid.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { shellQuote } from '../text/shellQuote.js';
-import { DeliveryPath } from '../wire/agentHost.js';
+import { type AgentHostHello, DeliveryPath } from '../wire/agentHost.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import {
   type Address,
@@ -44,24 +44,26 @@ const answerRetryMs = 5_000;
 /** How long a spawned agent host may take to answer (its agent to start and open a session). */
 const agentHostWaitMs = 90_000;
 
-/** Says hello to the agent host at `socketPath` every 250 ms until it answers; throws after `waitMs`. */
+/**
+ * Says hello to the agent host at `socketPath` every 250 ms until it answers (resolves with its
+ * hello; undefined once the spawner stopped); throws after `waitMs`.
+ */
 async function waitForAgentHost(
   socketPath: string,
   waitMs: number,
   clock: Clock,
   stopped: () => boolean,
-): Promise<void> {
+): Promise<AgentHostHello | undefined> {
   let last: unknown;
   for (let tries = Math.ceil(waitMs / 250); tries > 0 && !stopped(); tries--) {
     try {
-      await agentHostHello(socketPath, 2_000);
-      return;
+      return await agentHostHello(socketPath, 2_000);
     } catch (err) {
       last = err;
       await new Promise((resolve) => clock.setTimeout(() => resolve(undefined), 250));
     }
   }
-  if (stopped()) return;
+  if (stopped()) return undefined;
   throw new BridgeError(
     ErrorCode.launchFailed,
     `the agent host at ${socketPath} did not answer within ${waitMs / 1000} s (${last instanceof Error ? last.message : String(last)}): look at its window for why`,
@@ -393,7 +395,7 @@ export class Spawner {
       // registered first: its token must be known by then), and the host answers once it has:
       // its first prompt has bridge's tools. Messages wait for the host meanwhile (no host
       // answering reads as an unknown status).
-      if (host) await host.answering();
+      const hello = host ? await host.answering() : undefined;
       // A connected agent's first turn should have bridge's tools: the brief waits until its MCP
       // client has them (the agent shows its prompt before its MCP servers are up).
       if (connected && !(await connected) && !this.stopped) {
@@ -404,7 +406,7 @@ export class Spawner {
       }
       if (this.stopped) return;
       this.deliverBrief(cell, gid);
-      cell.send({ type: 'spawn.launched', pane });
+      cell.send({ type: 'spawn.launched', pane, ...(hello?.attach ? { attach: hello.attach } : {}) });
     } catch (err) {
       this.toolsListed.get(gid)?.(false); // a registration that failed: nothing will connect
       const error = asBridgeError(err, ErrorCode.launchFailed);

@@ -11,7 +11,15 @@ const maxResultMessage = 2000;
 export function spawnResultOf(state: string, context: SpawnContext, host: string): ControlResult {
   const { requestId } = context;
   if (state === 'running' && context.gid !== null) {
-    return { requestId, op: 'spawn', ok: true, gid: context.gid, name: context.entityName ?? '', host };
+    return {
+      requestId,
+      op: 'spawn',
+      ok: true,
+      gid: context.gid,
+      name: context.entityName ?? '',
+      host,
+      ...(context.attach === null ? {} : { attach: context.attach }),
+    };
   }
   if (state === 'stopped' && context.gid !== null) {
     return {

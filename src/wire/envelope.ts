@@ -153,6 +153,8 @@ export const controlResultSchema = z.object({
   host: z.string().optional(),
   code: z.string().max(64).optional(),
   message: z.string().max(2000).optional(),
+  /** A spawned agent a person can attach to (Codex's TUI on its app-server): the command. */
+  attach: z.string().max(4096).optional(),
 });
 export type ControlResult = z.infer<typeof controlResultSchema>;
 

@@ -302,6 +302,10 @@ export function describeConnectedAgent(agent: AgentTui): void {
         wait_ms: 60_000,
       });
       expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+      // Codex's TUI can attach to its thread: the result says how; the others have no such command.
+      const { attach } = result.structuredContent as { attach?: string };
+      if (agent === 'codex') expect(attach).toMatch(/ resume \S+ --remote unix:\/\/\S+\.sock\.agent$/);
+      else expect(attach).toBeUndefined();
       const got = await leadGets('REPLY', text);
       expect(got.from.name).toBe(name);
       // Its window is the agent host's: the brief was handed over the agent's protocol (its

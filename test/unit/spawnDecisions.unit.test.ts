@@ -91,6 +91,7 @@ describe('spawn results', () => {
     gid,
     entityName: 'helper',
     pane: null,
+    attach: null,
     error: null,
     answered: false,
   };
@@ -109,6 +110,9 @@ describe('spawn results', () => {
       'h',
     );
     expect(resultText(refused, 'h')).toBe('spawn refused: NAME_TAKEN: taken');
+    // An agent a person can attach to: its result says how.
+    const attach = 'codex resume 01a2 --remote unix:///h/agent-hosts/helper.sock.agent';
+    expect(spawnResultOf('running', { ...context, attach }, 'host-b')).toMatchObject({ ok: true, attach });
   });
 
   it('an unreadable request is refused within the room a result has', () => {

@@ -28,6 +28,7 @@ const initialContext = {
   gid: null,
   entityName: null,
   pane: null,
+  attach: null,
   error: null,
   answered: false,
 };
@@ -142,6 +143,10 @@ describe('spawnMachine: launching', () => {
       pane: tmuxPane('%42'),
     });
     expect(effects(actions)).toEqual(['answer']);
+    // An agent host's: the command that attaches a person is kept for the result.
+    const attach = 'codex resume t --remote unix:///s.agent';
+    const [hosted] = step(reach.launching(), { type: 'spawn.launched', pane: tmuxPane('%43'), attach });
+    expect(hosted.context.attach).toBe(attach);
   });
 
   it('spawn.launchFailed → refused: records the error, keeps the gid it chose, answers', () => {
