@@ -426,6 +426,35 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       expect(trail.at(-1)).toBe('acked');
       expect(await agentHostHello(socketOf(name))).toMatchObject({ path: protocol });
     });
+
+    it(`${name} (${protocol}): SIGKILL of B while a message waits for the agent's turn to end, before it was handed over: after the restart it is handed over once, when the turn ends`, async () => {
+      const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
+        wait_for: 'queued',
+      });
+      await waitFor('the model to get the long one', () =>
+        promptsWith(long.msgId).length > 0 ? true : undefined,
+      );
+      // Held (busy: queue; over ACP a turn takes no second prompt anyway): B waits for the turn,
+      // pending while the worker reads working (ACP), or looking at the host again (the others).
+      const held = await send(name, 'held across a crash', { wait_for: 'queued', busy: 'queue' });
+      await sleep(1_000);
+      expect(deliveryOnB(held.msgId).trail).not.toContain('typed');
+      const givenOf = async (msgId: string) =>
+        (await mirror(name)).split('\n').filter((line) => line.startsWith('▶') && line.includes(msgId));
+      expect(await givenOf(held.msgId)).toEqual([]);
+      await b.kill9();
+      await b.start();
+      await waitFor(
+        'submitted after the restart',
+        async () => ((await stageOf(held.msgId)) === 'submitted' ? true : undefined),
+        60_000,
+      );
+      await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
+      await sleep(1_000);
+      expect(promptsWith(held.msgId)).toHaveLength(1);
+      expect(await givenOf(held.msgId)).toHaveLength(1);
+      expect(promptsWith(long.msgId)).toHaveLength(1);
+    });
   }
 
   it("codex (codex-app-server): a person attached with `codex --remote` sees each delivered message in Codex's TUI; a turn the person starts there takes a message steered into it", async () => {
