@@ -155,7 +155,12 @@ export function createCodexAppServerAgent(options: AgentSessionOptions): AgentSe
           stop();
         };
         rpc = createJsonRpcPeer(lines.input, lines.output, handlers);
-        void lines.closed.then((why) => rpc.close(why));
+        // The socket is the session: without it the agent takes nothing more, so it is ended
+        // (and reads as gone) rather than left running unreachable.
+        void lines.closed.then((why) => {
+          rpc.close(why);
+          stop();
+        });
       }
       peer = rpc;
       const init = asRecord(

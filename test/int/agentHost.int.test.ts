@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { type AgentHost, createAgentHost } from '../../src/agents/agentHost.js';
 import {
   agentHostHello,
@@ -15,9 +16,11 @@ import { agentHostMaxLine, type NativePath } from '../../src/wire/agentHost.js';
 import { waitFor } from '../support/waitFor.js';
 
 /**
- * The agent host over a stand-in ACP agent (test/support/fakeAcpAgent.mjs), and the gateway's
- * injector over its socket: the steps of a delivery on the ACP path, holds, the owner's answer
- * to a permission, and what the host does with input that is not its protocol.
+ * The agent host over stand-ins of the three protocols (test/support/fakeAcpAgent.mjs,
+ * fakeClaudeStream.mjs, fakeCodexAppServer.mjs), and the gateway's injector over its socket:
+ * the steps of a delivery on each path, holds and the busy policy, the owner's answer to a
+ * permission, a person's TUI attached to Codex's app-server, and what the host does with input
+ * that is not its protocol.
  */
 /** An agent host over a stand-in agent in a temp dir, started before each case and stopped after. */
 function hostOver(protocol: NativePath, fake: string) {
@@ -290,5 +293,82 @@ describe("the agent host over Claude Code's stream-json (a stand-in) and its inj
     expect(await quiet.type(m)).toEqual({ kind: 'typed' });
     expect(await quiet.submit(m)).toMatchObject({ kind: 'not-submitted' });
     expect(await quiet.locate(m)).toBe('typed');
+  });
+});
+
+describe("the agent host over Codex's app-server on a unix socket (a stand-in) and its injector", () => {
+  const f = hostOver('codex-app-server', 'fakeCodexAppServer.mjs');
+  /** A client of the same app-server beside the host: a person's TUI attached to it. */
+  const attachTui = async () => {
+    const ws = new WebSocket(`ws+unix://${f.socketPath}.agent:/`);
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    let id = 0;
+    return {
+      startTurn: (text: string) =>
+        ws.send(
+          JSON.stringify({
+            id: ++id,
+            method: 'turn/start',
+            params: { threadId: 'fake-thread-1', input: [{ type: 'text', text }] },
+          }),
+        ),
+      close: () => ws.close(),
+    };
+  };
+
+  it('speaks to the app-server over its socket, which a person can attach to: hello prints the command', async () => {
+    const hello = await agentHostHello(f.socketPath);
+    expect(hello).toMatchObject({ path: 'codex-app-server', agent: 'Codex CLI 0.0-fake', status: 'idle' });
+    expect(hello.attach).toBe(
+      `${process.execPath} resume fake-thread-1 --remote unix://${f.socketPath}.agent`,
+    );
+    expect(f.mirror).toContain(`── to watch and take part: ${hello.attach}`);
+    const m = message('x1', 'hello');
+    expect(await f.injector.type(m)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(m)).toMatchObject({
+      kind: 'submitted',
+      how: expect.stringContaining('codex-app-server'),
+    });
+    expect(f.prompts()).toEqual(['[msg x1] hello']);
+  });
+
+  it('a message for an agent in a turn steers into it; one that says busy: queue waits for the turn to end', async () => {
+    const slow = message('x2', 'slow one');
+    await f.injector.type(slow);
+    expect(await f.injector.submit(slow)).toMatchObject({ kind: 'submitted' });
+    const queued = { ...message('x3', 'after it'), busy: 'queue' as const };
+    expect(await f.injector.type(queued)).toMatchObject({ kind: 'deferred', reason: DeferReason.busy });
+    const steered = message('x4', 'into it');
+    expect(await f.injector.type(steered)).toEqual({ kind: 'typed' });
+    expect(await f.injector.submit(steered)).toMatchObject({ kind: 'submitted' });
+    await waitFor('the turn to end', async () =>
+      (await f.injector.inspect(queued)) === undefined ? true : undefined,
+    );
+    expect(await f.injector.type(queued)).toEqual({ kind: 'typed' });
+    expect(f.mirror.filter((l) => l.startsWith('■'))).toHaveLength(1);
+  });
+
+  it('a turn a person starts in an attached TUI reads as working: a queue message waits for it, a steer one goes into it', async () => {
+    const tui = await attachTui();
+    try {
+      tui.startTurn('slow, from the person');
+      await waitFor('the host to see the person’s turn', async () =>
+        (await agentHostHello(f.socketPath)).status === 'working' ? true : undefined,
+      );
+      const queued = { ...message('p1', 'after the person'), busy: 'queue' as const };
+      expect(await f.injector.inspect(queued)).toMatchObject({ reason: DeferReason.busy });
+      const steered = message('p2', 'into the person’s turn');
+      expect(await f.injector.type(steered)).toEqual({ kind: 'typed' });
+      expect(await f.injector.submit(steered)).toMatchObject({ kind: 'submitted' });
+      await waitFor('the person’s turn to end', async () =>
+        (await agentHostHello(f.socketPath)).status === 'idle' ? true : undefined,
+      );
+      expect(f.prompts()).toEqual(['[msg p2] into the person’s turn']);
+    } finally {
+      tui.close();
+    }
   });
 });
