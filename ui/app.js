@@ -40,6 +40,8 @@ const addressByGid = new Map();
  */
 function actionsCell(entry) {
   const td = document.createElement('td');
+  // What an action did goes in the note, what went wrong in the error line (never both).
+  const note = document.getElementById('roster-note');
   const error = document.getElementById('roster-error');
   const action = (label, title, run) => {
     const button = document.createElement('button');
@@ -49,8 +51,10 @@ function actionsCell(entry) {
     button.addEventListener('click', async () => {
       button.disabled = true;
       try {
-        error.textContent = (await run()) ?? '';
+        note.textContent = (await run()) ?? '';
+        error.textContent = '';
       } catch (err) {
+        note.textContent = '';
         error.textContent = `${entry.name}: ${label.toLowerCase()} failed: ${err.message}`;
         button.disabled = false;
       }

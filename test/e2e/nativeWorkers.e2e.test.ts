@@ -344,7 +344,8 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
         const { page, problems } = await openConsole(b, browser, 'owner');
         const row = page.locator('#roster tbody tr', { hasText: name });
         await row.locator('button', { hasText: 'Approve' }).click({ timeout: 15_000 });
-        await page.locator('#roster-error', { hasText: `${name}: request 1 allowed once` }).waitFor();
+        await page.locator('#roster-note', { hasText: `${name}: request 1 allowed once` }).waitFor();
+        expect(await page.locator('#roster-error').textContent()).toBe('');
         await page.screenshot({ path: join(artifacts, 'console-approve.png') });
         expect(problems).toEqual([]);
         await page.close();
