@@ -46,24 +46,31 @@ const agentHostWaitMs = 90_000;
 
 /**
  * Says hello to the agent host at `socketPath` every 250 ms until it answers (resolves with its
- * hello; undefined once the spawner stopped); throws after `waitMs`.
+ * hello; undefined once the spawner stopped); throws after `waitMs`, or as soon as its window is
+ * gone (the host exited: its agent did not start).
  */
 async function waitForAgentHost(
   socketPath: string,
   waitMs: number,
   clock: Clock,
-  stopped: () => boolean,
+  running: { stopped(): boolean; windowOpen(): Promise<boolean> },
 ): Promise<AgentHostHello | undefined> {
   let last: unknown;
-  for (let tries = Math.ceil(waitMs / 250); tries > 0 && !stopped(); tries--) {
+  for (let tries = Math.ceil(waitMs / 250); tries > 0 && !running.stopped(); tries--) {
     try {
       return await agentHostHello(socketPath, 2_000);
     } catch (err) {
       last = err;
+      if (!(await running.windowOpen())) {
+        throw new BridgeError(
+          ErrorCode.launchFailed,
+          `the agent host at ${socketPath} exited before it answered: its agent did not start (run the profile's command by hand to see why)`,
+        );
+      }
       await new Promise((resolve) => clock.setTimeout(() => resolve(undefined), 250));
     }
   }
-  if (stopped()) return undefined;
+  if (running.stopped()) return undefined;
   throw new BridgeError(
     ErrorCode.launchFailed,
     `the agent host at ${socketPath} did not answer within ${waitMs / 1000} s (${last instanceof Error ? last.message : String(last)}): look at its window for why`,
@@ -365,7 +372,8 @@ export class Spawner {
       const connection = profile.agent ? spawnConnection(profile.agent, mcpUrl, cwd) : undefined;
       if (connection?.edit) applyEdit(connection.edit);
       const agentCommand = connection ? connection.command(profile.command) : profile.command;
-      const host = profile.path === DeliveryPath.terminal ? undefined : this.agentHostFor(profile, name, cwd);
+      const host =
+        profile.path === DeliveryPath.terminal ? undefined : this.agentHostFor(profile, name, cwd, launcher);
       const pane = await launcher.launch({
         name,
         command: host ? host.command(agentCommand) : agentCommand,
@@ -395,7 +403,7 @@ export class Spawner {
       // registered first: its token must be known by then), and the host answers once it has:
       // its first prompt has bridge's tools. Messages wait for the host meanwhile (no host
       // answering reads as an unknown status).
-      const hello = host ? await host.answering() : undefined;
+      const hello = host ? await this.answeringOrUndone(host.answering, gid, pane, launcher) : undefined;
       // A connected agent's first turn should have bridge's tools: the brief waits until its MCP
       // client has them (the agent shows its prompt before its MCP servers are up).
       if (connected && !(await connected) && !this.stopped) {
@@ -417,11 +425,30 @@ export class Spawner {
   }
 
   /**
+   * Waits for a spawned agent host; one that never answers leaves nothing behind: its window is
+   * closed and the entity registered for it deregistered before the launch fails.
+   */
+  private async answeringOrUndone(
+    answering: () => Promise<AgentHostHello | undefined>,
+    gid: string,
+    pane: PaneTarget,
+    launcher: Launcher,
+  ): Promise<AgentHostHello | undefined> {
+    try {
+      return await answering();
+    } catch (err) {
+      await launcher.close(pane).catch(() => undefined);
+      if (this.deps.hasEntity(gid)) await this.deps.deregister(gid);
+      throw err;
+    }
+  }
+
+  /**
    * For a profile on an agent's own protocol: the window's command (the agent host, with the
    * agent after `--`), the worker's target (the host's socket, in the home's `agent-hosts`), and
    * a wait until the host answers.
    */
-  private agentHostFor(profile: Profile, name: string, cwd: string) {
+  private agentHostFor(profile: Profile, name: string, cwd: string, launcher: Launcher) {
     const cli = this.deps.agentHostCommand;
     if (!cli) {
       throw new BridgeError(
@@ -441,7 +468,11 @@ export class Spawner {
     return {
       target,
       command: (agent: string) => `${words.map(shellQuote).join(' ')} -- ${agent}`,
-      answering: () => waitForAgentHost(socketPath, agentHostWaitMs, this.deps.clock, () => this.stopped),
+      answering: () =>
+        waitForAgentHost(socketPath, agentHostWaitMs, this.deps.clock, {
+          stopped: () => this.stopped,
+          windowOpen: async () => (await launcher.find(name)) !== undefined,
+        }),
     };
   }
 

@@ -521,6 +521,8 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
           // Started as a connected Claude Code would be (its flags are appended and ignored here),
           // with an MCP client that lists the tools 3 s after its handshake.
           slowTools: { command: standIn, agent: 'claude', env: { BRIDGE_LIST_TOOLS_AFTER_MS: '3000' } },
+          // On an agent's own protocol, with an agent that exits at once: its host never answers.
+          brokenNative: { command: 'false', path: 'acp' },
         },
       },
     });
@@ -574,6 +576,24 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     const states = rows.map((e) => e.to_state).filter((s, i, all) => s !== all[i - 1]);
     expect(states).toEqual(['requested', 'launching', 'running', 'stopped']);
     expect(new Set(rows.map((e) => e.trace_id))).toEqual(new Set([spawned.traceId]));
+  });
+
+  it('a profile on an agent’s own protocol whose agent does not start fails the spawn at once, leaving no window and no entity', async () => {
+    const result = await callTool(mcp, 'bridge_spawn', {
+      host: solo.hostId,
+      profile: 'brokenNative',
+      brief: 'never read',
+      name: 'broken1',
+      wait_ms: 30_000,
+    });
+    expect(result.isError).toBe(true);
+    expect(errorText(result)).toMatch(/^LAUNCH_FAILED: .*exited before it answered: its agent did not start/);
+    const windows = await tmux
+      .run('list-windows', '-t', `=${session}`, '-F', '#{window_name}')
+      .catch(() => '');
+    expect(windows.split('\n')).not.toContain('broken1');
+    const r = await solo.cli(['roster', '--json']);
+    expect((JSON.parse(r.stdout) as Array<{ name: string }>).some((e) => e.name === 'broken1')).toBe(false);
   });
 
   it("a connected agent's brief waits until its MCP client has listed bridge's tools, not only for the handshake", async () => {
