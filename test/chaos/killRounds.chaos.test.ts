@@ -12,7 +12,7 @@ import { GatewayProcess } from '../support/GatewayProcess.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 /** Kill rounds; a nightly run sets e.g. CHAOS_ROUNDS=50. */
-const rounds = Math.max(1, Math.floor(Number(process.env.CHAOS_ROUNDS ?? 4)) || 4);
+const rounds = Math.max(1, Math.floor(Number(process.env.CHAOS_ROUNDS ?? 3)) || 3);
 /** The seed of every random choice the test makes; printed, and CHAOS_SEED replays it. */
 const seed = process.env.CHAOS_SEED === undefined ? randomInt(2 ** 31) : Number(process.env.CHAOS_SEED) >>> 0;
 /** Most messages a stream has confirmed and not yet seen delivered: bounds the final drain. */
