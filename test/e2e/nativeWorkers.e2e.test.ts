@@ -130,21 +130,30 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     }
   };
   /**
-   * A message sent while its recipient's agent is in a turn that does not take it: queued and
-   * at no model meanwhile, then submitted once the turn ended, a prompt of its own, once.
+   * A message sent while its recipient's agent is in a turn that does not take it: queued, not
+   * handed over and at no model meanwhile. B is SIGKILLed then, at the crash point before handing
+   * over, and started again; the message is submitted once the turn ended, a prompt of its own,
+   * given once (the host's mirror) and at the model once.
    */
-  const heldUntilTheTurnEnds = async (msgId: string): Promise<void> => {
+  const heldUntilTheTurnEnds = async (name: string, msgId: string): Promise<void> => {
     await sleep(1_500);
     expect(await stageOf(msgId)).toBe('queued');
     expect(requestsWith(msgId)).toHaveLength(0);
+    expect(deliveryOnB(msgId).trail).not.toContain('typed');
+    await b.kill9();
+    await b.start();
     await waitFor(
-      'the held message to be submitted',
+      'the held message to be submitted after the restart',
       async () => ((await stageOf(msgId)) === 'submitted' ? true : undefined),
-      30_000,
+      60_000,
     );
     await waitFor('the model to get it', () => (promptsWith(msgId).length > 0 ? true : undefined));
     await sleep(1_000);
     expect(promptsWith(msgId)).toHaveLength(1);
+    const given = (await mirror(name))
+      .split('\n')
+      .filter((line) => line.startsWith('▶') && line.includes(msgId));
+    expect(given).toHaveLength(1);
   };
   /** `env -i` arguments: the agent's whole environment and nothing else. */
   const envOf = (home: AgentHome) => Object.entries(home.env).map(([key, value]) => `${key}=${value}`);
@@ -255,7 +264,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     it(
       worker.midTurn
         ? `${name} (${protocol}): a message sent while the agent is in a turn goes into that turn: the turn's next model request holds it, once`
-        : `${name} (${protocol}): a message sent while the agent is in a turn is held until the turn ends, then taken once`,
+        : `${name} (${protocol}): a message sent while the agent is in a turn is held until the turn ends, across a SIGKILL of B before it was handed over, then taken once`,
       async () => {
         // The model holds its first answer for 4 s, then reads a file: the turn goes on after it.
         const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
@@ -299,13 +308,13 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
             expect(requestsWith(next.msgId)[0]?.kind).toBe(RequestKind.toolResult);
             expect(promptsWith(next.msgId)).toHaveLength(0);
           }
-        } else await heldUntilTheTurnEnds(next.msgId);
+        } else await heldUntilTheTurnEnds(name, next.msgId);
         expect(promptsWith(long.msgId)).toHaveLength(1);
       },
     );
 
     if (worker.midTurn) {
-      it(`${name} (${protocol}): a message sent with busy: queue while the agent is in a turn is held until the turn ends, then is a turn of its own, once`, async () => {
+      it(`${name} (${protocol}): a message sent with busy: queue while the agent is in a turn is held until the turn ends, across a SIGKILL of B before it was handed over, then is a turn of its own, once`, async () => {
         const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
           wait_for: 'queued',
         });
@@ -313,7 +322,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
           promptsWith(long.msgId).length > 0 ? true : undefined,
         );
         const next = await send(name, 'after your turn', { wait_for: 'queued', busy: 'queue' });
-        await heldUntilTheTurnEnds(next.msgId);
+        await heldUntilTheTurnEnds(name, next.msgId);
         expect(promptsWith(long.msgId)).toHaveLength(1);
       });
     }
@@ -426,35 +435,6 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       }
       expect(trail.at(-1)).toBe('acked');
       expect(await agentHostHello(socketOf(name))).toMatchObject({ path: protocol });
-    });
-
-    it(`${name} (${protocol}): SIGKILL of B while a message waits for the agent's turn to end, before it was handed over: after the restart it is handed over once, when the turn ends`, async () => {
-      const long = await send(name, `take your time and look around ${homes.get(name)?.cwd}`, {
-        wait_for: 'queued',
-      });
-      await waitFor('the model to get the long one', () =>
-        promptsWith(long.msgId).length > 0 ? true : undefined,
-      );
-      // Held (busy: queue; over ACP a turn takes no second prompt anyway): B waits for the turn,
-      // pending while the worker reads working (ACP), or looking at the host again (the others).
-      const held = await send(name, 'held across a crash', { wait_for: 'queued', busy: 'queue' });
-      await sleep(1_000);
-      expect(deliveryOnB(held.msgId).trail).not.toContain('typed');
-      const givenOf = async (msgId: string) =>
-        (await mirror(name)).split('\n').filter((line) => line.startsWith('▶') && line.includes(msgId));
-      expect(await givenOf(held.msgId)).toEqual([]);
-      await b.kill9();
-      await b.start();
-      await waitFor(
-        'submitted after the restart',
-        async () => ((await stageOf(held.msgId)) === 'submitted' ? true : undefined),
-        60_000,
-      );
-      await waitFor('the model to get it', () => (promptsWith(held.msgId).length > 0 ? true : undefined));
-      await sleep(1_000);
-      expect(promptsWith(held.msgId)).toHaveLength(1);
-      expect(await givenOf(held.msgId)).toHaveLength(1);
-      expect(promptsWith(long.msgId)).toHaveLength(1);
     });
   }
 
