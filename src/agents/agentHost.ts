@@ -23,11 +23,13 @@ import {
   AgentHostStatus,
   agentHostMaxLine,
   agentHostRequestSchema,
-  BusyPolicy,
+  attachLine,
+  type BusyPolicy,
   DeliveryPath,
   HandoverState,
   type HostHandover,
   type NativePath,
+  takesMessage,
 } from '../wire/agentHost.js';
 import { createAcpAgent } from './acpAgent.js';
 import type { AgentEvent, AgentSession, AgentSessionOptions } from './agentSession.js';
@@ -82,7 +84,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           '──',
           `${event.agent}, session ${event.session}; the gateway hands messages in at ${options.socketPath}`,
         );
-        if (attach !== undefined) show('──', `to watch and take part: ${attach}`);
+        if (attach !== undefined) show('──', attachLine(attach));
         return;
       case 'said':
         show('◀', event.text);
@@ -148,19 +150,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     return { status: AgentHostStatus.idle };
   };
 
-  /**
-   * Whether a prompt given now is taken: an idle agent, or one that takes it into its running
-   * turn unless the message is to wait for the turn's end.
-   */
-  const takesNow = (now: AgentHostHello['status'], busy: BusyPolicy = BusyPolicy.steer): boolean =>
-    now === AgentHostStatus.idle ||
-    (now === AgentHostStatus.working && agent.takesMidTurn && busy === BusyPolicy.steer);
-
   const deliver = (marker: string, text: string, busy: BusyPolicy | undefined): HostHandover => {
     const known = handovers.get(marker);
     if (known !== undefined) return { state: known, agent: agent.name, path: agent.path };
     const now = status();
-    if (now.status !== AgentHostStatus.idle && !takesNow(now.status, busy)) {
+    // (An idle agent always takes one: said again so that `held` names only a status that holds.)
+    if (now.status !== AgentHostStatus.idle && !takesMessage(now.status, agent.takesMidTurn, busy)) {
       return {
         state: HandoverState.absent,
         agent: agent.name,
@@ -240,7 +235,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           path: agent.path,
           agent: agent.name,
           ...now,
-          takes: takesNow(now.status),
+          midTurn: agent.takesMidTurn,
           ...(attach === undefined ? {} : { attach }),
         } satisfies AgentHostHello;
       }

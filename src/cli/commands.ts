@@ -16,7 +16,7 @@ import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import type { BroadcastResult } from '../send/Router.js';
 import { neutraliseLine } from '../text/neutralise.js';
-import { type BusyPolicy, busyPolicySchema, type OwnerDecision } from '../wire/agentHost.js';
+import { attachLine, type BusyPolicy, busyPolicySchema, type OwnerDecision } from '../wire/agentHost.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -252,7 +252,7 @@ function controlOutcome(values: CliValues, outcome: ControlOutcome, done: string
   return printResult(values, outcome, () =>
     result
       ? `${done} ${result.name ?? result.gid}@${outcome.host} (${result.gid}); trace ${outcome.traceId}` +
-        (result.attach === undefined ? '' : `\nto watch and take part: ${neutraliseLine(result.attach)}`)
+        (result.attach === undefined ? '' : `\n${attachLine(neutraliseLine(result.attach))}`)
       : `request ${outcome.requestId} sent to ${outcome.host}; no result yet (it arrives by drain)`,
   );
 }
@@ -509,9 +509,7 @@ export async function runStatus(values: CliValues, rest: string[] = []): Promise
           ? []
           : [
               `  ${neutraliseLine(e.name)}: ${e.agent.path} (${neutraliseLine(e.agent.agent)})` +
-                (e.agent.attach === undefined
-                  ? ''
-                  : `; to watch and take part: ${neutraliseLine(e.agent.attach)}`),
+                (e.agent.attach === undefined ? '' : `; ${attachLine(neutraliseLine(e.agent.attach))}`),
             ],
       ),
       `deliveries:   ${counts(result.deliveries) || 'none yet'}`,

@@ -60,17 +60,17 @@ export type HandoverVia = Extract<DeliveryEvent, { type: 'delivery.handedOver' }
 
 type DeliveryCell = ActorCell<typeof deliveryMachine>;
 
+/** What a pane step types (or an agent host is handed) for `envelope`. */
+function messageOf(envelope: Envelope): PaneMessage {
+  return { text: formatInjection(envelope), marker: injectionMarker(envelope.msgId), busy: envelope.busy };
+}
+
 /**
  * The delivery machine with one gateway's clock, made once per gateway and shared by all its
  * deliveries (a machine per entity cost ~30 KB each: 10,000 entities held 3,000 machine
  * definitions). Its effects are each delivery's own methods, given to its actor when it is
  * created or rebuilt.
  */
-/** What a pane step types (or an agent host is handed) for `envelope`. */
-function messageOf(envelope: Envelope): PaneMessage {
-  return { text: formatInjection(envelope), marker: injectionMarker(envelope.msgId), busy: envelope.busy };
-}
-
 export function createDeliveryMachine(clock: Clock): typeof deliveryMachine {
   return deliveryMachine.provide({
     delays: {

@@ -193,12 +193,12 @@ export class EntityActor {
     this.lastActive = this.deps.clock.now();
   }
 
-  /** Messages accepted for this entity and not yet delivered. */
   /** Its agent behind an agent host, as last seen: path, name, how to watch it. */
   get agent(): AgentDescription | undefined {
     return this.injector?.describe?.();
   }
 
+  /** Messages accepted for this entity and not yet delivered. */
   get depth(): number {
     return this.deliveries.size;
   }

@@ -4,6 +4,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { attachLine } from '../wire/agentHost.js';
 import {
   entityNameSchema,
   groupsSchema,
@@ -94,7 +95,7 @@ export function registerSpawnTools(server: McpServer, scope: ToolScope): void {
       return toolResult(
         { ...base, status: 'running', gid: result.gid, name: result.name, attach: result.attach },
         `spawned ${result.name}@${outcome.host} (${result.gid})` +
-          (result.attach === undefined ? '' : `; to watch and take part: ${result.attach}`),
+          (result.attach === undefined ? '' : `; ${attachLine(result.attach)}`),
       );
     }),
   );

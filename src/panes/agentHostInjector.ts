@@ -20,6 +20,7 @@ import {
   HandoverState,
   type HostHandover,
   hostHandoverSchema,
+  takesMessage,
 } from '../wire/agentHost.js';
 import {
   DeferReason,
@@ -43,12 +44,9 @@ export interface AgentHostInjectorOptions {
   readonly statusPollMs?: number;
 }
 
-/**
- * Whether a message under `busy` would be taken now: `takes` is the host's answer for one that
- * may steer into a running turn; one that queues waits for an idle agent.
- */
+/** Whether the host would hand a message under `busy` to its agent now. */
 function takes(hello: AgentHostHello, busy: BusyPolicy): boolean {
-  return busy === BusyPolicy.queue ? hello.status === AgentHostStatus.idle : hello.takes;
+  return takesMessage(hello.status, hello.midTurn, busy);
 }
 
 /** The worker's status as the gateway's pump and roster read it, under the worker's policy. */

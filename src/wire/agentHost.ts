@@ -57,6 +57,27 @@ export const BusyPolicy = { steer: 'steer', queue: 'queue' } as const;
 export type BusyPolicy = (typeof BusyPolicy)[keyof typeof BusyPolicy];
 export const busyPolicySchema = z.enum([BusyPolicy.steer, BusyPolicy.queue]);
 
+/**
+ * Whether a message is handed to the agent now: an idle agent takes it; one in a turn takes it
+ * into that turn where it can (`midTurn`) and the message may steer. The one rule, read by the
+ * host before it hands a message over and by the gateway before it asks it to.
+ */
+export function takesMessage(
+  status: AgentHostStatus,
+  midTurn: boolean,
+  busy: BusyPolicy = BusyPolicy.steer,
+): boolean {
+  return (
+    status === AgentHostStatus.idle ||
+    (status === AgentHostStatus.working && midTurn && busy === BusyPolicy.steer)
+  );
+}
+
+/** How a person is told the command that attaches them to an agent's session (Codex's TUI). */
+export function attachLine(command: string): string {
+  return `to watch and take part: ${command}`;
+}
+
 /** An owner's answer to an agent's permission request: allow it once, or deny it. */
 export type OwnerDecision = 'allow' | 'deny';
 
@@ -99,8 +120,11 @@ export const agentHostHelloSchema = z.object({
   /** The agent as it named itself (ACP `agentInfo`), else the command. */
   agent: z.string(),
   status: z.enum(['idle', 'working', 'blocked', 'gone']),
-  /** Whether a message handed now would be taken (an agent in a turn may take it into the turn). */
-  takes: z.boolean(),
+  /**
+   * Whether the agent takes a message into a running turn (Claude's stream, Codex's steer); with
+   * the status, what `takesMessage` decides. A host that does not say takes none.
+   */
+  midTurn: z.boolean().default(false),
   /** Why it is blocked or gone, in words for the roster and the delivery's hold. */
   detail: z.string().optional(),
   /** The command a person runs to watch the agent's session and take part (Codex's TUI, attached). */

@@ -538,6 +538,15 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     await tmux?.kill();
   });
 
+  /** The names of the session's windows (none once the session is gone). */
+  const windowNames = async (): Promise<string[]> =>
+    (await tmux.run('list-windows', '-t', `=${session}`, '-F', '#{window_name}').catch(() => '')).split('\n');
+  /** Whether the solo gateway's roster holds an entity that `is`. */
+  const inRoster = async (is: (e: { gid: string; name: string }) => boolean): Promise<boolean> =>
+    (JSON.parse((await solo.cli(['roster', '--json'])).stdout) as Array<{ gid: string; name: string }>).some(
+      is,
+    );
+
   it('spawns on its own host, delivers the brief, answers, and stops', async () => {
     const result = await callTool(mcp, 'bridge_spawn', {
       host: solo.hostId,
@@ -564,10 +573,8 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     const stopped = await callTool(mcp, 'bridge_stop', { gid: spawned.gid, wait_ms: 20_000 });
     expect(stopped.isError, errorText(stopped)).toBeFalsy();
     expect(stopped.structuredContent).toMatchObject({ status: 'stopped', host: solo.hostId });
-    const after = await tmux.run('list-windows', '-t', `=${session}`, '-F', '#{window_name}').catch(() => '');
-    expect(after.split('\n')).not.toContain('rev9');
-    const r = await solo.cli(['roster', '--json']);
-    expect((JSON.parse(r.stdout) as Array<{ gid: string }>).some((e) => e.gid === spawned.gid)).toBe(false);
+    expect(await windowNames()).not.toContain('rev9');
+    expect(await inRoster((e) => e.gid === spawned.gid)).toBe(false);
     const send = await callTool(mcp, 'bridge_send', { to: spawned.gid, text: 'still there?' });
     expect(send.isError).toBe(true);
     expect(errorText(send)).toMatch(/^UNKNOWN_RECIPIENT: /);
@@ -588,12 +595,8 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     });
     expect(result.isError).toBe(true);
     expect(errorText(result)).toMatch(/^LAUNCH_FAILED: .*exited before it answered: its agent did not start/);
-    const windows = await tmux
-      .run('list-windows', '-t', `=${session}`, '-F', '#{window_name}')
-      .catch(() => '');
-    expect(windows.split('\n')).not.toContain('broken1');
-    const r = await solo.cli(['roster', '--json']);
-    expect((JSON.parse(r.stdout) as Array<{ name: string }>).some((e) => e.name === 'broken1')).toBe(false);
+    expect(await windowNames()).not.toContain('broken1');
+    expect(await inRoster((e) => e.name === 'broken1')).toBe(false);
   });
 
   it("a connected agent's brief waits until its MCP client has listed bridge's tools, not only for the handshake", async () => {

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -15,7 +14,6 @@ import {
   stopCluster,
   stopNode,
 } from '../../tools/cluster.mjs';
-import { waitFor } from './waitFor.js';
 
 export type { ClusterStatus, NodeStatus };
 
@@ -102,17 +100,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
         const { nodes: all } = await clusterStatus(opts);
         for (const node of all) if (node.pid !== null) signalNode(node.pid, 'SIGCONT');
         for (const node of all) {
-          // A VM killed a moment before (a test's last step) is still torn down: it shows alive
-          // without answering. Wait until it answers or is gone, then start it if gone.
-          const pid = node.pid;
-          if (pid !== null) {
-            await waitFor(
-              `${node.name} to answer or be gone`,
-              async () => (!isBeam(pid) || (await acceptsTcp(node.amqpPort)) ? true : undefined),
-              30_000,
-            );
-            if (isBeam(pid)) continue;
-          }
+          if (node.pid !== null) continue;
           log(`restoring ${node.name}`);
           await startNode(node.index, opts);
         }
@@ -123,30 +111,6 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     await stopAndRemove(dir, log);
     throw err;
   }
-}
-
-/** Whether `pid` is still a running Erlang VM (a zombie or a reused pid is not). */
-function isBeam(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('beam');
-  } catch {
-    return false;
-  }
-}
-
-/** Whether something accepts a TCP connection on the loopback `port` now. */
-function acceptsTcp(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    socket.setTimeout(1_000);
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
-  });
 }
 
 /** The dirs of clusters this process started and has not stopped yet. */

@@ -29,7 +29,7 @@ import { openStore, type Store } from '../../../src/store/openStore.js';
 import { createHlc } from '../../../src/wire/hlc.js';
 import { uniqueHostId } from '../../support/broker.js';
 import { createBrokerActor } from '../../support/brokerActor.js';
-import { signalNode, type TestCluster } from '../../support/cluster.js';
+import type { TestCluster } from '../../support/cluster.js';
 import { testDeployment, waitFor } from '../../support/federation.js';
 import { TcpForwarder } from '../../support/netns.js';
 
@@ -484,7 +484,9 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         await waitFor('G1 got it', () => (received.length > count ? true : undefined), 30_000);
         expect(received.at(-1)).toBe(2 * MESSAGES + 1);
       } finally {
-        signalNode(pid, 'SIGKILL');
+        // Killed, and gone before the next case's restore looks (a VM still being torn down
+        // reads as alive there, is woken instead of started, and the next case finds it down).
+        await c.kill(onNode!.index);
       }
     });
 
