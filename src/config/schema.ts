@@ -292,6 +292,8 @@ export const configSchema = z.strictObject({
       showTimeoutMs: z.number().int().min(10).default(2_000),
       /** …how long the agent may take to clear its input after an Enter… */
       submitTimeoutMs: z.number().int().min(10).default(1_500),
+      /** …how long an agent whose cleared input is no proof (Gemini CLI) may take to show the message in its transcript or queue… */
+      proofTimeoutMs: z.number().int().min(10).default(5_000),
       /** …how often the pane is read meanwhile… */
       pollMs: z.number().int().min(1).default(25),
       /** The least pause between a paste into an agent TUI and its Enter (the agent table's own pause applies when longer). */

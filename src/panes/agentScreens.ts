@@ -56,7 +56,19 @@ export interface AgentScreen {
   readonly busy: { readonly above: readonly RegExp[]; readonly below: readonly RegExp[] };
   /** The shortest pause between the paste and Enter that submits (shorter turns Enter into a newline). */
   readonly enterDelayMs: number;
+  /** What proves the agent took a message once Enter has cleared its input. */
+  readonly taken: TakenProof;
 }
+
+/**
+ * What proves an agent took a message after Enter. `input-cleared`: the input no longer holds
+ * it. `shown`: that is not enough; the message must stand in the transcript above the input,
+ * or in the agent's queue of messages typed while it was busy: the lines under `queueHeading`,
+ * one per message, each cut at the pane's width with `…`.
+ */
+export type TakenProof =
+  | { readonly kind: 'input-cleared' }
+  | { readonly kind: 'shown'; readonly queueHeading: RegExp };
 
 /**
  * How an agent shows a collapsed paste, and what it counts: `count` in the first group, of
@@ -105,6 +117,7 @@ export const agentScreens: readonly AgentScreen[] = [
     // with `❯`/`⏺`), or the footer under it while a turn runs.
     busy: { above: [/^[✻✽✢✶✳✺·*] [A-Z][a-z]+…/], below: [/^\s*esc to interrupt/] },
     enterDelayMs: 60,
+    taken: { kind: 'input-cleared' },
   },
   {
     id: 'codex',
@@ -139,6 +152,7 @@ export const agentScreens: readonly AgentScreen[] = [
     // `• Working (1s • esc to interrupt)` above the input; transcript lines start with `›` or are indented.
     busy: { above: [/^• Working \(\d+s/], below: [] },
     enterDelayMs: 60,
+    taken: { kind: 'input-cleared' },
   },
   {
     id: 'gemini',
@@ -166,6 +180,11 @@ export const agentScreens: readonly AgentScreen[] = [
     busy: { above: [/^\s?[\u2800-\u28FF] .*\(esc to cancel, \d+s\)/], below: [] },
     // Enter within ~40 ms of a paste becomes a newline in its input.
     enterDelayMs: 80,
+    // A message entered in the moment a turn starts is dropped: the input clears and nothing
+    // is sent or queued (0.61: the submit handler read the turn as idle, and the query it
+    // starts returns at once because a turn is already starting). Messages typed while it is
+    // busy are listed under `Queued (press ↑ to edit):` until the turn ends.
+    taken: { kind: 'shown', queueHeading: /^ {2}Queued \(press ↑ to edit\):$/ },
   },
 ];
 
@@ -185,4 +204,5 @@ export const lineReader: AgentScreen = {
   blocked: [],
   busy: { above: [], below: [] },
   enterDelayMs: 0,
+  taken: { kind: 'input-cleared' },
 };

@@ -30,6 +30,7 @@ export function submissionTiming(delivery: Config['delivery']): SubmissionTiming
   return {
     showTimeoutMs: delivery.showTimeoutMs,
     submitTimeoutMs: delivery.submitTimeoutMs,
+    proofTimeoutMs: delivery.proofTimeoutMs,
     pollMs: delivery.pollMs,
     enterAttempts: delivery.enterAttempts,
     historyLines: delivery.captureLines,

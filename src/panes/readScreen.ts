@@ -57,6 +57,11 @@ export interface ScreenReading {
   readonly typed: string;
   /** The screen above the input area (all of it when there is none). */
   readonly above: string;
+  /**
+   * The messages the agent lists as queued (typed while it was busy), each compacted and
+   * without the `…` that cuts it at the pane's width; empty when it lists none.
+   */
+  readonly queued: readonly string[];
   /** Nothing is drawn: a program that has just started, or one that never draws (a fresh `cat`). */
   readonly blank: boolean;
 }
@@ -110,6 +115,7 @@ export function readAs(agent: AgentScreen, screen: Screen): ScreenReading {
       : '';
   return {
     agent,
+    queued: queuedIn(agent, area ? lines.slice(0, area.start) : lines),
     blocked: dialogIn(area ? below.join('\n') : screen.text),
     inputDialog: raw === null ? null : dialogIn(raw),
     busy,
@@ -120,6 +126,21 @@ export function readAs(agent: AgentScreen, screen: Screen): ScreenReading {
     above,
     blank: screen.text.trim() === '',
   };
+}
+
+/** The agent's queue, from the last heading above the input: the indented lines under it. */
+function queuedIn(agent: AgentScreen, lines: readonly string[]): string[] {
+  if (agent.taken.kind !== 'shown') return [];
+  const { queueHeading } = agent.taken;
+  let heading = lines.length - 1;
+  while (heading >= 0 && !queueHeading.test(lines[heading] as string)) heading--;
+  if (heading < 0) return [];
+  const queued: string[] = [];
+  for (const line of lines.slice(heading + 1)) {
+    if (!/^ {4}\S/.test(line)) break;
+    queued.push(compact(line).replace(/…$/, ''));
+  }
+  return queued;
 }
 
 interface Area {
@@ -201,6 +222,18 @@ export function messageKey(message: PaneMessage): string {
 export function shows(text: string, message: PaneMessage): boolean {
   const key = messageKey(message);
   return key !== '' && compact(text).includes(key);
+}
+
+/**
+ * Whether the agent lists this message as queued: a line of its queue is the message's
+ * beginning, up to its marker at least (or its whole first line, for a text whose header does
+ * not carry its marker), as the line's cut at the pane's width leaves it.
+ */
+export function queuedShows(reading: ScreenReading, message: PaneMessage): boolean {
+  const key = messageKey(message);
+  const proof = key.includes(message.marker) ? compact(message.marker) : key;
+  const own = compact(shownTo(reading, message.text));
+  return proof !== '' && reading.queued.some((line) => own.startsWith(line) && line.includes(proof));
 }
 
 /**

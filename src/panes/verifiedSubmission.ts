@@ -25,6 +25,7 @@ import {
   inputEmpty,
   inputHolds,
   placeholderFits,
+  queuedShows,
   readScreen,
   type Screen,
   type ScreenReading,
@@ -55,6 +56,11 @@ export interface SubmissionTiming {
   readonly showTimeoutMs: number;
   /** How long the agent may take to clear its input after one Enter. */
   readonly submitTimeoutMs: number;
+  /**
+   * How long an agent whose cleared input is no proof (`taken: shown`, Gemini CLI) may take to
+   * show the message in its transcript or queue once its input cleared.
+   */
+  readonly proofTimeoutMs: number;
   /** How often the pane is read while waiting. */
   readonly pollMs: number;
   /** Enters pressed, at most, before the message counts as not submitted. */
@@ -73,6 +79,7 @@ export interface SubmissionTiming {
 export const defaultSubmissionTiming: SubmissionTiming = {
   showTimeoutMs: 2_000,
   submitTimeoutMs: 1_500,
+  proofTimeoutMs: 5_000,
   pollMs: 25,
   enterAttempts: 3,
   historyLines: 500,
@@ -317,15 +324,9 @@ export function createVerifiedSubmission(
         const entered = await port.pressEnter();
         const [after, left] = await until(timing.submitTimeoutMs, (r) => !holds(r, message), entered);
         reading = after;
-        if (left) {
-          settled(message);
-          return { kind: 'submitted', how: describeSubmitted(after, attempt) };
-        }
+        if (left) return cleared(after, message, attempt);
       }
-      if (!holds(reading, message)) {
-        settled(message);
-        return { kind: 'submitted', how: describeSubmitted(reading, timing.enterAttempts) };
-      }
+      if (!holds(reading, message)) return cleared(reading, message, timing.enterAttempts);
       return {
         kind: 'not-submitted',
         detail: `still in ${reading.agent.name}'s input after ${timing.enterAttempts} Enter presses`,
@@ -338,18 +339,65 @@ export function createVerifiedSubmission(
   };
 
   /**
+   * The outcome once Enter has taken the message out of the input: submitted, where a cleared
+   * input proves it. Where it does not (`taken: shown`), the message must show in the
+   * transcript or the agent's queue in time; else the agent dropped it, and it is typed again
+   * (the retry looks for it on the screen and in the scrollback first, so a late one is found).
+   */
+  async function cleared(
+    reading: ScreenReading,
+    message: PaneMessage,
+    enters: number,
+  ): Promise<SubmitOutcome> {
+    const how = describeSubmitted(reading, enters);
+    if (reading.agent.taken.kind === 'input-cleared') {
+      settled(message);
+      return { kind: 'submitted', how };
+    }
+    const where = await shownAfter(reading, message);
+    if (where !== undefined) {
+      settled(message);
+      return { kind: 'submitted', how: `${how}; ${where}` };
+    }
+    shownAs.delete(message.marker);
+    return {
+      kind: 'deferred',
+      reason: DeferReason.notShown,
+      detail: `${reading.agent.name}'s input cleared, but neither its transcript nor its queue showed the message within ${timing.proofTimeoutMs} ms: dropped, typed again`,
+    };
+  }
+
+  /** Where the agent shows the message it took (its transcript, its queue), looked for until `proofTimeoutMs` pass. */
+  async function shownAfter(first: ScreenReading, message: PaneMessage): Promise<string | undefined> {
+    const deadline = clock.now() + timing.proofTimeoutMs;
+    for (let reading = first; ; reading = await read()) {
+      // The queue first: it is drawn above the input too. The transcript only beside an input
+      // area that is found: without one, the whole screen reads as the transcript, our input too.
+      if (queuedShows(reading, message)) return 'it queued it';
+      if (reading.input !== null && shows(reading.above, message)) return 'its transcript shows it';
+      // A message longer than the screen scrolls its own header out of sight at once.
+      if (shows(await port.scrollback(timing.historyLines), message)) return 'its transcript shows it';
+      if (clock.now() >= deadline) return undefined;
+      await sleep(clock, Math.max(timing.pollMs, 50));
+    }
+  }
+
+  /**
    * Where a message is after a crash or an interruption: in the input (provably, as above), in
-   * the transcript above the input area or the scrollback above the screen, or absent. The
-   * input area itself is never searched: text there is not submitted.
+   * the transcript above the input area, the agent's queue or the scrollback above the screen,
+   * or absent. The input area itself is never searched: text there is not submitted.
    */
   async function locateIn(reading: ScreenReading, message: PaneMessage): Promise<Whereabouts> {
     if (holds(reading, message)) return 'typed';
     return (await submittedBefore(reading, message, true)) ? 'submitted' : 'absent';
   }
 
-  /** Whether the transcript above the input area shows the message, or (`scrollback`) the lines above the screen. */
+  /**
+   * Whether the transcript above the input area or the agent's queue shows the message, or
+   * (`scrollback`) the lines above the screen.
+   */
   async function submittedBefore(reading: ScreenReading, message: PaneMessage, scrollback: boolean) {
-    if (shows(reading.above, message)) return true;
+    if (shows(reading.above, message) || queuedShows(reading, message)) return true;
     return scrollback && shows(await port.scrollback(timing.historyLines), message);
   }
 }

@@ -102,6 +102,23 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
   };
   /** The prompts the model got that carry this message. */
   const promptsWith = (msgId: string): string[] => api.prompts().filter((p) => p.includes(msgId));
+  /** The delivery's transitions with what each carried (`submitted {"how":…}`), for a failure's story. */
+  const deliveryEvents = (msgId: string): string => {
+    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
+    try {
+      return (
+        db
+          .prepare(
+            "SELECT to_state, data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
+          )
+          .all(msgId) as Array<{ to_state: string; data: string | null }>
+      )
+        .map((r) => `${r.to_state}${r.data === null ? '' : ` ${r.data}`}`)
+        .join(' → ');
+    } finally {
+      db.close();
+    }
+  };
   const deliveryTrail = (msgId: string): string[] => {
     const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
     try {
@@ -283,7 +300,10 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
         promptsWith(quoted.msgId).length > 0 && promptsWith(next.msgId).length > 0 ? true : undefined,
       ).catch(async (err: Error) => {
         throw new Error(
-          `${err.message}; got the quote: ${promptsWith(quoted.msgId).length}, the next: ${promptsWith(next.msgId).length}; last prompts: ${JSON.stringify(api.prompts().slice(-3))}; screen:\n${await agent(name).capture()}`,
+          `${err.message}; got the quote: ${promptsWith(quoted.msgId).length}, the next: ${promptsWith(next.msgId).length}; last prompts: ${JSON.stringify(api.prompts().slice(-3))}; the next's trail ${deliveryEvents(next.msgId)}; log:\n${gateway.log
+            .split('\n')
+            .filter((line) => line.includes(quoted.msgId) || line.includes(next.msgId))
+            .join('\n')}\nscreen:\n${await agent(name).capture()}`,
         );
       });
       await sleep(1_000); // a second submission would reach the model now

@@ -17,6 +17,13 @@ export class SimulatedPane implements PanePort {
   prompt = '$ ';
   /** Enters of the gateway's to ignore (a TUI not ready for them). */
   swallowEnters = 0;
+  /**
+   * Enters of the gateway's whose text the agent drops: its input clears and nothing is
+   * submitted or queued (Gemini CLI, entered in the moment its own turn starts).
+   */
+  dropEnters = 0;
+  /** Messages entered while busy, listed under the queue's heading until `finishTurn` (Gemini CLI). */
+  queued: string[] = [];
   /** The program's identity, as tmux reports one; `blank` draws nothing (a program starting). */
   program = 'p1';
   blank = false;
@@ -54,6 +61,7 @@ export class SimulatedPane implements PanePort {
       transcript: this.transcript,
       input: this.input,
       busy: this.busy,
+      queued: this.queued,
       dialog: this.dialog,
       prompt: this.prompt,
       width: this.width,
@@ -77,6 +85,11 @@ export class SimulatedPane implements PanePort {
       this.swallowEnters--;
       return;
     }
+    if (this.dropEnters > 0) {
+      this.dropEnters--;
+      this.input = [];
+      return;
+    }
     this.enter('gateway');
   }
 
@@ -98,6 +111,12 @@ export class SimulatedPane implements PanePort {
     this.enter('person');
   }
 
+  /** The agent's turn ends: what it queued meanwhile is submitted, as one message per entry. */
+  finishTurn(): void {
+    this.busy = false;
+    for (const text of this.queued.splice(0)) this.transcript.push(text);
+  }
+
   private insert(text: string): void {
     if (this.dialog || this.blank) return;
     this.pastes++;
@@ -110,7 +129,8 @@ export class SimulatedPane implements PanePort {
       this.transcript.push(`${this.prompt}${text}`);
       this.submitted.push({ by, text });
     } else if (text !== '') {
-      this.transcript.push(text);
+      if (this.busy && this.style === 'gemini') this.queued.push(text);
+      else this.transcript.push(text);
       this.submitted.push({ by, text });
     }
     this.input = [];

@@ -28,6 +28,8 @@ export interface DrawState {
   readonly transcript: readonly string[];
   readonly input: readonly Segment[];
   readonly busy: boolean;
+  /** Messages the agent queued while busy (Gemini CLI lists them above its input). */
+  readonly queued?: readonly string[] | undefined;
   /** A dialog's question: drawn instead of the input area. */
   readonly dialog?: string | undefined;
   /** A line reader's prompt. */
@@ -121,6 +123,15 @@ export function draw(state: DrawState): { text: string; cursor: { x: number; y: 
     case 'gemini': {
       rows.push(' Gemini CLI v0.61.0', 'Tips for getting started:');
       for (const entry of state.transcript) rows.push(...block(entry, ' > ', '   ', width), '✦ Done.');
+      if (state.queued?.length) {
+        // One row per message, its whitespace folded, cut at the pane's width with `…`.
+        rows.push('', '  Queued (press ↑ to edit):');
+        for (const entry of state.queued) {
+          const row = `    ${entry.replace(/\s+/g, ' ')}`;
+          rows.push([...row].length > width ? `${[...row].slice(0, width - 1).join('')}…` : row);
+        }
+        rows.push('');
+      }
       rows.push(state.busy ? ' ⠏ Thinking... (esc to cancel, 1s)' : '', rule, ' Shift+Tab to accept edits');
       if (state.dialog) dialog();
       else {

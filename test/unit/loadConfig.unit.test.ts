@@ -82,6 +82,7 @@ describe('loadConfig: defaults', () => {
       paneRecheckMs: 1_000,
       showTimeoutMs: 2_000,
       submitTimeoutMs: 1_500,
+      proofTimeoutMs: 5_000,
       pollMs: 25,
       enterPauseMs: 0,
       enterAttempts: 3,

@@ -35,6 +35,8 @@ type Expect = {
   blocked?: RegExp;
   holds?: { text: string; marker: string };
   pasted?: boolean;
+  /** What the agent lists as queued (compacted); none unless said. */
+  queued?: string[];
   /** What holdReason says: undefined = the pane can take a message. */
   hold: 'blocked' | 'busy' | 'dirty-input' | undefined;
 };
@@ -76,7 +78,7 @@ const expected: Record<string, Expect> = {
   'gemini-submitted': { agent: 'gemini', input: '', busy: false, hold: undefined },
   'gemini-busy': { agent: 'gemini', input: '', busy: true, hold: 'busy' },
   'gemini-busy-typed': { agent: 'gemini', busy: true, hold: 'dirty-input' },
-  'gemini-queued': { agent: 'gemini', input: '', busy: true, hold: 'busy' },
+  'gemini-queued': { agent: 'gemini', input: '', busy: true, queued: ['secondmessage'], hold: 'busy' },
   'gemini-dialog': { agent: 'gemini', blocked: /Allow execution of/, hold: 'blocked' },
   'gemini-dialog-pasted': { agent: 'gemini', blocked: /Allow execution of/, hold: 'blocked' },
   'gemini-approved': { agent: 'gemini', input: '', busy: false, hold: undefined },
@@ -107,6 +109,7 @@ describe('readScreen: the agent table against real screens', () => {
       else expect(reading.blocked).toBeNull();
       if (want.holds) expect(inputHolds(reading, want.holds)).toBe(true);
       if (want.pasted) expect(reading.pasted).toBe(true);
+      expect(reading.queued).toEqual(want.queued ?? []);
       // Whatever the screen, it never holds a message that was not typed there (a collapsed
       // paste stands for whatever was pasted: the input was checked empty before).
       if (!reading.pasted)

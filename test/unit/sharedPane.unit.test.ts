@@ -19,6 +19,7 @@ const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
 const timing: SubmissionTiming = {
   showTimeoutMs: 30,
   submitTimeoutMs: 20,
+  proofTimeoutMs: 30,
   pollMs: 2,
   enterAttempts: 2,
   historyLines: 100,

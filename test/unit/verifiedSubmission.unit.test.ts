@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Screen } from '../../src/panes/readScreen.js';
 import { createVerifiedSubmission, type PanePort } from '../../src/panes/verifiedSubmission.js';
+import { SimulatedPane } from '../support/SimulatedPane.js';
 
 /**
  * A pane drawn like Claude Code's screen (input box between two rules), driven by the
@@ -68,6 +69,7 @@ class FakeAgentPane implements PanePort {
 const timing = {
   showTimeoutMs: 60,
   submitTimeoutMs: 40,
+  proofTimeoutMs: 60,
   pollMs: 5,
   enterAttempts: 3,
   historyLines: 100,
@@ -159,5 +161,63 @@ describe('verified submission against an agent-like screen', () => {
     expect(await submission.locate(message)).toBe('submitted');
     expect(pane.sent).toEqual([]);
     expect(await submission.locate({ text: 'other', marker: 'msg 9999' })).toBe('absent');
+  });
+});
+
+/**
+ * Gemini CLI drops a message entered in the moment its own turn starts: the input clears and
+ * nothing is sent. A cleared input is no proof there; the message in its transcript or its
+ * queue is, and a message shown in neither is typed again, never twice.
+ */
+describe('verified submission into an agent whose cleared input is no proof (Gemini CLI)', () => {
+  const uuid = '01a250c5-15ef-71e0-9d5b-9d1bf88ca153';
+  const sent = { marker: uuid, text: `[bridge SEND from lead@host-597wnp msg ${uuid}] rebase onto main` };
+  const gatewaySent = (pane: SimulatedPane) => pane.submitted.filter(({ by }) => by === 'gateway');
+
+  it('a message the agent dropped is not submitted, and is typed again once', async () => {
+    const pane = new SimulatedPane('gemini');
+    pane.dropEnters = 1;
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(sent)).toEqual({ kind: 'typed' });
+    expect(await submission.submit(sent)).toMatchObject({
+      kind: 'deferred',
+      reason: 'not-shown',
+      detail: expect.stringContaining('dropped'),
+    });
+    expect(await submission.locate(sent)).toBe('absent');
+    expect(await submission.type(sent)).toEqual({ kind: 'typed' });
+    expect(await submission.submit(sent)).toMatchObject({
+      kind: 'submitted',
+      how: expect.stringContaining('its transcript shows it'),
+    });
+    expect(gatewaySent(pane)).toEqual([{ by: 'gateway', text: sent.text }]);
+  });
+
+  it('a message entered as a turn starts is proven by the queue it waits in', async () => {
+    const pane = new SimulatedPane('gemini');
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(sent)).toEqual({ kind: 'typed' });
+    pane.busy = true; // the person's turn starts between the paste and the Enter
+    expect(await submission.submit(sent)).toMatchObject({
+      kind: 'submitted',
+      how: expect.stringContaining('queued'),
+    });
+    expect(pane.queued).toEqual([sent.text]);
+    // After a crash, found where it waits: not typed again.
+    expect(await createVerifiedSubmission(pane, timing).type(sent)).toMatchObject({ kind: 'submitted' });
+    expect(gatewaySent(pane)).toHaveLength(1);
+  });
+
+  it('a queue line cut before the marker proves nothing: held while the turn runs, found once it is sent', async () => {
+    const pane = new SimulatedPane('gemini', 48);
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(sent)).toEqual({ kind: 'typed' });
+    pane.busy = true;
+    expect(await submission.submit(sent)).toMatchObject({ kind: 'deferred', reason: 'not-shown' });
+    expect(await submission.type(sent)).toMatchObject({ kind: 'deferred', reason: 'busy' });
+    pane.finishTurn();
+    expect(await submission.type(sent)).toMatchObject({ kind: 'submitted', how: 'found in the transcript' });
+    expect(gatewaySent(pane)).toHaveLength(1);
+    expect(pane.transcript).toEqual([sent.text]);
   });
 });
