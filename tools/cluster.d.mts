@@ -67,5 +67,7 @@ export function stopNode(node: NodeRef, opts?: ClusterOptions): Promise<{ node: 
 /** Runs `rabbitmqctl -n NODE ...args` with the cluster's cookie; resolves to its stdout. */
 export function clusterCtl(node: NodeRef, args: string[], opts?: ClusterOptions): Promise<string>;
 export function clusterStatus(opts?: ClusterOptions): Promise<ClusterStatus>;
+/** Each node's Erlang VM from its pid file, without asking the cluster: `pid` null when it is gone. */
+export function nodeVms(opts?: ClusterOptions): Array<{ index: number; name: string; pid: number | null }>;
 /** The lowest base ≥ `from` whose `count` AMQP ports and distribution ports are all free. */
 export function findFreePortBase(count?: number, from?: number): Promise<number>;

@@ -589,7 +589,12 @@ export async function clusterCtl(which, args, opts = {}) {
   return rabbitmqctl(layout, pickNode(layout, which), args);
 }
 
-/** Kills the node's Erlang VM with SIGKILL: a crash, not a clean stop. Resolves once it is gone. */
+/**
+ * Kills the node's Erlang VM with SIGKILL: a crash, not a clean stop. Resolves once it is gone
+ * and what it held is free again (its ports, its name with epmd), so the node can be started
+ * at once: a dying VM loses its memory (and its /proc cmdline) before its sockets close, which
+ * on a loaded machine takes seconds.
+ */
 export async function killNode(which, opts = {}) {
   const layout = requireLayout(clusterDir(opts));
   const node = pickNode(layout, which);
@@ -597,7 +602,15 @@ export async function killNode(which, opts = {}) {
   if (pid === undefined) throw new ClusterError(`${node.name} is not running: nothing to kill`);
   (opts.log ?? quiet)(`kill -9 ${pid} (${node.name})`);
   process.kill(pid, 'SIGKILL');
-  await waitUntil(async () => vmPid(layout, node) === undefined, 10_000, `${node.name} (pid ${pid}) to die`);
+  await waitUntil(
+    async () =>
+      vmPid(layout, node) === undefined &&
+      (await portIsFree(node.amqpPort)) &&
+      (await portIsFree(node.distPort)) &&
+      !registeredNames().includes(node.name.split('@')[0]),
+    30_000,
+    `${node.name} (pid ${pid}) to die and free its ports and name`,
+  );
   return { node: node.name, pid };
 }
 
@@ -654,6 +667,20 @@ export async function stopCluster(opts = {}) {
  * Each node's name, AMQP URI and whether it runs (its VM is alive and its AMQP port answers) and
  * runs in the cluster (the `cluster_status` of a running node lists it as running).
  */
+/**
+ * Each node's Erlang VM as its pid file and /proc tell, without asking the cluster (no
+ * `rabbitmqctl`, which boots a VM of its own): `pid` null when the VM is gone.
+ */
+export function nodeVms(opts = {}) {
+  const layout = readLayout(clusterDir(opts));
+  if (!layout) return [];
+  return layout.nodes.map((node) => ({
+    index: node.index,
+    name: node.name,
+    pid: vmPid(layout, node) ?? null,
+  }));
+}
+
 export async function clusterStatus(opts = {}) {
   const dir = clusterDir(opts);
   const layout = readLayout(dir);

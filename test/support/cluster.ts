@@ -9,6 +9,7 @@ import {
   killNode,
   type NodeRef,
   type NodeStatus,
+  nodeVms,
   startCluster,
   startNode,
   stopCluster,
@@ -95,9 +96,10 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
       },
       rabbitmqctl: (node, ...args) => clusterCtl(node, args, opts),
       restore: async () => {
-        // One look (each `rabbitmqctl` boots an Erlang VM): a node whose VM is alive is woken;
-        // one that is gone is started, and startNode waits until it runs in the cluster.
-        const { nodes: all } = await clusterStatus(opts);
+        // From the pid files alone (a `rabbitmqctl` look boots an Erlang VM): a node whose VM
+        // is alive is woken; one that is gone is started, and startNode waits until it runs in
+        // the cluster.
+        const all = nodeVms(opts);
         for (const node of all) if (node.pid !== null) signalNode(node.pid, 'SIGCONT');
         for (const node of all) {
           if (node.pid !== null) continue;
