@@ -119,6 +119,23 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       db.close();
     }
   };
+  /** How the delivery's `submitted` was proven (its event's `how`). */
+  const submittedHow = (msgId: string): string | undefined => {
+    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
+    try {
+      const row = db
+        .prepare(
+          "SELECT data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' AND to_state = 'submitted' ORDER BY seq LIMIT 1",
+        )
+        .get(msgId) as { data: string | null } | undefined;
+      return row?.data ? (JSON.parse(row.data) as { how?: string }).how : undefined;
+    } finally {
+      db.close();
+    }
+  };
+  /** Gemini CLI's cleared input is no proof: its `submitted` names where the message showed. */
+  const provenWhere = (name: string) =>
+    name === 'gemini' ? expect.stringMatching(/its transcript shows it|it queued it/) : expect.any(String);
   const deliveryTrail = (msgId: string): string[] => {
     const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
     try {
@@ -224,6 +241,7 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       await sleep(1_000); // a second submission would reach the model now
       expect(promptsWith(sent.msgId)).toHaveLength(1);
       expect((await status(sent.msgId)).stage).toBe('submitted');
+      expect(submittedHow(sent.msgId)).toEqual(provenWhere(name));
     });
 
     it(`${name}: a multi-line message with quotes, $VARS, backticks and a 4 KB body arrives whole`, async () => {
@@ -232,6 +250,8 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       expect(Buffer.byteLength(text)).toBeGreaterThan(4_000);
       const sent = await send(name, text, { wait_for: 'submitted' });
       expect(sent.stage).toBe('submitted');
+      // Longer than the pane: Gemini's header is found in the scrollback.
+      expect(submittedHow(sent.msgId)).toEqual(provenWhere(name));
       await waitFor('the model to get the prompt', () =>
         promptsWith(sent.msgId).length > 0 ? true : undefined,
       );
