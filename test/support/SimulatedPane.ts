@@ -24,6 +24,8 @@ export class SimulatedPane implements PanePort {
   dropEnters = 0;
   /** Messages entered while busy, listed under the queue's heading until `finishTurn` (Gemini CLI). */
   queued: string[] = [];
+  /** A dialog the agent opens as it takes the gateway's next message (its model asks for a tool at once). */
+  dialogOnEnter: string | undefined;
   /** The program's identity, as tmux reports one; `blank` draws nothing (a program starting). */
   program = 'p1';
   blank = false;
@@ -91,6 +93,8 @@ export class SimulatedPane implements PanePort {
       return;
     }
     this.enter('gateway');
+    this.dialog = this.dialogOnEnter;
+    this.dialogOnEnter = undefined;
   }
 
   // ── What a person does in the pane.

@@ -133,7 +133,8 @@ export function draw(state: DrawState): { text: string; cursor: { x: number; y: 
         rows.push('');
       }
       rows.push(state.busy ? ' ⠏ Thinking... (esc to cancel, 1s)' : '', rule, ' Shift+Tab to accept edits');
-      if (state.dialog) dialog();
+      // Its dialog is a box of its own in place of the input band.
+      if (state.dialog) rows.push('╭───', `│ ${state.dialog}`, '│ ● 1. Allow once', '│   2. No', '╰───');
       else {
         rows.push('▄'.repeat(width));
         rows.push(

@@ -193,6 +193,19 @@ describe('verified submission into an agent whose cleared input is no proof (Gem
     expect(gatewaySent(pane)).toEqual([{ by: 'gateway', text: sent.text }]);
   });
 
+  it('a message whose turn opens a dialog at once: no Enter on the dialog, held, found once it is answered', async () => {
+    const pane = new SimulatedPane('gemini');
+    pane.dialogOnEnter = 'Allow execution of [Shell]?';
+    const submission = createVerifiedSubmission(pane, timing);
+    expect(await submission.type(sent)).toEqual({ kind: 'typed' });
+    // With the dialog in its input's place, the last band on screen is the message's own.
+    expect(await submission.submit(sent)).toMatchObject({ kind: 'deferred', reason: 'blocked' });
+    expect(pane.gatewayEnters).toEqual([sent.text]);
+    pane.dialog = undefined; // the owner answers it
+    expect(await submission.type(sent)).toMatchObject({ kind: 'submitted', how: 'found in the transcript' });
+    expect(gatewaySent(pane)).toHaveLength(1);
+  });
+
   it('a message entered as a turn starts is proven by the queue it waits in', async () => {
     const pane = new SimulatedPane('gemini');
     const submission = createVerifiedSubmission(pane, timing);
