@@ -24,7 +24,10 @@ export interface RosterEntry extends Address {
   lastActiveAt?: number;
   /** An agent its host spawned: bridge_stop (and the console's Stop) may end it. */
   spawned?: boolean;
-  /** A local worker whose agent runs behind an agent host: its path, and how to watch it. */
+  /**
+   * A worker whose agent runs behind an agent host: its path and agent, and here, how to watch
+   * it (another host's announces no attach command: it names a socket there).
+   */
   agent?: AgentDescription;
 }
 
@@ -84,6 +87,7 @@ export class GatewayStatus {
       status: e.status,
       ...(e.lastActiveAt === undefined ? {} : { lastActiveAt: e.lastActiveAt }),
       ...(e.spawned ? { spawned: true } : {}),
+      ...(e.agent === undefined ? {} : { agent: e.agent }),
     }));
     return [...local, ...remote];
   }

@@ -24,6 +24,11 @@ export const DeliveryPath = {
 export type DeliveryPath = (typeof DeliveryPath)[keyof typeof DeliveryPath];
 /** The paths an agent host serves: an agent's own protocol. */
 export type NativePath = Exclude<DeliveryPath, typeof DeliveryPath.terminal>;
+export const nativePathSchema = z.enum([
+  DeliveryPath.acp,
+  DeliveryPath.claudeStream,
+  DeliveryPath.codexAppServer,
+]);
 
 /** Where a message the host was given is: not given, handed to the agent, or taken by it. */
 export const HandoverState = {
@@ -116,7 +121,7 @@ export const agentHostRequestSchema = z.discriminatedUnion('op', [
 export type AgentHostRequest = z.infer<typeof agentHostRequestSchema>;
 
 export const agentHostHelloSchema = z.object({
-  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream, DeliveryPath.codexAppServer]),
+  path: nativePathSchema,
   /** The agent as it named itself (ACP `agentInfo`), else the command. */
   agent: z.string(),
   status: z.enum(['idle', 'working', 'blocked', 'gone']),
@@ -136,7 +141,7 @@ export const hostHandoverSchema = z.object({
   state: z.enum(['absent', 'handed', 'acknowledged']),
   /** The agent as it named itself, and its path, for what the gateway records of the step. */
   agent: z.string(),
-  path: z.enum([DeliveryPath.acp, DeliveryPath.claudeStream, DeliveryPath.codexAppServer]),
+  path: nativePathSchema,
   /** With `deliver` and state absent: why the agent cannot take it now. */
   held: z.object({ status: z.enum(['working', 'blocked', 'gone']), detail: z.string() }).optional(),
 });

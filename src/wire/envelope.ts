@@ -9,7 +9,8 @@ import { receiptSchema } from './receipt.js';
  * is refused, never half-parsed.
  */
 // 1.3: the `operator` entity kind (the operator console's humans), in addresses and presence.
-export const schemaVersion = { major: 1, minor: 3 } as const;
+// 1.4: a worker's delivery path and agent in presence (an agent host's worker).
+export const schemaVersion = { major: 1, minor: 4 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
 export const WireKind = {

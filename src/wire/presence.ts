@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { hasUnsafeChar } from '../text/neutralise.js';
+import { nativePathSchema } from './agentHost.js';
 import {
   describeIssues,
   entityKindSchema,
@@ -9,6 +11,9 @@ import {
 } from './envelope.js';
 import { decodeHlc } from './hlc.js';
 import { boundedDetail } from './wireSize.js';
+
+/** Most characters of a worker's agent name in a PRESENCE. */
+export const maxAgentName = 64;
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
 export const presenceEntrySchema = z.object({
@@ -21,6 +26,20 @@ export const presenceEntrySchema = z.object({
   lastActiveAt: z.number().int().nonnegative().optional(),
   /** Started by its host's spawn (so bridge_stop may end it); earlier peers leave it out. */
   spawned: z.boolean().optional(),
+  /**
+   * A worker whose agent runs behind an agent host: its delivery path and its agent (1.4;
+   * earlier peers leave it out). Not the attach command: it names a socket on that host.
+   */
+  agent: z
+    .object({
+      path: nativePathSchema,
+      // The agent as it named itself: another host's words, so nothing that acts on a terminal.
+      agent: z
+        .string()
+        .max(maxAgentName)
+        .refine((name) => !hasUnsafeChar(name), 'control or format characters in an agent name'),
+    })
+    .optional(),
 });
 export type PresenceEntry = z.infer<typeof presenceEntrySchema>;
 

@@ -338,16 +338,19 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       expect(existsSync(marker(name))).toBe(false);
       expect(await stageOf(held.msgId)).toBe('queued');
       expect(requestsWith(held.msgId)).toHaveLength(0);
-      // The worker reads as blocked, on B and in A's roster (B's presence).
-      await waitFor('A’s roster to show the worker blocked', async () => {
+      // The worker reads as blocked, on B and in A's roster (B's presence), with its path and
+      // agent; no attach command crosses (it names a socket on B).
+      const seen = await waitFor('A’s roster to show the worker blocked', async () => {
         const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
           name: string;
           host: string;
           status: string;
+          agent?: Record<string, unknown>;
         }>;
         const entry = roster.find((e) => e.name === name && e.host === b.hostId);
-        return entry?.status === 'active.blocked' ? true : undefined;
+        return entry?.status === 'active.blocked' ? entry : undefined;
       });
+      expect(seen.agent).toEqual({ path: protocol, agent: expect.any(String) });
       let by: string;
       if (worker.answerFrom === 'console') {
         const { page, problems } = await openConsole(b, browser, 'owner');

@@ -167,8 +167,8 @@ describe('codec: RECEIPT (schema 1.2, R-RC1)', () => {
   };
   const withReceipts = (receipts: unknown) => bytesOf({ ...receiptEnvelope, receipts });
 
-  it('the schema version is 1.3 (the operator kind since 1.3)', () => {
-    expect(schemaVersionString).toBe('1.3');
+  it('the schema version is 1.4 (the operator kind since 1.3, a worker path in presence since 1.4)', () => {
+    expect(schemaVersionString).toBe('1.4');
   });
 
   it('carries several receipts; a dead letter keeps its reason and detail', () => {

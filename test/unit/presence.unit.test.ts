@@ -70,6 +70,17 @@ describe('presence: decode', () => {
     expect(decode(encodePresence(snapshot))).toEqual({ ok: true, presence: snapshot });
   });
 
+  it("a worker behind an agent host comes with its path and agent (1.4), and nothing of its host's sockets", () => {
+    const native = { ...bob, agent: { path: 'codex-app-server' as const, agent: 'codex' } };
+    const withAgent = presence('host-b', hlcAt(2), [alice, native]);
+    expect(decode(encodePresence(withAgent))).toEqual({ ok: true, presence: withAgent });
+    const attach = { ...native, agent: { ...native.agent, attach: 'codex resume t --remote unix:///tmp/s' } };
+    expect(decode(bytesOf({ ...withAgent, entities: [attach] }))).toEqual({
+      ok: true,
+      presence: { ...withAgent, entities: [native] },
+    });
+  });
+
   it('a snapshot with no entities is valid (a host with nobody on it)', () => {
     const empty = presence('host-b', hlcAt(1), []);
     expect(decode(encodePresence(empty))).toEqual({ ok: true, presence: empty });
@@ -90,6 +101,14 @@ describe('presence: decode', () => {
     ['an entity with a bad gid', { entities: [{ ...alice, gid: 'alice' }] }],
     ['an entity of an unknown kind', { entities: [{ ...alice, kind: 'robot' }] }],
     ['an entity without groups', { entities: [{ ...bob, groups: undefined }] }],
+    [
+      'a worker on a path no agent host serves',
+      { entities: [{ ...bob, agent: { path: 'terminal', agent: 'x' } }] },
+    ],
+    [
+      'an agent named with a terminal escape',
+      { entities: [{ ...bob, agent: { path: 'acp', agent: 'x\u001b[2J' } }] },
+    ],
   ])('%s → refused', (_label, patch) => {
     expect(detailOf(decode(bytesOf({ ...snapshot, ...patch })))).not.toBe('');
   });
@@ -109,11 +128,11 @@ describe('presence: decode', () => {
   it('a newer minor with extra fields is accepted; the extras are dropped', () => {
     const bytes = bytesOf({
       ...snapshot,
-      v: '1.4',
+      v: '1.5',
       region: 'eu',
       entities: [{ ...alice, depth: 3 }, bob],
     });
-    expect(decode(bytes)).toEqual({ ok: true, presence: { ...snapshot, v: '1.4' } });
+    expect(decode(bytes)).toEqual({ ok: true, presence: { ...snapshot, v: '1.5' } });
   });
 
   it('the gateway cannot merge an hlc that is not a hybrid-logical-clock time (it throws)', () => {
