@@ -400,22 +400,31 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
 
     it('a sender whose first publish to a quorum inbox came while it had no leader: once a leader is back, the send goes through on a new publish channel', async () => {
       const inboxGid = randomUUID();
-      // The receiver declares its inbox through node 1, which then leads the queue (RabbitMQ's
-      // client-local leader locator); it consumes again through node 3 once node 1 is gone.
-      const receiver = actor(uniqueHostId('quorum-leader'), {
-        uris: [uri(1), uri(3)],
-        firstNode: 0,
-        onFatal: () => expect.fail('the receiver was refused'),
-      });
       const got: number[] = [];
-      await receiver.consume(
-        inboxConsumer(inboxGid, (message) => {
-          got.push(Number(message.content.toString()));
-          message.ack();
-        }),
-      );
-      await receiver.start();
-      await waitFor('the inbox consumed', () => (receiver.consuming(inboxName(inboxGid)) ? true : undefined));
+      /** An inbox consumer through `node`'s listener, keeping what it takes in `got`. */
+      const receiverOn = async (node: number): Promise<BrokerActor> => {
+        const receiver = actor(uniqueHostId('quorum-leader'), {
+          uris: [uri(node)],
+          onFatal: () => expect.fail('the receiver was refused'),
+        });
+        await receiver.consume(
+          inboxConsumer(inboxGid, (message) => {
+            got.push(Number(message.content.toString()));
+            message.ack();
+          }),
+        );
+        await receiver.start();
+        await waitFor('the inbox consumed', () =>
+          receiver.consuming(inboxName(inboxGid)) ? true : undefined,
+        );
+        return receiver;
+      };
+      // The inbox is declared through node 1, which then leads it (RabbitMQ's client-local
+      // leader locator). Its consumer leaves before the nodes go, and a new one reads the inbox
+      // once a leader is back: this case is the sender's. (A consumer that moves to another node
+      // is the kill -9 case above; one that moved while the queue had no leader was seen to take
+      // more than 30 s to consume again on a loaded machine.)
+      const declaring = await receiverOn(1);
       // A sender on node 3 that has published nothing to the inbox yet.
       const sender = actor(uniqueHostId('quorum-sender'), {
         uris: [uri(3)],
@@ -430,6 +439,7 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         return rows.find((row) => row.name === inboxName(inboxGid))?.leader;
       };
       expect(await leaderOf()).toMatch(/-1@localhost$/);
+      await declaring.stop();
 
       // Node 1 (the leader) and node 2 lost: no majority, no leader, so the sender's first
       // publish to the inbox is refused. RabbitMQ 3.10 then often keeps refusing that channel's
@@ -448,6 +458,7 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         await sender.renewPublishChannel(0);
         expect(await publishTo(sender, inboxGid, 1)).toEqual({ ok: true });
         expect(await publishTo(sender, inboxGid, 2)).toEqual({ ok: true });
+        const receiver = await receiverOn(3);
         await waitFor('both taken', () => (got.length === 2 ? true : undefined), 30_000);
         expect(got).toEqual([1, 2]);
         await sender.stop();
