@@ -44,14 +44,9 @@ export interface AgentHostInjectorOptions {
   readonly statusPollMs?: number;
 }
 
-/** Whether the host would hand a message under `busy` to its agent now. */
-function takes(hello: AgentHostHello, busy: BusyPolicy): boolean {
-  return takesMessage(hello.status, hello.midTurn, busy);
-}
-
 /** The worker's status as the gateway's pump and roster read it, under the worker's policy. */
 function statusOf(hello: AgentHostHello, busy: BusyPolicy): PaneStatus {
-  if (takes(hello, busy)) return PaneStatus.idle;
+  if (takesMessage(hello.status, hello.midTurn, busy)) return PaneStatus.idle;
   if (hello.status === AgentHostStatus.blocked) return PaneStatus.blocked;
   return hello.status === AgentHostStatus.gone ? PaneStatus.unknown : PaneStatus.working;
 }
@@ -149,7 +144,9 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
   return {
     async inspect(message) {
       const now = await hello();
-      return takes(now, busyOf(message)) ? undefined : holdOf(now.status, now.detail ?? now.status);
+      return takesMessage(now.status, now.midTurn, busyOf(message))
+        ? undefined
+        : holdOf(now.status, now.detail ?? now.status);
     },
 
     async type(message): Promise<TypeOutcome> {

@@ -357,7 +357,10 @@ export function createVerifiedSubmission(
     const where = await shownAfter(reading, message);
     if (where !== undefined) {
       settled(message);
-      return { kind: 'submitted', how: `${how}; ${where}` };
+      return {
+        kind: 'submitted',
+        how: `${how}; ${where === 'queued' ? 'it queued it' : 'its transcript shows it'}`,
+      };
     }
     shownAs.delete(message.marker);
     return {
@@ -367,16 +370,15 @@ export function createVerifiedSubmission(
     };
   }
 
-  /** Where the agent shows the message it took (its transcript, its queue), looked for until `proofTimeoutMs` pass. */
-  async function shownAfter(first: ScreenReading, message: PaneMessage): Promise<string | undefined> {
+  /** Where the agent shows the message it took, looked for until `proofTimeoutMs` pass. */
+  async function shownAfter(first: ScreenReading, message: PaneMessage): Promise<Shown | undefined> {
     const deadline = clock.now() + timing.proofTimeoutMs;
     for (let reading = first; ; reading = await read()) {
-      // The queue first: it is drawn above the input too. The transcript only beside an input
-      // area that is found: without one, the whole screen reads as the transcript, our input too.
-      if (queuedShows(reading, message)) return 'it queued it';
-      if (reading.input !== null && shows(reading.above, message)) return 'its transcript shows it';
-      // A message longer than the screen scrolls its own header out of sight at once.
-      if (shows(await port.scrollback(timing.historyLines), message)) return 'its transcript shows it';
+      // A screen without an input area reads whole as the transcript, our input too: it proves
+      // nothing. The scrollback is searched each time: a message longer than the screen scrolls
+      // its own header out of sight at once.
+      const where = reading.input === null ? undefined : await shownWhere(reading, message, true);
+      if (where !== undefined) return where;
       if (clock.now() >= deadline) return undefined;
       await sleep(clock, Math.max(timing.pollMs, 50));
     }
@@ -392,13 +394,24 @@ export function createVerifiedSubmission(
     return (await submittedBefore(reading, message, true)) ? 'submitted' : 'absent';
   }
 
-  /**
-   * Whether the transcript above the input area or the agent's queue shows the message, or
-   * (`scrollback`) the lines above the screen.
-   */
+  /** Whether the message shows as taken (see `shownWhere`). */
   async function submittedBefore(reading: ScreenReading, message: PaneMessage, scrollback: boolean) {
-    if (shows(reading.above, message) || queuedShows(reading, message)) return true;
-    return scrollback && shows(await port.scrollback(timing.historyLines), message);
+    return (await shownWhere(reading, message, scrollback)) !== undefined;
+  }
+
+  /**
+   * Where the message shows as taken: in the agent's queue (drawn above the input, so looked at
+   * first), the transcript above the input area, or (`scrollback`) the lines above the screen.
+   */
+  async function shownWhere(
+    reading: ScreenReading,
+    message: PaneMessage,
+    scrollback: boolean,
+  ): Promise<Shown | undefined> {
+    if (queuedShows(reading, message)) return 'queued';
+    if (shows(reading.above, message)) return 'transcript';
+    if (scrollback && shows(await port.scrollback(timing.historyLines), message)) return 'transcript';
+    return undefined;
   }
 }
 
@@ -411,6 +424,9 @@ function consumed(reading: ScreenReading, message: PaneMessage): boolean {
   const line = compact(shownTo(reading, message.text));
   return compact(reading.above).includes(line) && !inputHolds(reading, message);
 }
+
+/** Where a taken message shows: the agent's queue, or its transcript (on screen or scrolled above it). */
+type Shown = 'queued' | 'transcript';
 
 function describeSubmitted(reading: ScreenReading, enters: number): string {
   const presses = enters === 1 ? '' : ` after ${enters} Enter presses`;

@@ -10,6 +10,7 @@ import { continuationMark } from '../../src/panes/paneText.js';
 import { type AgentTui, type AgentTuiSession, launchAgentTui, shellDialogOf } from '../support/agentTuis.js';
 import { deleteQueues } from '../support/broker.js';
 import { startCpuLoad } from '../support/cpuLoad.js';
+import { withEventsDb } from '../support/eventsDb.js';
 import { type FakeModelApi, startFakeModelApi } from '../support/fakeModelApi.js';
 import { removeDeadLettersOf } from '../support/federation.js';
 import { federatedGateway, GatewayProcess } from '../support/GatewayProcess.js';
@@ -102,52 +103,31 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
   };
   /** The prompts the model got that carry this message. */
   const promptsWith = (msgId: string): string[] => api.prompts().filter((p) => p.includes(msgId));
-  /** The delivery's transitions with what each carried (`submitted {"how":…}`), for a failure's story. */
-  const deliveryEvents = (msgId: string): string => {
-    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
-    try {
-      return (
+  /** The delivery's transitions in the gateway's log, oldest first, with what each carried. */
+  const deliveryRows = (msgId: string) =>
+    withEventsDb(
+      gateway.home,
+      (db) =>
         db
           .prepare(
             "SELECT to_state, data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
           )
-          .all(msgId) as Array<{ to_state: string; data: string | null }>
-      )
-        .map((r) => `${r.to_state}${r.data === null ? '' : ` ${r.data}`}`)
-        .join(' → ');
-    } finally {
-      db.close();
-    }
-  };
+          .all(msgId) as Array<{ to_state: string; data: string | null }>,
+    );
+  const deliveryTrail = (msgId: string): string[] => deliveryRows(msgId).map((r) => r.to_state);
+  /** The transitions with what each carried (`submitted {"how":…}`), for a failure's story. */
+  const deliveryEvents = (msgId: string): string =>
+    deliveryRows(msgId)
+      .map((r) => `${r.to_state}${r.data === null ? '' : ` ${r.data}`}`)
+      .join(' → ');
   /** How the delivery's `submitted` was proven (its event's `how`). */
   const submittedHow = (msgId: string): string | undefined => {
-    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
-    try {
-      const row = db
-        .prepare(
-          "SELECT data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' AND to_state = 'submitted' ORDER BY seq LIMIT 1",
-        )
-        .get(msgId) as { data: string | null } | undefined;
-      return row?.data ? (JSON.parse(row.data) as { how?: string }).how : undefined;
-    } finally {
-      db.close();
-    }
+    const data = deliveryRows(msgId).find((r) => r.to_state === 'submitted')?.data;
+    return data ? (JSON.parse(data) as { how?: string }).how : undefined;
   };
   /** Gemini CLI's cleared input is no proof: its `submitted` names where the message showed. */
   const provenWhere = (name: string) =>
     name === 'gemini' ? expect.stringMatching(/its transcript shows it|it queued it/) : expect.any(String);
-  const deliveryTrail = (msgId: string): string[] => {
-    const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
-    try {
-      return (
-        db
-          .prepare("SELECT to_state FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq")
-          .all(msgId) as Array<{ to_state: string }>
-      ).map((r) => r.to_state);
-    } finally {
-      db.close();
-    }
-  };
 
   /**
    * With the owner's draft (`draft` names it) in `name`'s input: a message sent there is held,
