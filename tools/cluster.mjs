@@ -401,24 +401,34 @@ function nameTaken(layout, node) {
   );
 }
 
+/**
+ * What a node that does not run would need and another holds: one of its ports, or its name
+ * with epmd; undefined when it is all free.
+ */
+async function stillHeld(node) {
+  for (const [what, port] of [
+    ['AMQP', node.amqpPort],
+    ['distribution', node.distPort],
+  ]) {
+    if (!(await portIsFree(port))) return { what, port };
+  }
+  return registeredNames().includes(node.name.split('@')[0]) ? { what: 'name' } : undefined;
+}
+
 /** Starts one node's VM in the background (it outlives this process); resolves once AMQP answers. */
 async function bootNode(layout, node, log) {
   if (vmPid(layout, node) !== undefined) {
     await waitForAmqp(layout, node, undefined);
     return;
   }
-  for (const [what, port] of [
-    ['AMQP', node.amqpPort],
-    ['distribution', node.distPort],
-  ]) {
-    if (!(await portIsFree(port))) {
-      throw new ClusterError(
-        `port ${port} (${what} for node ${node.index}, ${node.name}) is taken by another process: ` +
-          `free it (ss -ltnp 'sport = :${port}'), or start the cluster on other ports with --port BASE and another --dir`,
-      );
-    }
+  const held = await stillHeld(node);
+  if (held?.port !== undefined) {
+    throw new ClusterError(
+      `port ${held.port} (${held.what} for node ${node.index}, ${node.name}) is taken by another process: ` +
+        `free it (ss -ltnp 'sport = :${held.port}'), or start the cluster on other ports with --port BASE and another --dir`,
+    );
   }
-  if (registeredNames().includes(node.name.split('@')[0])) throw nameTaken(layout, node);
+  if (held) throw nameTaken(layout, node);
   const out = join(nodeDir(layout, node), 'server.out');
   const fd = openSync(out, 'a');
   const user = brokerUser();
@@ -603,11 +613,7 @@ export async function killNode(which, opts = {}) {
   (opts.log ?? quiet)(`kill -9 ${pid} (${node.name})`);
   process.kill(pid, 'SIGKILL');
   await waitUntil(
-    async () =>
-      vmPid(layout, node) === undefined &&
-      (await portIsFree(node.amqpPort)) &&
-      (await portIsFree(node.distPort)) &&
-      !registeredNames().includes(node.name.split('@')[0]),
+    async () => vmPid(layout, node) === undefined && (await stillHeld(node)) === undefined,
     30_000,
     `${node.name} (pid ${pid}) to die and free its ports and name`,
   );
@@ -664,10 +670,6 @@ export async function stopCluster(opts = {}) {
 }
 
 /**
- * Each node's name, AMQP URI and whether it runs (its VM is alive and its AMQP port answers) and
- * runs in the cluster (the `cluster_status` of a running node lists it as running).
- */
-/**
  * Each node's Erlang VM as its pid file and /proc tell, without asking the cluster (no
  * `rabbitmqctl`, which boots a VM of its own): `pid` null when the VM is gone.
  */
@@ -681,6 +683,10 @@ export function nodeVms(opts = {}) {
   }));
 }
 
+/**
+ * Each node's name, AMQP URI and whether it runs (its VM is alive and its AMQP port answers) and
+ * runs in the cluster (the `cluster_status` of a running node lists it as running).
+ */
 export async function clusterStatus(opts = {}) {
   const dir = clusterDir(opts);
   const layout = readLayout(dir);
