@@ -81,6 +81,15 @@ export class BridgeError extends Error {
   }
 }
 
+/** A refused control request (spawn, stop, owner's answer), as the target host reported it. */
+export function controlError(code: string | undefined, message: string | undefined): BridgeError {
+  const known = (Object.values(ErrorCode) as string[]).includes(code ?? '');
+  return new BridgeError(
+    known ? (code as ErrorCode) : ErrorCode.spawnRefused,
+    message ?? 'refused by the target host',
+  );
+}
+
 export function isBridgeError(value: unknown): value is BridgeError {
   return value instanceof BridgeError;
 }

@@ -36,7 +36,7 @@ const addressByGid = new Map();
 /**
  * A roster row's actions: Stop for an agent started with spawn (bridge_stop ends only those);
  * Approve and Deny while a worker's agent asks its owner for a permission (a worker behind an
- * agent host, on this gateway's host).
+ * agent host: on this gateway's host, or spawned on another one by this host's entities).
  */
 function actionsCell(entry) {
   const td = document.createElement('td');
@@ -73,7 +73,9 @@ function actionsCell(entry) {
         worker: `${entry.name}@${entry.host}`,
         decision,
       });
-      return `${entry.name}: request ${answered.request} ${decision === 'allow' ? 'allowed once' : 'denied'}`;
+      return answered.pending
+        ? `answer to ${entry.name} sent to ${entry.host}; its result comes later`
+        : `${entry.name}: request ${answered.request} ${decision === 'allow' ? 'allowed once' : 'denied'}`;
     };
     action('Approve', "Allow its agent's permission request, once", answer('allow'));
     action('Deny', "Deny its agent's permission request", answer('deny'));

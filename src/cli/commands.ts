@@ -16,7 +16,13 @@ import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import type { BroadcastResult } from '../send/Router.js';
 import { neutraliseLine } from '../text/neutralise.js';
-import { attachLine, type BusyPolicy, busyPolicySchema, type OwnerDecision } from '../wire/agentHost.js';
+import {
+  answerWords,
+  attachLine,
+  type BusyPolicy,
+  busyPolicySchema,
+  type OwnerDecision,
+} from '../wire/agentHost.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -215,6 +221,7 @@ export async function runStop(values: CliValues, rest: string[]): Promise<number
 /**
  * `agentbridge approve|deny WORKER [--request N]`: the owner's answer to a permission request of
  * a worker's agent (one behind an agent host), the oldest open one unless --request names it.
+ * A spawned worker on another host is answered as the entity that spawned it (`--token`).
  */
 export function runOwnerAnswer(decision: OwnerDecision) {
   return async (values: CliValues, rest: string[]): Promise<number> => {
@@ -223,20 +230,24 @@ export function runOwnerAnswer(decision: OwnerDecision) {
     if (!worker || extra.length > 0) {
       throw new BridgeError(
         ErrorCode.badRequest,
-        `${verb} needs the worker's name: agentbridge ${verb} WORKER [--request N]`,
+        `${verb} needs the worker's name: agentbridge ${verb} WORKER[@HOST] [--request N] [--token T]`,
       );
     }
     const request = integerOption('request', values.request);
+    const waitMs = integerOption('wait', values.wait);
+    const token = values.token ?? process.env.BRIDGE_TOKEN;
     const answer = (await callAdmin(socketOf(values), adminRoutes.ownerAnswer, {
       worker,
       decision,
       ...(request === undefined ? {} : { request }),
       by: userInfo().username,
-    })) as { worker: string; request: number };
-    return printResult(
-      values,
-      answer,
-      () => `${answer.worker}: request ${answer.request} ${decision === 'allow' ? 'allowed once' : 'denied'}`,
+      ...(token === undefined ? {} : { token }),
+      ...(waitMs === undefined ? {} : { waitMs }),
+    })) as { worker: string; request?: number; pending?: true };
+    return printResult(values, answer, () =>
+      answer.pending
+        ? `${answer.worker}: answer sent; no result yet (it arrives by drain)`
+        : `${answer.worker}: request ${answer.request} ${answerWords(decision)}`,
     );
   };
 }

@@ -36,8 +36,11 @@ Usage:
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
   agentbridge stop GID [--wait MS]                         stop an agent started with spawn
-  agentbridge approve|deny WORKER [--request N]            answer a permission request of a worker's agent
-                                                      (one behind an agent host): allow it once, or deny it
+  agentbridge approve|deny WORKER[@HOST] [--request N] [--wait MS]
+                                                      answer a permission request of a worker's agent
+                                                      (one behind an agent host): allow it once, or deny it;
+                                                      a spawned worker on another host, as the entity that
+                                                      spawned it (its token in BRIDGE_TOKEN or --token)
   agentbridge dlq list [--max N] | show MSGID | requeue (MSGID | --all) [--force]
                                                       the broker's dead letters, with their reasons
   agentbridge roster                                       who is reachable

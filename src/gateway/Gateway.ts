@@ -5,7 +5,6 @@ import type { Config } from '../config/schema.js';
 import { Directory } from '../deliver/Directory.js';
 import { Drains } from '../deliver/Drains.js';
 import { createEntityMachines, type EntityActorDeps } from '../deliver/EntityActor.js';
-import { OwnerAnswers } from '../deliver/OwnerAnswers.js';
 import type { Nudge } from '../deliver/Reminder.js';
 import { resumeEntities } from '../deliver/resumeEntities.js';
 import { BridgeError, ErrorCode } from '../errors.js';
@@ -25,6 +24,7 @@ import { Router } from '../send/Router.js';
 import { Sends } from '../send/Sends.js';
 import { createHerdrLauncher } from '../spawn/herdrLauncher.js';
 import type { Launcher } from '../spawn/launcher.js';
+import { OwnerAnswers } from '../spawn/OwnerAnswers.js';
 import { Spawner } from '../spawn/Spawner.js';
 import { SpawnRequests } from '../spawn/SpawnRequests.js';
 import { createTmuxLauncher } from '../spawn/tmuxLauncher.js';
@@ -284,6 +284,7 @@ export class Gateway {
       deregister: async (gid) => {
         await registrations.deregister(gid);
       },
+      answerOwner: (gid, decision, by, request) => directory.resolve(gid).answerOwner(decision, by, request),
       deliverLocal: (envelope) => directory.byGidOrUndefined(envelope.to)?.accept(envelope),
       route: (envelope) => router.routeEnvelope(envelope),
       compose: (from, kind, to, text, extra) => router.compose(from, kind, to, text, extra),
@@ -301,6 +302,15 @@ export class Gateway {
       isSpawned,
     });
     const remoteRoster = federation?.roster;
+    const spawnRequests = new SpawnRequests({
+      ...deps,
+      config,
+      router,
+      directory,
+      remoteRoster,
+      receiveLocal: (envelope) => spawner.receiveControl(envelope),
+      lifecycle,
+    });
     return {
       store,
       entityDeps,
@@ -313,16 +323,8 @@ export class Gateway {
       sends: new Sends({ ...deps, config, router, lifecycle, parked }),
       asks,
       drains: new Drains({ config, lifecycle, parked }),
-      ownerAnswers: new OwnerAnswers({ host, directory, lifecycle }),
-      spawnRequests: new SpawnRequests({
-        ...deps,
-        config,
-        router,
-        directory,
-        remoteRoster,
-        receiveLocal: (envelope) => spawner.receiveControl(envelope),
-        lifecycle,
-      }),
+      ownerAnswers: new OwnerAnswers({ host, directory, lifecycle, remoteRoster, spawnRequests }),
+      spawnRequests,
       messageStatus: createMessageStatusLookup({ host, router, directory, remoteRoster, lifecycle }),
       deadLetters: deadLetterAdmin(federation),
       status: new GatewayStatus({

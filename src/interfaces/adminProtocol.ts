@@ -88,6 +88,12 @@ export const ownerAnswerBody = z.strictObject({
   request: z.number().int().positive().optional(),
   /** Who answers, as the CLI's user names itself (recorded with the answer). */
   by: z.string().min(1).max(100),
+  /**
+   * A spawned worker on another host is answered as the entity that spawned it: its token, and
+   * how long to wait for the worker's host to answer.
+   */
+  token: z.string().min(1).max(512).optional(),
+  waitMs: z.number().int().min(0).optional(),
 });
 
 export const consoleLoginBody = z.strictObject({ name: entityNameSchema.default('operator') });

@@ -86,8 +86,9 @@ export async function startAdminServer(
       return gateway.services.deadLetters.requeueDeadLetters(msgId, force ?? false);
     },
     [adminRoutes.ownerAnswer]: async (body) => {
-      const { worker, decision, request, by } = parseBody(ownerAnswerBody, body);
-      return gateway.services.ownerAnswers.answer(worker, decision, `${by} (admin socket)`, request);
+      const { worker, decision, request, by, token, waitMs } = parseBody(ownerAnswerBody, body);
+      const from = token === undefined ? undefined : { entity: entityOf(token), waitMs };
+      return gateway.services.ownerAnswers.answer(worker, decision, `${by} (admin socket)`, request, from);
     },
     [adminRoutes.consoleLogin]: async (body) => {
       const console_ = options.console;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { EntityActor } from '../deliver/EntityActor.js';
-import { BridgeError, ErrorCode, toBridgeError } from '../errors.js';
+import { BridgeError, controlError, ErrorCode, toBridgeError } from '../errors.js';
 import type { Gateway } from '../gateway/Gateway.js';
 import { FlowSequence } from '../replay/FlowSequence.js';
 import type { ReplayEvent } from '../replay/replayEvent.js';
@@ -21,7 +21,6 @@ import { ConsoleFeed } from './ConsoleFeed.js';
 import type { ConsoleSessions } from './ConsoleSessions.js';
 import { consoleLoginPath } from './consoleLogin.js';
 import { parseBody, readJsonBody } from './requestBody.js';
-import { controlError } from './spawnTools.js';
 
 /** The cookie a console session travels in: HttpOnly, SameSite=Strict, only under /ui. */
 export const consoleCookie = 'bridge_console';
@@ -195,6 +194,8 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
         worker,
         decision,
         `${operator.record.name} (console)`,
+        undefined,
+        { entity: operator, waitMs: 20_000 },
       );
       feed.refresh('roster');
       gateway.logger.info(

@@ -3,7 +3,7 @@
  */
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { BridgeError, ErrorCode } from '../errors.js';
+import { BridgeError, controlError, ErrorCode } from '../errors.js';
 import { attachLine } from '../wire/agentHost.js';
 import {
   entityNameSchema,
@@ -109,14 +109,5 @@ export function registerSpawnTools(server: McpServer, scope: ToolScope): void {
       if (!outcome.result.ok) throw controlError(outcome.result.code, outcome.result.message);
       return toolResult({ ...base, status: 'stopped' }, `stopped ${args.gid} on ${outcome.host}`);
     }),
-  );
-}
-
-/** A refused spawn or stop, as the target host reported it. */
-export function controlError(code: string | undefined, message: string | undefined): BridgeError {
-  const known = (Object.values(ErrorCode) as string[]).includes(code ?? '');
-  return new BridgeError(
-    known ? (code as ErrorCode) : ErrorCode.spawnRefused,
-    message ?? 'refused by the target host',
   );
 }

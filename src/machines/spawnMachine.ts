@@ -31,6 +31,20 @@ export const spawnEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('spawn.refused'), code: z.string(), message: z.string() }),
   z.object({ type: z.literal('spawn.answered') }),
   z.object({ type: z.literal('spawn.stopped'), by: z.string() }),
+  /**
+   * An owner's answer from another host (OWNER_ANSWER `requestId`), recorded before its agent
+   * is asked: a redelivered request finds it and never answers a second permission request.
+   */
+  z.object({ type: z.literal('spawn.ownerAnswering'), requestId: z.string(), by: z.string() }),
+  /** The agent took it: which of its requests, and how. */
+  z.object({
+    type: z.literal('spawn.ownerAnswered'),
+    requestId: z.string(),
+    request: z.number().int(),
+    decision: z.enum(['allow', 'deny']),
+  }),
+  /** The agent had nothing to answer (or is not active): nothing was answered. */
+  z.object({ type: z.literal('spawn.ownerAnswerFailed'), requestId: z.string() }),
   z.object({ type: z.literal('actor.rehydrated') }),
 ]);
 export type SpawnEvent = z.infer<typeof spawnEventSchema>;
@@ -43,7 +57,37 @@ export interface SpawnContext extends SpawnInput {
   attach: string | null;
   error: { code: string; message: string } | null;
   answered: boolean;
+  /** The latest owner's answers from another host (at most `keptOwnerAnswers`), oldest first. */
+  ownerAnswers: OwnerAnswerMark[];
 }
+
+/** An owner's answer from another host: asked of the agent (`request` null) or taken. */
+export interface OwnerAnswerMark {
+  requestId: string;
+  request: number | null;
+  decision: 'allow' | 'deny' | null;
+}
+
+/** How many owner's answers a spawn keeps for a redelivered request to find. */
+export const keptOwnerAnswers = 16;
+
+const markOwnerAnswers = assign<
+  SpawnContext,
+  Extract<SpawnEvent, { type: 'spawn.ownerAnswering' | 'spawn.ownerAnswered' | 'spawn.ownerAnswerFailed' }>,
+  undefined,
+  SpawnEvent,
+  never
+>({
+  ownerAnswers: ({ context, event }) => {
+    const others = context.ownerAnswers.filter((mark) => mark.requestId !== event.requestId);
+    if (event.type === 'spawn.ownerAnswerFailed') return others;
+    const mark =
+      event.type === 'spawn.ownerAnswered'
+        ? { requestId: event.requestId, request: event.request, decision: event.decision }
+        : { requestId: event.requestId, request: null, decision: null };
+    return [...others, mark].slice(-keptOwnerAnswers);
+  },
+});
 
 const recordError = assign<
   SpawnContext,
@@ -63,6 +107,8 @@ const recordError = assign<
  *       │                        │ launchFailed
  *       └──refused───────────────┴──────────────▶ refused ──answered──▶ closed
  *   `running` and `refused` answer the requester (SPAWN_RESULT) until `answered` is recorded.
+ *   While `running`, an owner's answer from another host is marked `ownerAnswering` before the
+ *   agent is asked and `ownerAnswered` (or `ownerAnswerFailed`) after.
  */
 export const spawnMachine = setup({
   types: {
@@ -88,6 +134,7 @@ export const spawnMachine = setup({
     attach: null,
     error: null,
     answered: false,
+    ownerAnswers: [],
   }),
   initial: 'requested',
   states: {
@@ -119,6 +166,9 @@ export const spawnMachine = setup({
       on: {
         'spawn.answered': { actions: assign({ answered: true }) },
         'spawn.stopped': { target: 'stopped' },
+        'spawn.ownerAnswering': { actions: markOwnerAnswers },
+        'spawn.ownerAnswered': { actions: markOwnerAnswers },
+        'spawn.ownerAnswerFailed': { actions: markOwnerAnswers },
         'actor.rehydrated': { target: 'running', reenter: true },
       },
     },

@@ -14,6 +14,7 @@ export interface EnvelopeExtras {
   turnId?: string | undefined;
   spawn?: Envelope['spawn'];
   stop?: Envelope['stop'];
+  ownerAnswer?: Envelope['ownerAnswer'];
   result?: Envelope['result'];
   msgId?: string | undefined;
   traceId?: string | undefined;
@@ -42,7 +43,7 @@ export function composeEnvelope(
 ): Envelope {
   const { store, clock, config } = deps;
   const now = clock.now();
-  const { inReplyTo, idempotencyKey, turnId, spawn, stop, result, busy } = extra;
+  const { inReplyTo, idempotencyKey, turnId, spawn, stop, ownerAnswer, result, busy } = extra;
   const traceId =
     extra.traceId ??
     (inReplyTo === undefined ? undefined : readTraceOfMessage(store, inReplyTo)) ??
@@ -64,6 +65,7 @@ export function composeEnvelope(
     ...(turnId === undefined ? {} : { turnId }),
     ...(spawn === undefined ? {} : { spawn }),
     ...(stop === undefined ? {} : { stop }),
+    ...(ownerAnswer === undefined ? {} : { ownerAnswer }),
     ...(result === undefined ? {} : { result }),
   };
 }

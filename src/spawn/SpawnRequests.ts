@@ -7,6 +7,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Lifecycle } from '../kernel/Lifecycle.js';
 import { addressOf, keyedCall, type Router } from '../send/Router.js';
 import type { Store } from '../store/openStore.js';
+import type { OwnerDecision } from '../wire/agentHost.js';
 import {
   type ControlResult,
   describeIssues,
@@ -50,7 +51,7 @@ export interface SpawnRequestsDeps {
 }
 
 /**
- * The requester's side of spawning (U4): a SPAWN or STOP goes to the target host (this one
+ * The requester's side of spawning (U4): a SPAWN, STOP or OWNER_ANSWER goes to the target host (this one
  * without the broker), and the call waits for its result up to its wait.
  */
 export class SpawnRequests {
@@ -110,6 +111,27 @@ export class SpawnRequests {
       stop: { requestId, gid },
     });
     return this.control(requester, envelope, host, waitMs);
+  }
+
+  /**
+   * Asks the host of a spawned worker to give its agent the requester's answer to a permission
+   * request (OWNER_ANSWER, issue 33); that host judges whether the requester may.
+   */
+  async answerSpawned(
+    requester: EntityActor,
+    gid: string,
+    host: string,
+    answer: { decision: OwnerDecision; request?: number; waitMs?: number | undefined },
+  ): Promise<ControlOutcome> {
+    const { clock, router, lifecycle } = this.deps;
+    lifecycle.assertRunning();
+    const requestId = uuidv7(clock.now());
+    const { decision, request } = answer;
+    const envelope = router.compose(addressOf(requester, this.deps.host), WireKind.ownerAnswer, host, '', {
+      msgId: requestId,
+      ownerAnswer: { requestId, gid, decision, ...(request === undefined ? {} : { request }) },
+    });
+    return this.control(requester, envelope, host, answer.waitMs);
   }
 
   private async control(

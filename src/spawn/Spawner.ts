@@ -18,7 +18,7 @@ import { findSpawnOfGid } from '../store/findSpawnOfGid.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { shellQuote } from '../text/shellQuote.js';
-import { type AgentHostHello, DeliveryPath } from '../wire/agentHost.js';
+import { type AgentHostHello, DeliveryPath, type OwnerDecision } from '../wire/agentHost.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import {
   type Address,
@@ -35,7 +35,15 @@ import type { PaneTarget } from '../wire/paneTarget.js';
 import { admitSpawn } from './admitSpawn.js';
 import type { Launcher } from './launcher.js';
 import { provisionWorkspace } from './provisionWorkspace.js';
-import { mayStop, resultText, spawnResultOf, stopResult, unreadableSpawnResult } from './spawnResults.js';
+import {
+  answerResult,
+  mayAnswer,
+  mayStop,
+  resultText,
+  spawnResultOf,
+  stopResult,
+  unreadableSpawnResult,
+} from './spawnResults.js';
 
 export const spawnKind: ActorKind = 'spawn';
 /** SPAWN envelopes (their brief) are kept under this recipient until the spawn is over. */
@@ -110,6 +118,11 @@ export interface SpawnerDeps extends RuntimeDeps {
     pane: PaneTarget;
   }): Promise<void>;
   deregister(gid: string): Promise<void>;
+  /**
+   * Gives a local worker's agent its owner's answer (EntityActor.answerOwner): resolves the
+   * number of the request it answered, rejects with why when there was none to answer.
+   */
+  answerOwner(gid: string, decision: OwnerDecision, by: string, request?: number): Promise<number>;
   /** Hands a message to a local entity (the brief). */
   deliverLocal(envelope: Envelope): void;
   /** Sends a gateway-written message (SPAWN_RESULT) to its recipient, here or across. */
@@ -137,6 +150,8 @@ export class Spawner {
   private readonly byGid = new Map<string, SpawnCell>();
   private readonly machine;
   private stopped = false;
+  /** Owner's answers from another host being given to their agents, by request id. */
+  private readonly answering = new Set<string>();
   /** Per gid being launched connected: what ends the brief's wait for its MCP client. */
   private readonly toolsListed = new Map<string, (listed: boolean) => void>();
 
@@ -195,10 +210,11 @@ export class Spawner {
     });
   }
 
-  /** A SPAWN or STOP for this host, from the control queue or from a requester on this host. */
+  /** A SPAWN, STOP or OWNER_ANSWER for this host, from the control queue or from a requester on this host. */
   receiveControl(envelope: Envelope, inbound?: InboundHandle): void {
     if (envelope.kind === WireKind.spawn) this.receiveSpawn(envelope, inbound);
     else if (envelope.kind === WireKind.stop) void this.receiveStop(envelope, inbound);
+    else if (envelope.kind === WireKind.ownerAnswer) void this.receiveOwnerAnswer(envelope, inbound);
     else this.settle(inbound);
   }
 
@@ -284,6 +300,64 @@ export class Spawner {
     await this.sendResult(envelope, result).catch((err: unknown) =>
       this.deps.logger.warn({ err, traceId: envelope.traceId }, 'could not answer a STOP'),
     );
+  }
+
+  /**
+   * An owner's answer from another host to a permission request of an agent this host spawned:
+   * taken only from whoever spawned it (or an operator on its host), given to the agent once
+   * (a redelivered request finds its mark on the spawn and is answered as before), answered.
+   */
+  async receiveOwnerAnswer(envelope: Envelope, inbound?: InboundHandle): Promise<void> {
+    const answer = envelope.ownerAnswer;
+    if (!answer) return this.settle(inbound);
+    if (this.answering.has(answer.requestId)) return this.settle(inbound);
+    const cell = this.byGid.get(answer.gid);
+    const target = cell?.context.entityName ?? answer.gid;
+    const mark = cell?.context.ownerAnswers.find((m) => m.requestId === answer.requestId);
+    let result: ControlResult;
+    if (cell?.state !== 'running') {
+      result = answerResult.notSpawned(answer, this.deps.host);
+    } else if (!mayAnswer(envelope.from, cell.context.requester as Address)) {
+      result = answerResult.forbidden(answer, envelope.from, target, cell.context.requester as Address);
+    } else if (mark?.request != null && mark.decision !== null) {
+      result = answerResult.answered(answer, this.deps.host, target, {
+        request: mark.request,
+        decision: mark.decision,
+      });
+    } else if (mark) {
+      result = answerResult.unknown(answer, this.deps.host, target);
+    } else {
+      result = await this.giveOwnerAnswer(cell, envelope.from, answer);
+    }
+    this.settle(inbound);
+    await this.sendResult(envelope, result).catch((err: unknown) =>
+      this.deps.logger.warn({ err, traceId: envelope.traceId }, "could not answer an owner's answer"),
+    );
+  }
+
+  /** Marks the answer on the spawn, gives it to the agent, records how it went. */
+  private async giveOwnerAnswer(
+    cell: SpawnCell,
+    from: Address,
+    answer: NonNullable<Envelope['ownerAnswer']>,
+  ): Promise<ControlResult> {
+    const { requestId, gid, decision, request } = answer;
+    const by = `${from.name}@${from.host}`;
+    const target = cell.context.entityName ?? gid;
+    this.answering.add(requestId);
+    try {
+      cell.send({ type: 'spawn.ownerAnswering', requestId, by });
+      await this.deps.store.batch.flush();
+      const taken = await this.deps.answerOwner(gid, decision, by, request);
+      cell.send({ type: 'spawn.ownerAnswered', requestId, request: taken, decision });
+      return answerResult.answered(answer, this.deps.host, target, { request: taken, decision });
+    } catch (err) {
+      cell.send({ type: 'spawn.ownerAnswerFailed', requestId });
+      return answerResult.failed(answer, asBridgeError(err, ErrorCode.internal));
+    } finally {
+      this.answering.delete(requestId);
+      await this.deps.store.batch.flush();
+    }
   }
 
   private track(cell: SpawnCell): void {

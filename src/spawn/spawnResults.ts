@@ -1,8 +1,10 @@
 import { type BridgeError, ErrorCode } from '../errors.js';
 import type { SpawnContext } from '../machines/spawnMachine.js';
+import { answerWords } from '../wire/agentHost.js';
 import { type Address, type ControlResult, type Envelope, nameRule } from '../wire/envelope.js';
 
 type StopRequest = NonNullable<Envelope['stop']>;
+type AnswerRequest = NonNullable<Envelope['ownerAnswer']>;
 
 /** Room a refusal's message has in a SPAWN_RESULT (`controlResultSchema`). */
 const maxResultMessage = 2000;
@@ -95,14 +97,96 @@ export const stopResult = {
   }),
 };
 
+/** Results of an OWNER_ANSWER, by how it went. */
+export const answerResult = {
+  answered: (
+    answer: AnswerRequest,
+    host: string,
+    name: string,
+    taken: { request: number; decision: 'allow' | 'deny' },
+  ): ControlResult => ({
+    requestId: answer.requestId,
+    op: 'answer',
+    ok: true,
+    gid: answer.gid,
+    name,
+    host,
+    request: taken.request,
+    decision: taken.decision,
+  }),
+  forbidden: (
+    answer: AnswerRequest,
+    answerer: Address,
+    target: string,
+    requester: Address,
+  ): ControlResult => ({
+    requestId: answer.requestId,
+    op: 'answer',
+    ok: false,
+    gid: answer.gid,
+    code: ErrorCode.forbidden,
+    message:
+      `${answerer.name}@${answerer.host} may not answer ${target}'s agent: from another host, a spawned ` +
+      `worker's permission requests are answered by whoever spawned it (${requester.name}@${requester.host}) ` +
+      `or by an operator at ${requester.host}'s console; anyone may on its own host (agentbridge approve there)`,
+  }),
+  failed: (answer: AnswerRequest, error: BridgeError): ControlResult => ({
+    requestId: answer.requestId,
+    op: 'answer',
+    ok: false,
+    gid: answer.gid,
+    code: error.code,
+    message: error.message,
+  }),
+  /** Its gateway stopped while the agent was being given this answer: taken or not, unknown. */
+  unknown: (answer: AnswerRequest, host: string, target: string): ControlResult => ({
+    requestId: answer.requestId,
+    op: 'answer',
+    ok: false,
+    gid: answer.gid,
+    code: ErrorCode.notAvailable,
+    message:
+      `the gateway on ${host} stopped while it gave this answer to ${target}'s agent, which may or may ` +
+      `not have taken it (never given twice): see ${target}'s status (agentbridge roster) and answer again ` +
+      'if it still asks',
+  }),
+  notSpawned: (answer: AnswerRequest, host: string): ControlResult => ({
+    requestId: answer.requestId,
+    op: 'answer',
+    ok: false,
+    gid: answer.gid,
+    code: ErrorCode.notSpawned,
+    message:
+      `${answer.gid} is not a running agent spawned on ${host}: from another host, only a spawned ` +
+      `worker's agent is answered; answer a worker registered by hand on ${host} (agentbridge approve there)`,
+  }),
+};
+
+const doneWords: Record<ControlResult['op'], string> = {
+  spawn: 'spawned',
+  stop: 'stopped',
+  answer: 'answered',
+};
+
 /** The text of a SPAWN_RESULT: what a reader of the inbox sees. */
 export function resultText(result: ControlResult, host: string): string {
-  return result.ok
-    ? `${result.op === 'spawn' ? 'spawned' : 'stopped'} ${result.name ?? result.gid}@${host}`
-    : `${result.op} refused: ${result.code}: ${result.message}`;
+  if (!result.ok) return `${result.op} refused: ${result.code}: ${result.message}`;
+  const who = `${result.name ?? result.gid}@${host}`;
+  return result.op === 'answer'
+    ? `${who}: request ${result.request} ${answerWords(result.decision ?? 'allow')}`
+    : `${doneWords[result.op]} ${who}`;
 }
 
 /** Who may stop a spawned agent: its requester, or any main or orchestrator (not another worker). */
 export function mayStop(stopper: Address, requester: string): boolean {
   return stopper.gid === requester || stopper.kind !== 'worker';
+}
+
+/**
+ * Who may answer a spawned worker's agent from another host: whoever spawned it, or an operator
+ * (a person at the console) on the spawner's host. Allowing a shell command is more than
+ * stopping an agent, so a main or orchestrator elsewhere may not.
+ */
+export function mayAnswer(answerer: Address, requester: Address): boolean {
+  return answerer.gid === requester.gid || (answerer.kind === 'operator' && answerer.host === requester.host);
 }

@@ -64,6 +64,7 @@ const inboxKinds: ReadonlySet<string> = new Set<WireKind>([
 const controlKinds: ReadonlySet<string> = new Set<WireKind>([
   WireKind.spawn,
   WireKind.stop,
+  WireKind.ownerAnswer,
   WireKind.receipt,
 ]);
 

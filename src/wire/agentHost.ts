@@ -84,7 +84,13 @@ export function attachLine(command: string): string {
 }
 
 /** An owner's answer to an agent's permission request: allow it once, or deny it. */
-export type OwnerDecision = 'allow' | 'deny';
+export const ownerDecisionSchema = z.enum(['allow', 'deny']);
+export type OwnerDecision = z.infer<typeof ownerDecisionSchema>;
+
+/** How an owner's answer reads once its agent took it: "allowed once" or "denied". */
+export function answerWords(decision: OwnerDecision): string {
+  return decision === 'allow' ? 'allowed once' : 'denied';
+}
 
 /** The longest request or answer line either side reads: a message body is at most 1 MiB. */
 export const agentHostMaxLine = 4 * 1024 * 1024;
@@ -114,7 +120,7 @@ export const agentHostRequestSchema = z.discriminatedUnion('op', [
    */
   z.object({
     op: z.literal('answer'),
-    decision: z.enum(['allow', 'deny']),
+    decision: ownerDecisionSchema,
     id: z.number().int().positive().optional(),
   }),
 ]);

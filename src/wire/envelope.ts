@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { busyPolicySchema } from './agentHost.js';
+import { busyPolicySchema, ownerDecisionSchema } from './agentHost.js';
 import { isHlc } from './hlc.js';
 import { receiptSchema } from './receipt.js';
 
@@ -10,7 +10,8 @@ import { receiptSchema } from './receipt.js';
  */
 // 1.3: the `operator` entity kind (the operator console's humans), in addresses and presence.
 // 1.4: a worker's delivery path and agent in presence (an agent host's worker).
-export const schemaVersion = { major: 1, minor: 4 } as const;
+// 1.5: OWNER_ANSWER, an owner's answer to a spawned worker's agent from another host.
+export const schemaVersion = { major: 1, minor: 5 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
 export const WireKind = {
@@ -23,6 +24,8 @@ export const WireKind = {
   spawn: 'SPAWN',
   spawnResult: 'SPAWN_RESULT',
   stop: 'STOP',
+  /** The owner's answer to a permission request of a spawned worker's agent (issue 33; schema 1.5). */
+  ownerAnswer: 'OWNER_ANSWER',
   presence: 'PRESENCE',
   /** A delivery's stage, from the recipient's gateway to the sender's (R-RC1; schema 1.2). */
   receipt: 'RECEIPT',
@@ -143,11 +146,21 @@ export function smuggledRunKeys(request: object | undefined): string[] {
   return Object.keys(request ?? {}).filter((key) => runKeys.has(key));
 }
 
+/** An owner's answer to a spawned worker's agent, sent to the worker's host (OWNER_ANSWER). */
+export const ownerAnswerRequestSchema = z.object({
+  requestId: z.string().uuid(),
+  gid: z.string().uuid(),
+  decision: ownerDecisionSchema,
+  /** The agent's request to answer; absent, the oldest open one. */
+  request: z.number().int().positive().optional(),
+});
+export type OwnerAnswerRequest = z.infer<typeof ownerAnswerRequestSchema>;
+
 /** A control request's outcome, answered to the requester's inbox as SPAWN_RESULT. */
 export const controlResultSchema = z.object({
   requestId: z.string().uuid(),
-  /** What was asked: a spawn, or a stop. */
-  op: z.enum(['spawn', 'stop']),
+  /** What was asked: a spawn, a stop, or an owner's answer to a worker's agent. */
+  op: z.enum(['spawn', 'stop', 'answer']),
   ok: z.boolean(),
   gid: z.string().uuid().optional(),
   name: z.string().optional(),
@@ -156,6 +169,9 @@ export const controlResultSchema = z.object({
   message: z.string().max(2000).optional(),
   /** A spawned agent a person can attach to (Codex's TUI on its app-server): the command. */
   attach: z.string().max(4096).optional(),
+  /** An answer: which of the agent's permission requests it answered, and how. */
+  request: z.number().int().positive().optional(),
+  decision: ownerDecisionSchema.optional(),
 });
 export type ControlResult = z.infer<typeof controlResultSchema>;
 
@@ -169,12 +185,15 @@ export const maxReceiptsPerEnvelope = 64;
 export const maxReceiptBytesPerEnvelope = 12 * 1024;
 
 /** Which optional part each kind must carry (schema 1.1; RECEIPT since 1.2). */
-const requiredPart: Partial<Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'result' | 'receipts'>> = {
+const requiredPart: Partial<
+  Record<WireKind, 'turnId' | 'spawn' | 'stop' | 'ownerAnswer' | 'result' | 'receipts'>
+> = {
   ASK: 'turnId',
   ANSWER: 'turnId',
   TOO_LATE: 'turnId',
   SPAWN: 'spawn',
   STOP: 'stop',
+  OWNER_ANSWER: 'ownerAnswer',
   SPAWN_RESULT: 'result',
   RECEIPT: 'receipts',
 };
@@ -203,7 +222,12 @@ const envelopeShape = z.object({
   spawn: spawnRequestSchema.optional(),
   /** STOP: the spawned entity to end (U4). */
   stop: z.object({ requestId: z.string().uuid(), gid: z.string().uuid() }).optional(),
-  /** SPAWN_RESULT: how a spawn or stop went. */
+  /**
+   * OWNER_ANSWER: allow or deny a permission request of a spawned worker's agent (the oldest open
+   * one, or `request`), sent by the entity that spawned it (or an operator on its host).
+   */
+  ownerAnswer: ownerAnswerRequestSchema.optional(),
+  /** SPAWN_RESULT: how a spawn, stop or owner's answer went. */
   result: controlResultSchema.optional(),
   /**
    * RECEIPT: how far deliveries got, one receipt each. Written by the recipients' gateway

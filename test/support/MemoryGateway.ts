@@ -10,6 +10,8 @@ export interface MemoryGatewayOptions {
   createInjector: GatewayOptions['createInjector'];
   /** Changes to the default config of host `h1`. */
   config?: (config: Config) => Config;
+  /** Where spawned agents start (a fake port too); none, the daemon's tmux and herdr ones. */
+  launchers?: GatewayOptions['launchers'];
 }
 
 /**
@@ -52,6 +54,7 @@ export class MemoryGateway {
       clock: this.clock,
       createInjector: this.options.createInjector,
       eventLog: this.store,
+      ...(this.options.launchers ? { launchers: this.options.launchers } : {}),
     });
     await gateway.start();
     this.current = gateway;

@@ -518,6 +518,8 @@ const partOf = (kind: string, gid: string): Record<string, unknown> => {
       return { spawn: { requestId, profile: 'fuzz' } };
     case WireKind.stop:
       return { stop: { requestId, gid } };
+    case WireKind.ownerAnswer:
+      return { ownerAnswer: { requestId, gid, decision: 'deny' } };
     case WireKind.spawnResult:
       return { result: { requestId, op: 'spawn', ok: true, gid } };
     case WireKind.receipt:

@@ -76,6 +76,7 @@ describe('codec: round trip', () => {
     TOO_LATE: { turnId: requestId },
     SPAWN: { spawn: { requestId, profile: 'reviewer', name: 'rev-1', groups: ['qa'] } },
     STOP: { stop: { requestId, gid: envelope.from.gid } },
+    OWNER_ANSWER: { ownerAnswer: { requestId, gid: envelope.from.gid, decision: 'allow', request: 2 } },
     SPAWN_RESULT: {
       result: { requestId, op: 'spawn', ok: true, gid: envelope.from.gid, name: 'rev-1', host: 'host-b' },
     },
@@ -168,7 +169,7 @@ describe('codec: RECEIPT (schema 1.2, R-RC1)', () => {
   const withReceipts = (receipts: unknown) => bytesOf({ ...receiptEnvelope, receipts });
 
   it('the schema version is 1.4 (the operator kind since 1.3, a worker path in presence since 1.4)', () => {
-    expect(schemaVersionString).toBe('1.4');
+    expect(schemaVersionString).toBe('1.5');
   });
 
   it('carries several receipts; a dead letter keeps its reason and detail', () => {

@@ -119,7 +119,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
       { request: 1, decision: 'allow', by: 'bo' },
     ]);
     await expect(gateway.services.ownerAnswers.answer('w@elsewhere', 'allow', 'ana')).rejects.toThrow(
-      'answer its agent on that host',
+      'no worker w@elsewhere on h1 or in the roster',
     );
   });
 

@@ -94,6 +94,7 @@ describe('spawn results', () => {
     attach: null,
     error: null,
     answered: false,
+    ownerAnswers: [],
   };
 
   it('running, stopped since, refused', () => {

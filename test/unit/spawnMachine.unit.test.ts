@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { type ExecutableActionsFrom, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { stateName } from '../../src/kernel/stateName.js';
-import { type SpawnEvent, type SpawnInput, spawnMachine } from '../../src/machines/spawnMachine.js';
+import {
+  keptOwnerAnswers,
+  type SpawnEvent,
+  type SpawnInput,
+  spawnMachine,
+} from '../../src/machines/spawnMachine.js';
 import {
   allStateIds,
   createMachineCoverage,
@@ -31,6 +36,7 @@ const initialContext = {
   attach: null,
   error: null,
   answered: false,
+  ownerAnswers: [],
 };
 
 // Every step records the (state, transition) pair it took; the last test compares that with the
@@ -52,6 +58,18 @@ const launching = (gid = 'worker-gid', name = 'helper'): SpawnEvent => ({
   gid,
   name,
 });
+const ownerAnswering = (requestId: string): SpawnEvent => ({
+  type: 'spawn.ownerAnswering',
+  requestId,
+  by: 'lead@host-a',
+});
+const ownerAnswered = (requestId: string, request: number): SpawnEvent => ({
+  type: 'spawn.ownerAnswered',
+  requestId,
+  request,
+  decision: 'deny',
+});
+const ownerAnswerFailed = (requestId: string): SpawnEvent => ({ type: 'spawn.ownerAnswerFailed', requestId });
 const tmuxPane = (target: string) => ({ type: 'tmux' as const, target });
 const launched = (target = '%7'): SpawnEvent => ({ type: 'spawn.launched', pane: tmuxPane(target) });
 const launchFailed = (code = 'LAUNCH_FAILED', message = 'tmux: no server'): SpawnEvent => ({
@@ -223,6 +241,25 @@ describe('spawnMachine: running', () => {
     expect(effects(actions)).toEqual(['answer']);
   });
 
+  it('an owner’s answer from another host is marked before the agent is asked, then with what it took; a failed one leaves no mark', () => {
+    const before = reach.running();
+    const [asking, asked] = step(before, ownerAnswering('r1'));
+    expect(asking.value).toBe('running');
+    expect(asking.context.ownerAnswers).toEqual([{ requestId: 'r1', request: null, decision: null }]);
+    expect(asked).toEqual([]);
+    const [taken] = step(asking, ownerAnswered('r1', 3));
+    expect(taken.context.ownerAnswers).toEqual([{ requestId: 'r1', request: 3, decision: 'deny' }]);
+    const [failed] = step(run(taken, ownerAnswering('r2')), ownerAnswerFailed('r2'));
+    expect(failed.context.ownerAnswers).toEqual(taken.context.ownerAnswers);
+    expect(failed.context).toEqual({ ...before.context, ownerAnswers: taken.context.ownerAnswers });
+  });
+
+  it(`keeps the latest ${keptOwnerAnswers} owner’s answers, oldest first`, () => {
+    const ids = Array.from({ length: keptOwnerAnswers + 2 }, (_, i) => `r${i}`);
+    const snapshot = run(reach.running(), ...ids.map((id) => ownerAnswered(id, 1)));
+    expect(snapshot.context.ownerAnswers.map((m) => m.requestId)).toEqual(ids.slice(2));
+  });
+
   it.each([launching(), launched('%9'), launchFailed(), refused()])('ignores $type', (event) => {
     const before = reach.running();
     const [after, actions] = transition(spawnMachine, before, event);
@@ -314,6 +351,9 @@ const sampleEvents: SpawnEvent[] = [
   refused(),
   answered,
   stopped(),
+  ownerAnswering('r9'),
+  ownerAnswered('r9', 1),
+  ownerAnswerFailed('r9'),
   rehydrated,
 ];
 
@@ -361,7 +401,7 @@ describe('spawnMachine: graph', () => {
 
   // Must stay last: it checks what the tests above exercised.
   it('every declared (state, transition) pair is exercised by a test above', () => {
-    expect(coverage.declaredCount()).toBe(11);
+    expect(coverage.declaredCount()).toBe(14);
     expect(coverage.uncovered()).toEqual([]);
     expect(coverage.undeclared()).toEqual([]);
   });
