@@ -1,8 +1,10 @@
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import Database from 'better-sqlite3';
 import { type Browser, chromium } from 'playwright-core';
@@ -17,6 +19,8 @@ import { removeDeadLettersOf } from '../support/federation.js';
 import { cliPath, federatedGateway, type GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp, type Registered } from '../support/mcpClient.js';
 import { waitFor } from '../support/waitFor.js';
+
+const execFileAsync = promisify(execFile);
 
 interface Sent {
   msgId: string;
@@ -93,7 +97,11 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
   let a: GatewayProcess;
   let b: GatewayProcess;
   let lead: Client;
+  let leadToken: string;
   let browser: Browser;
+  /** The agent B spawns for the main on A (Claude Code on its stream-json), and its tmux server. */
+  let spawnedHome: AgentHome | undefined;
+  let spawnTmux: string;
   const queues: string[] = [];
   /** What the fake model's shell call for `name` creates. */
   const marker = (name: string) => join(dir, `${name}-PWNED`);
@@ -179,8 +187,24 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       },
       replyDelayMs: (prompt) => (prompt.includes('take your time') ? 4_000 : 0),
     });
+    // The tmux server B spawns into, started with a clean environment (a window gets the server's).
+    spawnTmux = join(dir, 'spawn.sock');
+    const clean = [`PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, 'tmux', '-S', spawnTmux, '-f', '/dev/null'];
+    await execFileAsync('env', ['-i', ...clean, 'new-session', '-d', '-s', 'keep']);
+    spawnedHome = await prepareAgentHome('claude', { apiUrl: api.url });
     a = federatedGateway('native-a');
-    b = federatedGateway('native-b');
+    b = federatedGateway('native-b', {
+      spawn: { tmuxSocket: spawnTmux, tmuxSession: 'spawned' },
+      profiles: {
+        'claude-native': {
+          command: spawnedHome.bin,
+          agent: 'claude',
+          path: 'claude-stream',
+          cwd: spawnedHome.cwd,
+          env: spawnedHome.env,
+        },
+      },
+    });
     await Promise.all([a.start(), b.start()]);
     browser = await chromium.launch({ executablePath: findChromium('the console approval') });
     for (const worker of workers) {
@@ -221,6 +245,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       (await a.cli(['register', '--kind', 'main', '--name', 'lead', '--json'])).stdout,
     ) as Registered;
     queues.push(`agent.${main.gid}.inbox`);
+    leadToken = main.token;
     lead = await connectMcp(a.mcpUrl, main.token);
     for (const worker of workers) await a.waitForInRoster(worker.name, b.hostId);
   }, 240_000);
@@ -229,7 +254,9 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     await browser?.close();
     await lead?.close().catch(() => undefined);
     if (tmuxSocket) await runTmux(tmuxSocket, ['kill-server']).catch(() => undefined);
+    if (spawnTmux) await runTmux(spawnTmux, ['kill-server']).catch(() => undefined);
     for (const home of homes.values()) await home.remove();
+    await spawnedHome?.remove();
     await a?.dispose();
     await b?.dispose();
     await api?.close();
@@ -440,6 +467,105 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       expect(await agentHostHello(socketOf(name))).toMatchObject({ path: protocol });
     });
   }
+
+  it("a worker B spawned for the main on A: its agent's permission requests are answered from A, refused to another main there, taken from the spawner with the CLI and from an operator in A's console in Chromium, each recorded on B with who answered; a worker registered by hand on B is not answered from A", async () => {
+    const other = JSON.parse(
+      (await a.cli(['register', '--kind', 'main', '--name', 'other', '--json'])).stdout,
+    ) as Registered;
+    queues.push(`agent.${other.gid}.inbox`);
+    const spawned = await callTool(
+      lead,
+      'bridge_spawn',
+      {
+        host: b.hostId,
+        profile: 'claude-native',
+        name: 'helper',
+        brief: 'please run the command spawnedone',
+        wait_ms: 120_000,
+      },
+      180_000,
+    );
+    expect(spawned.isError, JSON.stringify(spawned.content)).toBeFalsy();
+    const { gid } = spawned.structuredContent as { gid: string };
+    queues.push(`agent.${gid}.inbox`);
+    const address = `helper@${b.hostId}`;
+    const blockedOnA = () =>
+      waitFor(
+        'A’s roster to show the spawned worker blocked',
+        async () => {
+          const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
+            name: string;
+            host: string;
+            status: string;
+            spawned?: boolean;
+          }>;
+          const entry = roster.find((e) => e.name === 'helper' && e.host === b.hostId);
+          return entry?.status === 'active.blocked' ? entry : undefined;
+        },
+        90_000,
+      );
+    expect(await blockedOnA()).toMatchObject({ spawned: true });
+
+    // Not another main of A's; not without saying who answers.
+    const refused = await a.cli(['approve', address, '--token', other.token]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain(`other@${a.hostId} may not answer helper's agent`);
+    const anonymous = await a.cli(['approve', address]);
+    expect(anonymous.code).not.toBe(0);
+    expect(anonymous.stderr).toContain('--token');
+    const byHand = await a.cli(['approve', `claude@${b.hostId}`, '--token', leadToken]);
+    expect(byHand.code).not.toBe(0);
+    expect(byHand.stderr).toContain('registered by hand');
+    await sleep(1_000);
+    expect(existsSync(marker('spawnedone'))).toBe(false);
+
+    // The spawner, with the CLI on A.
+    const answered = await a.cli(['approve', address, '--token', leadToken, '--json']);
+    expect(answered.code, answered.stderr).toBe(0);
+    expect(JSON.parse(answered.stdout)).toMatchObject({ worker: address, decision: 'allow', request: 1 });
+    await waitFor('the command to run', () => (existsSync(marker('spawnedone')) ? true : undefined), 30_000);
+
+    // An operator in A's console.
+    const next = await send('helper', 'please run the command spawnedtwo', { wait_for: 'submitted' });
+    expect(next.stage).toBe('submitted');
+    await blockedOnA();
+    const { page, problems } = await openConsole(a, browser, 'owner-a');
+    const row = page.locator('#roster tbody tr', { hasText: 'helper' });
+    await row.locator('button', { hasText: 'Approve' }).click({ timeout: 15_000 });
+    await page.locator('#roster-note', { hasText: /^helper: request \d+ allowed once$/ }).waitFor();
+    expect(await page.locator('#roster-error').textContent()).toBe('');
+    expect(problems).toEqual([]);
+    await page.close();
+    await waitFor(
+      'the second command to run',
+      () => (existsSync(marker('spawnedtwo')) ? true : undefined),
+      30_000,
+    );
+
+    // B recorded both on the worker, with who answered from where, and marked them on the spawn.
+    const db = new Database(join(b.home, 'events.db'), { readonly: true });
+    try {
+      const onWorker = db
+        .prepare(
+          "SELECT data FROM events WHERE actor_kind = 'entity' AND actor_id = ? AND event = 'entity.ownerAnswered' ORDER BY seq",
+        )
+        .all(gid) as Array<{ data: string }>;
+      expect(onWorker.map((r) => JSON.parse(r.data).by)).toEqual([`lead@${a.hostId}`, `owner-a@${a.hostId}`]);
+      const onSpawn = db
+        .prepare(
+          "SELECT event FROM events WHERE actor_kind = 'spawn' AND event LIKE 'spawn.ownerAnswer%' ORDER BY seq",
+        )
+        .all() as Array<{ event: string }>;
+      expect(onSpawn.map((r) => r.event)).toEqual([
+        'spawn.ownerAnswering',
+        'spawn.ownerAnswered',
+        'spawn.ownerAnswering',
+        'spawn.ownerAnswered',
+      ]);
+    } finally {
+      db.close();
+    }
+  });
 
   it("codex (codex-app-server): a person attached with `codex --remote` sees each delivered message in Codex's TUI; a turn the person starts there takes a message steered into it", async () => {
     const home = homes.get('codex');

@@ -264,10 +264,10 @@ function exited(child: ChildProcess): boolean {
  * A gateway process on the test broker, under a host id of its own that starts with `prefix`,
  * with a short presence heartbeat (peers see each other within a second).
  */
-export function federatedGateway(prefix: string): GatewayProcess {
+export function federatedGateway(prefix: string, config: Record<string, unknown> = {}): GatewayProcess {
   return new GatewayProcess({
     hostId: uniqueHostId(prefix),
     env: { ...brokerEnv },
-    config: { broker: { heartbeatMs: 300 } },
+    config: { broker: { heartbeatMs: 300 }, ...config },
   });
 }
