@@ -128,12 +128,20 @@ async function showEntity(gid) {
   );
 }
 
+/** The kind cell: a worker behind an agent host says which protocol its messages go over, and to which agent. */
+function kindCell(entry) {
+  if (!entry.agent) return cell(entry.kind);
+  const td = cell(`${entry.kind} · ${entry.agent.path}`);
+  td.title = `its messages go to ${entry.agent.agent} over ${entry.agent.path}, not typed into a terminal`;
+  return td;
+}
+
 function rosterRow(entry) {
   const tr = document.createElement('tr');
   tr.dataset.gid = entry.gid;
   tr.append(
     linkCell(entry.name, () => showEntity(entry.gid), { title: 'Show its latest deliveries' }),
-    cell(entry.kind),
+    kindCell(entry),
     cell(entry.host),
     cell(entry.status, `status-${entry.status.split('.').pop()}`),
     cell((entry.groups ?? []).join(', ')),

@@ -531,6 +531,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     await blockedOnA();
     const { page, problems } = await openConsole(a, browser, 'owner-a');
     const row = page.locator('#roster tbody tr', { hasText: 'helper' });
+    await row.locator('td', { hasText: 'worker · claude-stream' }).waitFor({ timeout: 15_000 });
     await row.locator('button', { hasText: 'Approve' }).click({ timeout: 15_000 });
     await page.locator('#roster-note', { hasText: /^helper: request \d+ allowed once$/ }).waitFor();
     expect(await page.locator('#roster-error').textContent()).toBe('');
