@@ -36,7 +36,8 @@ const addressByGid = new Map();
 /**
  * A roster row's actions: Stop for an agent started with spawn (bridge_stop ends only those);
  * Approve and Deny while a worker's agent asks its owner for a permission (a worker behind an
- * agent host: on this gateway's host, or spawned on another one by this host's entities).
+ * agent host; on another host, its host takes the answer only from an operator on the host
+ * of the entity that spawned it, and says so otherwise).
  */
 function actionsCell(entry) {
   const td = document.createElement('td');
@@ -68,14 +69,15 @@ function actionsCell(entry) {
     });
   }
   if (entry.status === 'active.blocked' && entry.kind === 'worker') {
+    // The request the row shows is the one answered, whatever else the agent asks meanwhile.
+    const request = entry.agent?.permission?.request;
     const answer = (decision) => async () => {
       const answered = await post('/ui/api/owner-answer', {
         worker: `${entry.name}@${entry.host}`,
         decision,
+        ...(request === undefined ? {} : { request }),
       });
-      return answered.pending
-        ? `answer to ${entry.name} sent to ${entry.host}; its result comes later`
-        : `${entry.name}: request ${answered.request} ${decision === 'allow' ? 'allowed once' : 'denied'}`;
+      return answered.said;
     };
     action('Approve', "Allow its agent's permission request, once", answer('allow'));
     action('Deny', "Deny its agent's permission request", answer('deny'));
@@ -136,6 +138,15 @@ function kindCell(entry) {
   return td;
 }
 
+/** The status cell: while its agent asks its owner, which request and what it asks for. */
+function statusCell(entry) {
+  const permission = entry.agent?.permission;
+  const text = permission
+    ? `${entry.status}: request ${permission.request}, ${permission.title}`
+    : entry.status;
+  return cell(text, `status-${entry.status.split('.').pop()}`);
+}
+
 function rosterRow(entry) {
   const tr = document.createElement('tr');
   tr.dataset.gid = entry.gid;
@@ -143,7 +154,7 @@ function rosterRow(entry) {
     linkCell(entry.name, () => showEntity(entry.gid), { title: 'Show its latest deliveries' }),
     kindCell(entry),
     cell(entry.host),
-    cell(entry.status, `status-${entry.status.split('.').pop()}`),
+    statusCell(entry),
     cell((entry.groups ?? []).join(', ')),
     cell(entry.depth === undefined ? '—' : String(entry.depth), 'number'),
     cell(entry.lastActiveAt === undefined ? '—' : new Date(entry.lastActiveAt).toLocaleTimeString()),

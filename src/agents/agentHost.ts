@@ -28,6 +28,7 @@ import {
   DeliveryPath,
   HandoverState,
   type HostHandover,
+  maxPermissionTitle,
   type NativePath,
   takesMessage,
 } from '../wire/agentHost.js';
@@ -135,13 +136,14 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   };
   const agent = sessions[options.protocol ?? DeliveryPath.acp](sessionOptions);
 
-  const status = (): Pick<AgentHostHello, 'status' | 'detail'> => {
+  const status = (): Pick<AgentHostHello, 'status' | 'detail' | 'permission'> => {
     if (gone !== undefined) return { status: AgentHostStatus.gone, detail: `${agent.name} is gone: ${gone}` };
     const [asked] = agent.openPermissions();
     if (asked) {
       return {
         status: AgentHostStatus.blocked,
         detail: `${agent.name} asks for a permission ("${asked.title}"): held until its owner answers`,
+        permission: { id: asked.id, title: asked.title.slice(0, maxPermissionTitle) },
       };
     }
     if (inFlight > 0 || agent.turnRunning?.()) {

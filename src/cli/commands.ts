@@ -16,13 +16,7 @@ import { adminRoutes, adminSocketPath } from '../interfaces/adminProtocol.js';
 import type { ConsoleLogin } from '../interfaces/consoleLogin.js';
 import type { BroadcastResult } from '../send/Router.js';
 import { neutraliseLine } from '../text/neutralise.js';
-import {
-  answerWords,
-  attachLine,
-  type BusyPolicy,
-  busyPolicySchema,
-  type OwnerDecision,
-} from '../wire/agentHost.js';
+import { attachLine, type BusyPolicy, busyPolicySchema, type OwnerDecision } from '../wire/agentHost.js';
 import type { DeadLetterView, RequeueResult } from '../wire/deadLetterView.js';
 import {
   describeIssues,
@@ -243,12 +237,8 @@ export function runOwnerAnswer(decision: OwnerDecision) {
       by: userInfo().username,
       ...(token === undefined ? {} : { token }),
       ...(waitMs === undefined ? {} : { waitMs }),
-    })) as { worker: string; request?: number; pending?: true };
-    return printResult(values, answer, () =>
-      answer.pending
-        ? `${answer.worker}: answer sent; no result yet (it arrives by drain)`
-        : `${answer.worker}: request ${answer.request} ${answerWords(decision)}`,
-    );
+    })) as { said: string };
+    return printResult(values, answer, () => answer.said);
   };
 }
 

@@ -36,7 +36,7 @@ Usage:
                                                       start an agent on HOST from one of HOST's profiles,
                                                       as that entity (the result comes back to it)
   agentbridge stop GID [--wait MS]                         stop an agent started with spawn
-  agentbridge approve|deny WORKER[@HOST] [--request N] [--wait MS]
+  agentbridge approve|deny WORKER[@HOST] [--request N] [--wait MS] [--token T]
                                                       answer a permission request of a worker's agent
                                                       (one behind an agent host): allow it once, or deny it;
                                                       a spawned worker on another host, as the entity that

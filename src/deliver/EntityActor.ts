@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js';
-import { BridgeError, ErrorCode } from '../errors.js';
+import { BridgeError, ErrorCode, isBridgeError } from '../errors.js';
 import { ActorCell, type Transition } from '../kernel/ActorCell.js';
 import type { Clock } from '../kernel/clock.js';
 import type { deliveryMachine } from '../machines/deliveryMachine.js';
@@ -428,7 +428,13 @@ export class EntityActor {
     try {
       answered = await answer.call(this.injector, decision, request);
     } catch (err) {
-      throw new BridgeError(ErrorCode.badRequest, `${this.record.name}: ${(err as Error).message}`);
+      // No answer from its agent host (PANE_UNAVAILABLE) is not a refusal: the host may have taken it.
+      const unanswered = isBridgeError(err) && err.code === ErrorCode.paneUnavailable;
+      throw new BridgeError(
+        unanswered ? ErrorCode.paneUnavailable : ErrorCode.badRequest,
+        `${this.record.name}: ${(err as Error).message}`,
+        { retryable: unanswered, cause: err },
+      );
     }
     this.cell.send({ type: 'entity.ownerAnswered', request: answered, decision, by });
     await this.deps.store.batch.flush();

@@ -8,6 +8,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Signer } from '../security/messageSigning.js';
 import { neutraliseLine } from '../text/neutralise.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
+import { maxPermissionTitle } from '../wire/agentHost.js';
 import { encodeEnvelope } from '../wire/codec.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
 import { BridgeHeader, type DeadLetterView, type RequeueResult } from '../wire/deadLetterView.js';
@@ -339,6 +340,14 @@ export class Federation implements DeadLetterSink {
             agent: {
               path: entity.agent.path,
               agent: neutraliseLine(entity.agent.agent).slice(0, maxAgentName),
+              ...(entity.agent.permission === undefined
+                ? {}
+                : {
+                    permission: {
+                      request: entity.agent.permission.request,
+                      title: neutraliseLine(entity.agent.permission.title).slice(0, maxPermissionTitle),
+                    },
+                  }),
             },
           }),
     }));

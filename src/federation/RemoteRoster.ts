@@ -9,6 +9,8 @@ export interface RosterEntry extends PresenceEntry {
 }
 
 interface RemoteHost {
+  /** The schema version its PRESENCE was written in (what it can take). */
+  version: string;
   entities: PresenceEntry[];
   inboxMaxLength: number | undefined;
   expiresAt: number;
@@ -56,6 +58,7 @@ export class RemoteRoster {
     if (!this.hosts.has(presence.host))
       this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
     this.hosts.set(presence.host, {
+      version: presence.v,
       entities: presence.entities,
       inboxMaxLength: presence.inboxMaxLength,
       expiresAt: this.clock.now() + presence.ttlMs,
@@ -120,6 +123,11 @@ export class RemoteRoster {
       if (entry.entities.some((e) => e.gid === gid)) return entry.inboxMaxLength;
     }
     return undefined;
+  }
+
+  /** The schema version of `host`'s last PRESENCE, while it is in the roster. */
+  versionOf(host: string): string | undefined {
+    return this.hosts.get(host)?.version;
   }
 
   hostIds(): string[] {

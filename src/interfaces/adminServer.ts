@@ -87,7 +87,8 @@ export async function startAdminServer(
     },
     [adminRoutes.ownerAnswer]: async (body) => {
       const { worker, decision, request, by, token, waitMs } = parseBody(ownerAnswerBody, body);
-      const from = token === undefined ? undefined : { entity: entityOf(token), waitMs };
+      // The token is read only for a worker on another host (a stale one does not stop a local answer).
+      const from = token === undefined ? undefined : { entity: () => entityOf(token), waitMs };
       return gateway.services.ownerAnswers.answer(worker, decision, `${by} (admin socket)`, request, from);
     },
     [adminRoutes.consoleLogin]: async (body) => {

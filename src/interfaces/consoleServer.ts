@@ -77,6 +77,8 @@ const maxFlowEvents = 2_000;
 const ownerAnswerRequest = z.strictObject({
   worker: z.string().min(1).max(300),
   decision: z.enum(['allow', 'deny']),
+  /** The request the page showed open: the one answered, whatever else opened since. */
+  request: z.number().int().positive().optional(),
 });
 const stopRequest = z.strictObject({ gid: z.string().uuid(), waitMs: z.number().int().min(0).optional() });
 const answerRequest = z.strictObject({
@@ -189,13 +191,13 @@ export function createConsoleHandler(gateway: Gateway, sessions: ConsoleSessions
     },
     /** The owner's answer to a permission request of a worker's agent (one behind an agent host). */
     '/ui/api/owner-answer': async (operator, body) => {
-      const { worker, decision } = parseBody(ownerAnswerRequest, body);
+      const { worker, decision, request } = parseBody(ownerAnswerRequest, body);
       const answer = await gateway.services.ownerAnswers.answer(
         worker,
         decision,
         `${operator.record.name} (console)`,
-        undefined,
-        { entity: operator, waitMs: 20_000 },
+        request,
+        { entity: () => operator, waitMs: 20_000 },
       );
       feed.refresh('roster');
       gateway.logger.info(

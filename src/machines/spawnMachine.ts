@@ -43,8 +43,16 @@ export const spawnEventSchema = z.discriminatedUnion('type', [
     request: z.number().int(),
     decision: z.enum(['allow', 'deny']),
   }),
-  /** The agent had nothing to answer (or is not active): nothing was answered. */
-  z.object({ type: z.literal('spawn.ownerAnswerFailed'), requestId: z.string() }),
+  /**
+   * The agent host refused it (nothing open to answer, or no such request): nothing was taken,
+   * and a redelivered request gets the same refusal.
+   */
+  z.object({
+    type: z.literal('spawn.ownerAnswerFailed'),
+    requestId: z.string(),
+    code: z.string(),
+    message: z.string(),
+  }),
   z.object({ type: z.literal('actor.rehydrated') }),
 ]);
 export type SpawnEvent = z.infer<typeof spawnEventSchema>;
@@ -61,11 +69,15 @@ export interface SpawnContext extends SpawnInput {
   ownerAnswers: OwnerAnswerMark[];
 }
 
-/** An owner's answer from another host: asked of the agent (`request` null) or taken. */
+/**
+ * An owner's answer from another host: asked of the agent (nothing else set: whether it took it
+ * is not known until it says), taken (`request`, `decision`), or refused (`failure`).
+ */
 export interface OwnerAnswerMark {
   requestId: string;
   request: number | null;
   decision: 'allow' | 'deny' | null;
+  failure: { code: string; message: string } | null;
 }
 
 /** How many owner's answers a spawn keeps for a redelivered request to find. */
@@ -80,11 +92,15 @@ const markOwnerAnswers = assign<
 >({
   ownerAnswers: ({ context, event }) => {
     const others = context.ownerAnswers.filter((mark) => mark.requestId !== event.requestId);
-    if (event.type === 'spawn.ownerAnswerFailed') return others;
-    const mark =
-      event.type === 'spawn.ownerAnswered'
-        ? { requestId: event.requestId, request: event.request, decision: event.decision }
-        : { requestId: event.requestId, request: null, decision: null };
+    const mark: OwnerAnswerMark = {
+      requestId: event.requestId,
+      request: null,
+      decision: null,
+      failure: null,
+    };
+    if (event.type === 'spawn.ownerAnswered')
+      Object.assign(mark, { request: event.request, decision: event.decision });
+    if (event.type === 'spawn.ownerAnswerFailed') mark.failure = { code: event.code, message: event.message };
     return [...others, mark].slice(-keptOwnerAnswers);
   },
 });
@@ -108,7 +124,8 @@ const recordError = assign<
  *       └──refused───────────────┴──────────────▶ refused ──answered──▶ closed
  *   `running` and `refused` answer the requester (SPAWN_RESULT) until `answered` is recorded.
  *   While `running`, an owner's answer from another host is marked `ownerAnswering` before the
- *   agent is asked and `ownerAnswered` (or `ownerAnswerFailed`) after.
+ *   agent is asked and `ownerAnswered` (or `ownerAnswerFailed`, refused) after: a request that
+ *   comes again is answered from its mark, never given to the agent twice.
  */
 export const spawnMachine = setup({
   types: {

@@ -236,7 +236,16 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
     },
 
     describe() {
-      return seen && { path: seen.path, agent: seen.agent, attach: seen.attach };
+      if (!seen) return undefined;
+      const { path, agent, attach, permission } = seen;
+      return {
+        path,
+        agent,
+        attach,
+        ...(permission === undefined
+          ? {}
+          : { permission: { request: permission.id, title: permission.title } }),
+      };
     },
 
     async close() {},

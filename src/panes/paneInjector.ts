@@ -28,6 +28,14 @@ export interface AgentDescription {
   readonly path: NativePath;
   readonly agent: string;
   readonly attach?: string | undefined;
+  /** While its agent asks its owner: the oldest open request (what an answer without a number takes). */
+  readonly permission?: OpenPermission | undefined;
+}
+
+/** A permission request an agent behind an agent host has open: its number and what it asks. */
+export interface OpenPermission {
+  readonly request: number;
+  readonly title: string;
 }
 
 /** One message as it is typed: the whole text, and the marker (its msg id) that identifies it. */

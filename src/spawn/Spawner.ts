@@ -26,6 +26,7 @@ import {
   describeIssues,
   type Envelope,
   envelopeSchema,
+  type OwnerAnswerRequest,
   type SpawnHeader,
   WireKind,
 } from '../wire/envelope.js';
@@ -150,8 +151,8 @@ export class Spawner {
   private readonly byGid = new Map<string, SpawnCell>();
   private readonly machine;
   private stopped = false;
-  /** Owner's answers from another host being given to their agents, by request id. */
-  private readonly answering = new Set<string>();
+  /** Owner's answers from another host being judged and given, by request id: their deliveries to settle after. */
+  private readonly answering = new Map<string, InboundHandle[]>();
   /** Per gid being launched connected: what ends the brief's wait for its MCP client. */
   private readonly toolsListed = new Map<string, (listed: boolean) => void>();
 
@@ -214,8 +215,11 @@ export class Spawner {
   receiveControl(envelope: Envelope, inbound?: InboundHandle): void {
     if (envelope.kind === WireKind.spawn) this.receiveSpawn(envelope, inbound);
     else if (envelope.kind === WireKind.stop) void this.receiveStop(envelope, inbound);
-    else if (envelope.kind === WireKind.ownerAnswer) void this.receiveOwnerAnswer(envelope, inbound);
-    else this.settle(inbound);
+    else if (envelope.kind === WireKind.ownerAnswer) {
+      this.receiveOwnerAnswer(envelope, inbound).catch((err: unknown) =>
+        this.deps.logger.error({ err, traceId: envelope.traceId }, "an owner's answer failed"),
+      );
+    } else this.settle(inbound);
   }
 
   /** A SPAWN for this host (from the control queue, or a local requester). */
@@ -304,58 +308,77 @@ export class Spawner {
 
   /**
    * An owner's answer from another host to a permission request of an agent this host spawned:
-   * taken only from whoever spawned it (or an operator on its host), given to the agent once
-   * (a redelivered request finds its mark on the spawn and is answered as before), answered.
+   * taken only from whoever spawned it (or an operator on its host) and answered to it. The
+   * agent is asked at most once per request: a request that comes again while it is being
+   * given waits for it (its delivery is settled with the first), and one that comes later is
+   * answered from its mark on the spawn.
    */
   async receiveOwnerAnswer(envelope: Envelope, inbound?: InboundHandle): Promise<void> {
     const answer = envelope.ownerAnswer;
     if (!answer) return this.settle(inbound);
-    if (this.answering.has(answer.requestId)) return this.settle(inbound);
-    const cell = this.byGid.get(answer.gid);
-    const target = cell?.context.entityName ?? answer.gid;
-    const mark = cell?.context.ownerAnswers.find((m) => m.requestId === answer.requestId);
-    let result: ControlResult;
-    if (cell?.state !== 'running') {
-      result = answerResult.notSpawned(answer, this.deps.host);
-    } else if (!mayAnswer(envelope.from, cell.context.requester as Address)) {
-      result = answerResult.forbidden(answer, envelope.from, target, cell.context.requester as Address);
-    } else if (mark?.request != null && mark.decision !== null) {
-      result = answerResult.answered(answer, this.deps.host, target, {
-        request: mark.request,
-        decision: mark.decision,
-      });
-    } else if (mark) {
-      result = answerResult.unknown(answer, this.deps.host, target);
-    } else {
-      result = await this.giveOwnerAnswer(cell, envelope.from, answer);
+    const waiting = this.answering.get(answer.requestId);
+    if (waiting) {
+      if (inbound) waiting.push(inbound);
+      return;
     }
-    this.settle(inbound);
-    await this.sendResult(envelope, result).catch((err: unknown) =>
-      this.deps.logger.warn({ err, traceId: envelope.traceId }, "could not answer an owner's answer"),
-    );
+    const inbounds = inbound ? [inbound] : [];
+    this.answering.set(answer.requestId, inbounds);
+    try {
+      const result = await this.ownerAnswerResult(envelope.from, answer);
+      await this.sendResult(envelope, result).catch((err: unknown) =>
+        this.deps.logger.warn({ err, traceId: envelope.traceId }, "could not answer an owner's answer"),
+      );
+    } finally {
+      this.answering.delete(answer.requestId);
+      for (const handle of inbounds) this.settle(handle);
+    }
+  }
+
+  /** How an owner's answer from another host goes: judged, then given once or read from its mark. */
+  private async ownerAnswerResult(from: Address, answer: OwnerAnswerRequest): Promise<ControlResult> {
+    const { store, host } = this.deps;
+    const cell = this.byGid.get(answer.gid);
+    if (cell?.state !== 'running') {
+      const spawn = findSpawnOfGid(store, answer.gid);
+      const stopped = spawn !== undefined && readActorHead(store, spawnKind, spawn)?.state === 'stopped';
+      return answerResult.notSpawned(answer, host, stopped);
+    }
+    const target = cell.context.entityName ?? answer.gid;
+    const requester = cell.context.requester as Address;
+    if (!mayAnswer(from, requester)) return answerResult.forbidden(answer, from, target, requester);
+    const mark = cell.context.ownerAnswers.find((m) => m.requestId === answer.requestId);
+    if (!mark) return this.giveOwnerAnswer(cell, from, answer);
+    if (mark.failure) return answerResult.failed(answer, mark.failure);
+    if (mark.request !== null && mark.decision !== null) {
+      return answerResult.answered(answer, host, target, { request: mark.request, decision: mark.decision });
+    }
+    return answerResult.unknown(answer, host, target, 'its gateway stopped while giving it');
   }
 
   /** Marks the answer on the spawn, gives it to the agent, records how it went. */
   private async giveOwnerAnswer(
     cell: SpawnCell,
     from: Address,
-    answer: NonNullable<Envelope['ownerAnswer']>,
+    answer: OwnerAnswerRequest,
   ): Promise<ControlResult> {
     const { requestId, gid, decision, request } = answer;
     const by = `${from.name}@${from.host}`;
     const target = cell.context.entityName ?? gid;
-    this.answering.add(requestId);
+    cell.send({ type: 'spawn.ownerAnswering', requestId, by });
+    await this.deps.store.batch.flush();
     try {
-      cell.send({ type: 'spawn.ownerAnswering', requestId, by });
-      await this.deps.store.batch.flush();
       const taken = await this.deps.answerOwner(gid, decision, by, request);
       cell.send({ type: 'spawn.ownerAnswered', requestId, request: taken, decision });
       return answerResult.answered(answer, this.deps.host, target, { request: taken, decision });
     } catch (err) {
-      cell.send({ type: 'spawn.ownerAnswerFailed', requestId });
-      return answerResult.failed(answer, asBridgeError(err, ErrorCode.internal));
+      const error = asBridgeError(err, ErrorCode.internal);
+      // Its agent host did not answer: it may have taken it, so the mark stays as it is.
+      if (error.code === ErrorCode.paneUnavailable) {
+        return answerResult.unknown(answer, this.deps.host, target, error.message);
+      }
+      cell.send({ type: 'spawn.ownerAnswerFailed', requestId, code: error.code, message: error.message });
+      return answerResult.failed(answer, error);
     } finally {
-      this.answering.delete(requestId);
       await this.deps.store.batch.flush();
     }
   }

@@ -97,6 +97,18 @@ export const stopResult = {
   }),
 };
 
+/**
+ * Why a worker's agent is not answered from another host: it is not an agent its host spawned
+ * (one registered by hand is answered on its own host), or it was and has been stopped since.
+ * Said by the answerer's gateway when its roster shows it, and by the worker's host otherwise.
+ */
+export function notAnsweredFromAfar(target: string, host: string, stopped: boolean): string {
+  return stopped
+    ? `${target} was spawned on ${host} and has been stopped since: its agent asks nothing now`
+    : `${target} is not an agent spawned on ${host}: from another host only a spawned worker's agent is ` +
+        `answered; answer a worker registered by hand on ${host} itself (agentbridge approve|deny there, or its console)`;
+}
+
 /** Results of an OWNER_ANSWER, by how it went. */
 export const answerResult = {
   answered: (
@@ -130,7 +142,8 @@ export const answerResult = {
       `worker's permission requests are answered by whoever spawned it (${requester.name}@${requester.host}) ` +
       `or by an operator at ${requester.host}'s console; anyone may on its own host (agentbridge approve there)`,
   }),
-  failed: (answer: AnswerRequest, error: BridgeError): ControlResult => ({
+  /** The agent host refused it: nothing was taken. */
+  failed: (answer: AnswerRequest, error: { code: string; message: string }): ControlResult => ({
     requestId: answer.requestId,
     op: 'answer',
     ok: false,
@@ -138,27 +151,24 @@ export const answerResult = {
     code: error.code,
     message: error.message,
   }),
-  /** Its gateway stopped while the agent was being given this answer: taken or not, unknown. */
-  unknown: (answer: AnswerRequest, host: string, target: string): ControlResult => ({
+  /** It may or may not have reached the agent (`why`): never given again, so the owner looks. */
+  unknown: (answer: AnswerRequest, host: string, target: string, why: string): ControlResult => ({
     requestId: answer.requestId,
     op: 'answer',
     ok: false,
     gid: answer.gid,
     code: ErrorCode.notAvailable,
     message:
-      `the gateway on ${host} stopped while it gave this answer to ${target}'s agent, which may or may ` +
-      `not have taken it (never given twice): see ${target}'s status (agentbridge roster) and answer again ` +
-      'if it still asks',
+      `${target}'s agent on ${host} may or may not have taken this answer (${why}); it is never given twice: ` +
+      `see ${target}'s status (agentbridge roster) and answer again if it still asks`,
   }),
-  notSpawned: (answer: AnswerRequest, host: string): ControlResult => ({
+  notSpawned: (answer: AnswerRequest, host: string, stopped: boolean): ControlResult => ({
     requestId: answer.requestId,
     op: 'answer',
     ok: false,
     gid: answer.gid,
     code: ErrorCode.notSpawned,
-    message:
-      `${answer.gid} is not a running agent spawned on ${host}: from another host, only a spawned ` +
-      `worker's agent is answered; answer a worker registered by hand on ${host} (agentbridge approve there)`,
+    message: notAnsweredFromAfar(answer.gid, host, stopped),
   }),
 };
 
@@ -172,9 +182,10 @@ const doneWords: Record<ControlResult['op'], string> = {
 export function resultText(result: ControlResult, host: string): string {
   if (!result.ok) return `${result.op} refused: ${result.code}: ${result.message}`;
   const who = `${result.name ?? result.gid}@${host}`;
-  return result.op === 'answer'
-    ? `${who}: request ${result.request} ${answerWords(result.decision ?? 'allow')}`
-    : `${doneWords[result.op]} ${who}`;
+  if (result.op === 'answer' && result.decision !== undefined) {
+    return `${who}: request ${result.request} ${answerWords(result.decision)}`;
+  }
+  return `${doneWords[result.op]} ${who}`;
 }
 
 /** Who may stop a spawned agent: its requester, or any main or orchestrator (not another worker). */

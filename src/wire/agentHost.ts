@@ -83,6 +83,9 @@ export function attachLine(command: string): string {
   return `to watch and take part: ${command}`;
 }
 
+/** Most characters of a permission request's title that a roster, presence or console shows. */
+export const maxPermissionTitle = 200;
+
 /** An owner's answer to an agent's permission request: allow it once, or deny it. */
 export const ownerDecisionSchema = z.enum(['allow', 'deny']);
 export type OwnerDecision = z.infer<typeof ownerDecisionSchema>;
@@ -140,6 +143,12 @@ export const agentHostHelloSchema = z.object({
   detail: z.string().optional(),
   /** The command a person runs to watch the agent's session and take part (Codex's TUI, attached). */
   attach: z.string().max(4096).optional(),
+  /**
+   * While blocked: the oldest open permission request, the one an answer without a number
+   * takes, so that whoever answers knows what they allow (`title`: the tool call as the agent
+   * named it, cut at `maxPermissionTitle`).
+   */
+  permission: z.object({ id: z.number().int().positive(), title: z.string().max(4096) }).optional(),
 });
 export type AgentHostHello = z.infer<typeof agentHostHelloSchema>;
 

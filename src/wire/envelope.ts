@@ -10,9 +10,19 @@ import { receiptSchema } from './receipt.js';
  */
 // 1.3: the `operator` entity kind (the operator console's humans), in addresses and presence.
 // 1.4: a worker's delivery path and agent in presence (an agent host's worker).
-// 1.5: OWNER_ANSWER, an owner's answer to a spawned worker's agent from another host.
+// 1.5: OWNER_ANSWER, an owner's answer to a spawned worker's agent from another host, and the
+//      open permission request of an agent host's worker in presence.
 export const schemaVersion = { major: 1, minor: 5 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
+
+/** Whether a peer that writes schema `version` (its PRESENCE's) reads what `since` brought. */
+export function versionAtLeast(version: string, since: { major: number; minor: number }): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return major > since.major || (major === since.major && minor >= since.minor);
+}
+
+/** The schema that brought OWNER_ANSWER: a peer before it refuses the kind. */
+export const ownerAnswerSince = { major: 1, minor: 5 } as const;
 
 export const WireKind = {
   send: 'SEND',

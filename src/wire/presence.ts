@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { hasUnsafeChar } from '../text/neutralise.js';
-import { nativePathSchema } from './agentHost.js';
+import { maxPermissionTitle, nativePathSchema } from './agentHost.js';
 import {
   describeIssues,
   entityKindSchema,
@@ -38,6 +38,19 @@ export const presenceEntrySchema = z.object({
         .string()
         .max(maxAgentName)
         .refine((name) => !hasUnsafeChar(name), 'control or format characters in an agent name'),
+      /**
+       * While its agent asks its owner (1.5): the request an answer from another host names, and
+       * what it asks, the agent's words made fit to show, so that whoever answers sees what.
+       */
+      permission: z
+        .object({
+          request: z.number().int().positive(),
+          title: z
+            .string()
+            .max(maxPermissionTitle)
+            .refine((title) => !hasUnsafeChar(title), 'control or format characters in a permission title'),
+        })
+        .optional(),
     })
     .optional(),
 });

@@ -377,7 +377,12 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
         const entry = roster.find((e) => e.name === name && e.host === b.hostId);
         return entry?.status === 'active.blocked' ? entry : undefined;
       });
-      expect(seen.agent).toEqual({ path: protocol, agent: expect.any(String) });
+      // The open request and what it asks (the command the model asked for) travel with it.
+      expect(seen.agent).toEqual({
+        path: protocol,
+        agent: expect.any(String),
+        permission: { request: expect.any(Number), title: expect.stringContaining(name) },
+      });
       let by: string;
       if (worker.answerFrom === 'console') {
         const { page, problems } = await openConsole(b, browser, 'owner');
@@ -498,13 +503,21 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
             host: string;
             status: string;
             spawned?: boolean;
+            agent?: { permission?: { request: number } };
           }>;
           const entry = roster.find((e) => e.name === 'helper' && e.host === b.hostId);
           return entry?.status === 'active.blocked' ? entry : undefined;
         },
         90_000,
       );
-    expect(await blockedOnA()).toMatchObject({ spawned: true });
+    // What it asks shows on A: the request an answer from A names, and the command.
+    expect(await blockedOnA()).toMatchObject({
+      spawned: true,
+      agent: {
+        path: 'claude-stream',
+        permission: { request: 1, title: expect.stringContaining('spawnedone') },
+      },
+    });
 
     // Not another main of A's; not without saying who answers.
     const refused = await a.cli(['approve', address, '--token', other.token]);
@@ -532,8 +545,11 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     const { page, problems } = await openConsole(a, browser, 'owner-a');
     const row = page.locator('#roster tbody tr', { hasText: 'helper' });
     await row.locator('td', { hasText: 'worker · claude-stream' }).waitFor({ timeout: 15_000 });
+    await row
+      .locator('td', { hasText: /^active\.blocked: request 2, .*spawnedtwo/ })
+      .waitFor({ timeout: 15_000 });
     await row.locator('button', { hasText: 'Approve' }).click({ timeout: 15_000 });
-    await page.locator('#roster-note', { hasText: /^helper: request \d+ allowed once$/ }).waitFor();
+    await page.locator('#roster-note', { hasText: `helper@${b.hostId}: request 2 allowed once` }).waitFor();
     expect(await page.locator('#roster-error').textContent()).toBe('');
     expect(problems).toEqual([]);
     await page.close();

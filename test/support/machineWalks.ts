@@ -149,7 +149,12 @@ export const walks: { [K in ActorKind]: Walk<MachineOf<K>>[] } = {
         { type: 'spawn.answered' },
         { type: 'spawn.ownerAnswering', requestId: 'answer-1', by: 'main@host-a' },
         { type: 'spawn.ownerAnswered', requestId: 'answer-1', request: 1, decision: 'allow' },
-        { type: 'spawn.ownerAnswerFailed', requestId: 'answer-2' },
+        {
+          type: 'spawn.ownerAnswerFailed',
+          requestId: 'answer-2',
+          code: 'BAD_REQUEST',
+          message: 'nothing open',
+        },
         { type: 'spawn.stopped', by: 'main-gid' },
         { type: 'actor.rehydrated' },
       ],

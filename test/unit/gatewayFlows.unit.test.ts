@@ -105,6 +105,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
       worker: 'w',
       request: 2,
       decision: 'deny',
+      said: 'w: request 2 denied',
     });
     expect(await gateway.services.ownerAnswers.answer('w@h1', 'allow', 'bo')).toMatchObject({ request: 1 });
     expect(pane.answers).toEqual([

@@ -81,6 +81,13 @@ describe('presence: decode', () => {
     });
   });
 
+  it('a worker whose agent asks its owner comes with the open request and what it asks (1.5)', () => {
+    const permission = { request: 3, title: 'Bash: touch /tmp/x' };
+    const asking = { ...bob, agent: { path: 'acp' as const, agent: 'gemini', permission } };
+    const snapshotAsking = presence('host-b', hlcAt(2), [asking]);
+    expect(decode(encodePresence(snapshotAsking))).toEqual({ ok: true, presence: snapshotAsking });
+  });
+
   it('a snapshot with no entities is valid (a host with nobody on it)', () => {
     const empty = presence('host-b', hlcAt(1), []);
     expect(decode(encodePresence(empty))).toEqual({ ok: true, presence: empty });
@@ -108,6 +115,18 @@ describe('presence: decode', () => {
     [
       'an agent named with a terminal escape',
       { entities: [{ ...bob, agent: { path: 'acp', agent: 'x\u001b[2J' } }] },
+    ],
+    [
+      'a permission whose title holds a terminal escape',
+      {
+        entities: [
+          { ...bob, agent: { path: 'acp', agent: 'x', permission: { request: 1, title: 'rm\u001b[2J' } } },
+        ],
+      },
+    ],
+    [
+      'a permission with no request number',
+      { entities: [{ ...bob, agent: { path: 'acp', agent: 'x', permission: { request: 0, title: 'ls' } } }] },
     ],
   ])('%s → refused', (_label, patch) => {
     expect(detailOf(decode(bytesOf({ ...snapshot, ...patch })))).not.toBe('');

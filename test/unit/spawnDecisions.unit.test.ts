@@ -7,6 +7,8 @@ import { type SpawnContext, type SpawnInput, spawnMachine } from '../../src/mach
 import { upcastSpawnLaunched } from '../../src/machines/upcastSpawnLaunched.js';
 import { admitSpawn, type SpawnHost } from '../../src/spawn/admitSpawn.js';
 import {
+  answerResult,
+  mayAnswer,
   mayStop,
   resultText,
   spawnResultOf,
@@ -130,6 +132,26 @@ describe('spawn results', () => {
     expect(stopResult.forbidden({ requestId, gid }, worker, 'helper').message).toMatch(
       /^w2@h may not stop helper/,
     );
+  });
+
+  it('who may answer a spawned worker’s agent from another host: its spawner, or an operator on the spawner’s host; no other main, worker or host', () => {
+    const spawner = { gid: 'lead', name: 'lead', host: 'a', kind: 'main' } as Address;
+    expect(mayAnswer(spawner, spawner)).toBe(true);
+    expect(mayAnswer({ ...spawner, kind: 'worker' }, { ...spawner, kind: 'worker' })).toBe(true);
+    expect(mayAnswer({ gid: 'ana', name: 'ana', host: 'a', kind: 'operator' }, spawner)).toBe(true);
+    expect(mayAnswer({ gid: 'ana', name: 'ana', host: 'c', kind: 'operator' }, spawner)).toBe(false);
+    expect(mayAnswer({ gid: 'other', name: 'other', host: 'a', kind: 'main' }, spawner)).toBe(false);
+    expect(mayAnswer({ gid: 'boss', name: 'boss', host: 'a', kind: 'orchestrator' }, spawner)).toBe(false);
+    expect(mayAnswer({ gid: 'w', name: 'w', host: 'a', kind: 'worker' }, spawner)).toBe(false);
+  });
+
+  it('an answer’s result reads as what was done, never as an allow it did not say', () => {
+    const answer = { requestId, gid, decision: 'deny' as const };
+    const denied = answerResult.answered(answer, 'b', 'helper', { request: 2, decision: 'deny' });
+    expect(resultText(denied, 'b')).toBe('helper@b: request 2 denied');
+    expect(resultText({ ...denied, decision: undefined }, 'b')).toBe('answered helper@b');
+    expect(answerResult.notSpawned(answer, 'b', true).message).toContain('has been stopped since');
+    expect(answerResult.notSpawned(answer, 'b', false).message).toContain('registered by hand');
   });
 
   it('a failure that is no BridgeError keeps what was thrown as its cause', () => {

@@ -69,7 +69,12 @@ const ownerAnswered = (requestId: string, request: number): SpawnEvent => ({
   request,
   decision: 'deny',
 });
-const ownerAnswerFailed = (requestId: string): SpawnEvent => ({ type: 'spawn.ownerAnswerFailed', requestId });
+const ownerAnswerFailed = (requestId: string): SpawnEvent => ({
+  type: 'spawn.ownerAnswerFailed',
+  requestId,
+  code: 'BAD_REQUEST',
+  message: 'helper asks for no permission now',
+});
 const tmuxPane = (target: string) => ({ type: 'tmux' as const, target });
 const launched = (target = '%7'): SpawnEvent => ({ type: 'spawn.launched', pane: tmuxPane(target) });
 const launchFailed = (code = 'LAUNCH_FAILED', message = 'tmux: no server'): SpawnEvent => ({
@@ -241,17 +246,29 @@ describe('spawnMachine: running', () => {
     expect(effects(actions)).toEqual(['answer']);
   });
 
-  it('an owner’s answer from another host is marked before the agent is asked, then with what it took; a failed one leaves no mark', () => {
+  it('an owner’s answer from another host is marked before the agent is asked, then with what it took, or with why it was refused', () => {
     const before = reach.running();
     const [asking, asked] = step(before, ownerAnswering('r1'));
     expect(asking.value).toBe('running');
-    expect(asking.context.ownerAnswers).toEqual([{ requestId: 'r1', request: null, decision: null }]);
+    expect(asking.context.ownerAnswers).toEqual([
+      { requestId: 'r1', request: null, decision: null, failure: null },
+    ]);
     expect(asked).toEqual([]);
     const [taken] = step(asking, ownerAnswered('r1', 3));
-    expect(taken.context.ownerAnswers).toEqual([{ requestId: 'r1', request: 3, decision: 'deny' }]);
+    expect(taken.context.ownerAnswers).toEqual([
+      { requestId: 'r1', request: 3, decision: 'deny', failure: null },
+    ]);
     const [failed] = step(run(taken, ownerAnswering('r2')), ownerAnswerFailed('r2'));
-    expect(failed.context.ownerAnswers).toEqual(taken.context.ownerAnswers);
-    expect(failed.context).toEqual({ ...before.context, ownerAnswers: taken.context.ownerAnswers });
+    expect(failed.context.ownerAnswers).toEqual([
+      ...taken.context.ownerAnswers,
+      {
+        requestId: 'r2',
+        request: null,
+        decision: null,
+        failure: { code: 'BAD_REQUEST', message: 'helper asks for no permission now' },
+      },
+    ]);
+    expect(failed.context).toEqual({ ...before.context, ownerAnswers: failed.context.ownerAnswers });
   });
 
   it(`keeps the latest ${keptOwnerAnswers} owner’s answers, oldest first`, () => {

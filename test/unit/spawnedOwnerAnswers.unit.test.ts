@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { profileSchema } from '../../src/config/schema.js';
 import type { EntityActor } from '../../src/deliver/EntityActor.js';
-import { ErrorCode } from '../../src/errors.js';
+import { BridgeError, ErrorCode } from '../../src/errors.js';
 import type { Gateway } from '../../src/gateway/Gateway.js';
 import { addressOf } from '../../src/send/Router.js';
 import type { Launcher } from '../../src/spawn/launcher.js';
@@ -132,7 +132,14 @@ describe("an owner's answer to a spawned worker's agent, on the worker's host (i
     expect(marks().at(-1)?.event).toBe('spawn.ownerAnswerFailed');
   });
 
-  it('the same request again (a redelivery) answers as before and asks the agent nothing', async () => {
+  it('the same request again (a redelivery) is answered as before from its mark and asks the agent nothing', async () => {
+    const routed: string[] = [];
+    const router = gateway.services.router;
+    const route = router.routeEnvelope.bind(router);
+    router.routeEnvelope = (envelope) => {
+      routed.push(envelope.msgId);
+      return route(envelope);
+    };
     const request = ownerAnswer(lead);
     gateway.services.spawner.receiveControl(request);
     expect(await results(lead)).toMatchObject([{ ok: true, request: 1 }]);
@@ -140,8 +147,76 @@ describe("an owner's answer to a spawned worker's agent, on the worker's host (i
     await settle();
     expect(pane.answers).toEqual([{ decision: 'allow', request: 1 }]);
     expect(pane.openPermissions).toEqual([2]);
-    // Its result was sent once (under the same msgId); the requester already has it.
+    // Answered again, under the same msgId: the requester, who has it, gets nothing new.
+    expect(routed).toHaveLength(2);
+    expect(new Set(routed).size).toBe(1);
     expect(await results(lead)).toEqual([]);
+  });
+
+  it('the same request twice at once (a redelivery while it is being given): the agent is asked once, and both deliveries are acked after its answer is recorded', async () => {
+    let take: (request: number) => void = () => {};
+    let asked = 0;
+    pane.answerOwner = () => {
+      asked++;
+      return new Promise<number>((resolve) => {
+        take = resolve;
+      });
+    };
+    const acked: string[] = [];
+    const request = ownerAnswer(lead);
+    gateway.services.spawner.receiveControl(request, { ack: () => acked.push('first') });
+    await settle();
+    gateway.services.spawner.receiveControl(request, { ack: () => acked.push('again') });
+    await settle();
+    expect(asked).toBe(1);
+    expect(acked).toEqual([]);
+    take(1);
+    expect(await results(lead)).toMatchObject([{ ok: true, request: 1 }]);
+    expect(acked).toEqual(['first', 'again']);
+    expect(asked).toBe(1);
+  });
+
+  it('a request its agent refused is refused again when it comes again, without asking the agent', async () => {
+    pane.openPermissions = [];
+    const request = ownerAnswer(lead);
+    gateway.services.spawner.receiveControl(request);
+    const [refused] = await results(lead);
+    expect(refused).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('asks for no permission now'),
+    });
+    pane.openPermissions = [3];
+    gateway.services.spawner.receiveControl(request);
+    await settle();
+    expect(pane.answers).toEqual([]);
+    expect(marks().map((m) => m.event)).toEqual(['spawn.ownerAnswering', 'spawn.ownerAnswerFailed']);
+  });
+
+  it('an agent host that does not answer may have taken it: the result says so, and the request again asks it nothing', async () => {
+    let asked = 0;
+    pane.answerOwner = async () => {
+      asked++;
+      throw new BridgeError(
+        ErrorCode.paneUnavailable,
+        'the agent host did not answer answer within 10000 ms',
+        {
+          retryable: true,
+        },
+      );
+    };
+    const request = ownerAnswer(lead);
+    gateway.services.spawner.receiveControl(request);
+    expect(await results(lead)).toMatchObject([
+      {
+        ok: false,
+        code: ErrorCode.notAvailable,
+        message: expect.stringContaining('may or may not have taken'),
+      },
+    ]);
+    gateway.services.spawner.receiveControl(request);
+    await settle();
+    expect(asked).toBe(1);
+    expect(marks().map((m) => m.event)).toEqual(['spawn.ownerAnswering']);
   });
 
   it('a gateway that stopped while giving the answer: the request again says it is unknown whether the agent took it, and never gives it twice', async () => {
@@ -160,7 +235,9 @@ describe("an owner's answer to a spawned worker's agent, on the worker's host (i
       {
         ok: false,
         code: ErrorCode.notAvailable,
-        message: expect.stringContaining('may or may not have taken it'),
+        message: expect.stringContaining(
+          'may or may not have taken this answer (its gateway stopped while giving it)',
+        ),
       },
     ]);
     expect(asked).toBe(0);
