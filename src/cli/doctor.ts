@@ -173,9 +173,9 @@ async function checkBroker(config: Config): Promise<Finding[]> {
 async function checkPeers(config: Config, status: RunningStatus): Promise<Finding[]> {
   if (!status.broker || !status.signing) return [];
   const findings: Finding[] = [];
-  let key = '<this host’s public key: agentbridge keys show>';
+  let key = '<this host’s public keys: agentbridge keys show>';
   try {
-    key = loadKeys(resolve(config.home)).publicKeyString;
+    key = loadKeys(resolve(config.home)).trustString;
   } catch {
     // Not made yet: the fix names the command that shows it.
   }
@@ -186,7 +186,7 @@ async function checkPeers(config: Config, status: RunningStatus): Promise<Findin
         fail(
           'trust',
           `${peer.host} announces itself (${peer.count}×) but is not trusted here: ${peer.detail}`,
-          `agentbridge trust add ${peer.host} <its key, from \`agentbridge keys show\` on ${peer.host}>`,
+          `agentbridge trust add ${peer.host} <its keys, from \`agentbridge keys show\` on ${peer.host}>`,
         ),
       );
     } else if (peer.reason === PresenceRefusal.clockSkew || peer.reason === PresenceRefusal.stale) {

@@ -57,9 +57,11 @@ Usage:
                                                       one offline HTML page (DIR/index.html), default DIR
                                                       ./bridge-viz; with --trace, the flow's transitions
                                                       marked with counts, from its hosts' logs
-  agentbridge keys init [--force] | show                   this gateway's ed25519 key pair (in BRIDGE_HOME/keys)
-  agentbridge trust add HOST PUBKEY | remove HOST [PUBKEY] | list
-                                                      the peers' public keys this gateway trusts
+  agentbridge keys init [--force] | show                   this gateway's signing (ed25519) and sealing (x25519)
+                                                      keys (in BRIDGE_HOME/keys)
+  agentbridge trust add HOST KEYS | remove HOST [KEY] | list
+                                                      the peers' public keys this gateway trusts (KEYS:
+                                                      ed25519:…,x25519:… as keys show prints them on HOST)
   agentbridge broker setup [--delete-legacy]               declare the shared exchanges and bridge.dlq once,
                                                       as the broker operator (login from BRIDGE_BROKER_URI)
   agentbridge broker provision HOST [--apply] [--vhost /] [--password-file F] [--node NODE] [--read-dlq]

@@ -15,7 +15,11 @@ function configOf(values: CliValues): { home: string; hostId: string } {
 function keysView(hostId: string, keys: GatewayKeys) {
   return {
     host: hostId,
-    publicKey: keys.publicKeyString,
+    /** What a peer's `agentbridge trust add` takes: the signing key, then the sealing key. */
+    publicKey: keys.trustString,
+    signingKey: keys.publicKeyString,
+    sealingKey: keys.sealing?.current.publicKeyString ?? null,
+    sealingKeyId: keys.sealing?.current.keyId ?? null,
     privateKeyPath: keys.privateKeyPath,
     publicKeyPath: keys.publicKeyPath,
   };
@@ -28,24 +32,31 @@ export function runKeys(values: CliValues, rest: string[]): number {
   const { home, hostId } = configOf(values);
   switch (sub) {
     case 'init': {
-      const view = keysView(hostId, initKeys(home, { force: values.force }));
+      const keys = initKeys(home, { force: values.force });
+      const view = keysView(hostId, keys);
       return printResult(
         values,
         view,
         () =>
-          `created the key pair of gateway ${hostId}\n` +
-          `private key: ${view.privateKeyPath} (mode 0600: keep it secret)\n` +
-          `public key:  ${view.publicKey}\n` +
+          (keys.created === 'both'
+            ? `created the signing and sealing keys of gateway ${hostId}\n` +
+              `private key: ${view.privateKeyPath} (mode 0600: keep it secret)\n`
+            : `gateway ${hostId} keeps its signing key and has a sealing key now (peers need it to seal messages to it)\n`) +
+          `public keys: ${view.publicKey}\n` +
           `On every peer gateway, run:  agentbridge trust add ${hostId} ${view.publicKey}`,
       );
     }
     case 'show': {
-      const view = keysView(hostId, loadKeys(home));
+      const keys = loadKeys(home);
+      const view = keysView(hostId, keys);
       return printResult(
         values,
         view,
         () =>
-          `host:       ${hostId}\npublic key: ${view.publicKey}\n` +
+          `host:        ${hostId}\npublic keys: ${view.publicKey}\n` +
+          (keys.sealing
+            ? ''
+            : 'no sealing key yet: `agentbridge keys init` (or the next federated start) makes one\n') +
           `Peers trust it with:  agentbridge trust add ${hostId} ${view.publicKey}`,
       );
     }
@@ -67,7 +78,7 @@ export function runTrust(values: CliValues, rest: string[]): number {
       if (!host || !pubkey) {
         throw new BridgeError(
           ErrorCode.badRequest,
-          'trust add needs HOST and PUBKEY: agentbridge trust add HOST ed25519:… (the key `agentbridge keys show` prints on HOST)',
+          'trust add needs HOST and its keys: agentbridge trust add HOST ed25519:…,x25519:… (what `agentbridge keys show` prints on HOST)',
         );
       }
       const { added, entry } = addTrust(home, host, pubkey);

@@ -3,20 +3,28 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { hostIdSchema } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { type PublicKeyString, parsePublicKey, publicKeySchema } from './publicKey.js';
+import {
+  isSealingKey,
+  type PublicKeyString,
+  parseTrustString,
+  type SealingKeyString,
+  type TrustedKey,
+  trustedKeySchema,
+} from './publicKey.js';
 import { writeFileAtomic } from './writeFileAtomic.js';
 
 /**
  * The trust store (R-ID3): `<home>/trust.json`, written by `agentbridge trust add|remove`, maps each
- * peer host id to the public keys allowed to sign for it — usually one, two during a key
- * rotation. It is the only source of peers' keys: nothing from the wire is ever added to it.
+ * peer host id to its public keys: the ones allowed to sign for it (`ed25519:`) and the ones it
+ * is sealed to (`x25519:`, issue 34) — usually one of each, two during a rotation. It is the
+ * only source of peers' keys: nothing from the wire is ever added to it.
  */
 export const trustFileSchema = z.strictObject({
   version: z.literal(1),
   hosts: z.record(
     hostIdSchema,
     z
-      .array(publicKeySchema)
+      .array(trustedKeySchema)
       .min(1, 'a host needs at least one key (remove the host instead)')
       .refine((keys) => new Set(keys).size === keys.length, 'a key is listed twice'),
   ),
@@ -25,7 +33,7 @@ export type TrustFile = z.output<typeof trustFileSchema>;
 
 export interface TrustEntry {
   host: string;
-  keys: PublicKeyString[];
+  keys: TrustedKey[];
 }
 
 export function trustFilePath(home: string): string {
@@ -92,14 +100,18 @@ function parseHost(host: string): string {
   return result.data;
 }
 
-/** Trusts `pubkey` for `host`, alongside any keys it already has. Adding a known key is a no-op. */
-export function addTrust(home: string, host: string, pubkey: string): { added: boolean; entry: TrustEntry } {
+/**
+ * Trusts the keys in `text` for `host` (its signing key, its sealing key, or both as `keys show`
+ * prints them), alongside any it already has. Adding a known key is a no-op.
+ */
+export function addTrust(home: string, host: string, text: string): { added: boolean; entry: TrustEntry } {
   const hostId = parseHost(host);
-  const key = parsePublicKey(pubkey);
+  const given = parseTrustString(text);
   const file = readTrustFile(home);
   const keys = file.hosts[hostId] ?? [];
-  if (keys.includes(key)) return { added: false, entry: { host: hostId, keys } };
-  const next = [...keys, key];
+  const fresh = given.filter((key) => !keys.includes(key));
+  if (fresh.length === 0) return { added: false, entry: { host: hostId, keys } };
+  const next = [...keys, ...fresh];
   writeTrustFile(home, { version: 1, hosts: { ...file.hosts, [hostId]: next } });
   return { added: true, entry: { host: hostId, keys: next } };
 }
@@ -112,12 +124,12 @@ export function removeTrust(
   home: string,
   host: string,
   pubkey?: string,
-): { removed: PublicKeyString[]; entry: TrustEntry } {
+): { removed: TrustedKey[]; entry: TrustEntry } {
   const hostId = parseHost(host);
   const file = readTrustFile(home);
   const keys = file.hosts[hostId] ?? [];
-  const key = pubkey === undefined ? undefined : parsePublicKey(pubkey);
-  const removed = key === undefined ? keys : keys.filter((k) => k === key);
+  const named = pubkey === undefined ? undefined : parseTrustString(pubkey);
+  const removed = named === undefined ? keys : keys.filter((k) => named.includes(k));
   if (removed.length === 0) return { removed, entry: { host: hostId, keys } };
   const left = keys.filter((k) => !removed.includes(k));
   const hosts = { ...file.hosts };
@@ -145,6 +157,21 @@ export interface TrustStoreOptions {
 
 type FileStamp = string;
 
+/** A host's keys by use. */
+interface HostKeys {
+  signing: PublicKeyString[];
+  sealing: SealingKeyString[];
+}
+
+function splitKeys(keys: readonly TrustedKey[]): HostKeys {
+  const split: HostKeys = { signing: [], sealing: [] };
+  for (const key of keys) {
+    if (isSealingKey(key)) split.sealing.push(key);
+    else split.signing.push(key);
+  }
+  return split;
+}
+
 const racyWindowMs = 2_000;
 
 /**
@@ -158,7 +185,7 @@ const racyWindowMs = 2_000;
  */
 export class TrustStore {
   readonly path: string;
-  private hosts: ReadonlyMap<string, readonly PublicKeyString[]> = new Map();
+  private hosts: ReadonlyMap<string, HostKeys> = new Map();
   private stamp: FileStamp | undefined;
   private racy = false;
   private nextCheckAt = 0;
@@ -180,8 +207,17 @@ export class TrustStore {
 
   /** The keys trusted to sign for `host`; empty when the host is not trusted. */
   keysFor(host: string): readonly PublicKeyString[] {
+    return this.current(host)?.signing ?? [];
+  }
+
+  /** The keys `host` is sealed to (its newest last); empty when it gave none. */
+  sealingKeysFor(host: string): readonly SealingKeyString[] {
+    return this.current(host)?.sealing ?? [];
+  }
+
+  private current(host: string): HostKeys | undefined {
     if (this.checkIntervalMs === 0 || this.now() >= this.nextCheckAt) this.refresh(false);
-    return this.hosts.get(host) ?? [];
+    return this.hosts.get(host);
   }
 
   /** Why the current file could not be loaded, if it could not. */
@@ -217,7 +253,7 @@ export class TrustStore {
     this.racy = Date.now() - modifiedMs < racyWindowMs;
     try {
       const file = readTrustFile(this.home);
-      this.hosts = new Map(Object.entries(file.hosts));
+      this.hosts = new Map(Object.entries(file.hosts).map(([host, keys]) => [host, splitKeys(keys)]));
       this.lastProblem = undefined;
     } catch (err) {
       const error = err instanceof BridgeError ? err : badTrustStore(this.path, (err as Error).message, err);

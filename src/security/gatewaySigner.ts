@@ -6,8 +6,9 @@ import { createNoSigner, createSigner, type Signer } from './messageSigning.js';
 import { TrustStore } from './TrustStore.js';
 
 /**
- * A federated gateway's signer: its key (created on first federated start, like an SSH host key,
- * with a loud line saying how peers trust it) and the trust store of its peers' keys.
+ * A federated gateway's signer: its keys (created on first federated start, like an SSH host key,
+ * with a loud line saying how peers trust them; a sealing key added to a home made before it) and
+ * the trust store of its peers' keys.
  */
 export function createGatewaySigner(
   config: Pick<Config, 'hostId' | 'home' | 'security'>,
@@ -26,8 +27,16 @@ export function createGatewaySigner(
     if (!(err instanceof BridgeError) || err.code !== ErrorCode.keyMissing) throw err;
     keys = initKeys(config.home);
     logger.warn(
-      { publicKey: keys.publicKeyString, path: keys.privateKeyPath },
-      `created this gateway's signing key; on every peer run: agentbridge trust add ${config.hostId} ${keys.publicKeyString}`,
+      { publicKey: keys.trustString, path: keys.privateKeyPath },
+      `created this gateway's signing and sealing keys; on every peer run: agentbridge trust add ${config.hostId} ${keys.trustString}`,
+    );
+  }
+  if (!keys.sealing) {
+    // A home from before sealing (issue 34): its signing key stays, a sealing key is added.
+    keys = initKeys(config.home);
+    logger.warn(
+      { publicKey: keys.trustString },
+      `created this gateway's sealing key beside its signing key; on every peer run again: agentbridge trust add ${config.hostId} ${keys.trustString}`,
     );
   }
   const trust = new TrustStore(config.home, {

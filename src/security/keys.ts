@@ -1,23 +1,54 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { type PublicKeyString, publicKeyString } from './publicKey.js';
+import {
+  type PublicKeyString,
+  publicKeyString,
+  type SealingKeyString,
+  sealingKeyId,
+  sealingKeyString,
+  trustString,
+} from './publicKey.js';
 import { writeFileAtomic } from './writeFileAtomic.js';
 
 /**
- * The gateway's own ed25519 key pair (R-ID3), under `<home>/keys/`:
- * `gateway.key` (PKCS#8 PEM, mode 0600) and `gateway.pub` (the compact public key string, for
- * operators to copy). The public key is always derived from the private key when loading, so
- * a stale or edited `gateway.pub` cannot change what the gateway signs as.
+ * The gateway's own keys, under `<home>/keys/`: its ed25519 signing key (R-ID3), `gateway.key`
+ * (PKCS#8 PEM, mode 0600), its X25519 sealing keys (issue 34, `SealingKeys`), and `gateway.pub`
+ * (the public keys as a peer's `trust add` takes them, for operators to copy). Public keys are
+ * always derived from the private keys when loading, so a stale or edited `gateway.pub` cannot
+ * change what the gateway signs as or is sealed to.
  */
 export interface GatewayKeys {
   privateKey: KeyObject;
   publicKey: KeyObject;
-  /** `ed25519:<base64url>`, what peers put in their trust store. */
+  /** `ed25519:<base64url>`, the key peers verify this gateway's signatures with. */
   publicKeyString: PublicKeyString;
   privateKeyPath: string;
   publicKeyPath: string;
+  /** Its sealing keys (issue 34), once it has one. */
+  sealing: SealingKeys | undefined;
+  /** What a peer's `agentbridge trust add` takes: the signing key and the current sealing key. */
+  trustString: string;
+}
+
+/** One of this gateway's sealing key pairs (X25519): what peers seal to, and what opens it. */
+export interface SealingKeyPair {
+  keyId: string;
+  privateKey: KeyObject;
+  publicKeyString: SealingKeyString;
+  path: string;
+}
+
+/**
+ * This gateway's sealing keys, under `<home>/keys/`: `sealing-<keyId>.key` each (PKCS#8 PEM,
+ * mode 0600) and `sealing.current` naming the one peers are given. A key stays until it is
+ * retired, so what was sealed to it still opens.
+ */
+export interface SealingKeys {
+  current: SealingKeyPair;
+  /** Every key kept, the current one included, by key id (what a sealed message names). */
+  byId: ReadonlyMap<string, SealingKeyPair>;
 }
 
 export interface InitKeysOptions {
@@ -25,30 +56,66 @@ export interface InitKeysOptions {
   force?: boolean | undefined;
 }
 
-export function keyPaths(home: string): { dir: string; privateKeyPath: string; publicKeyPath: string } {
+export function keyPaths(home: string): {
+  dir: string;
+  privateKeyPath: string;
+  publicKeyPath: string;
+  sealingCurrentPath: string;
+} {
   const dir = join(home, 'keys');
-  return { dir, privateKeyPath: join(dir, 'gateway.key'), publicKeyPath: join(dir, 'gateway.pub') };
+  return {
+    dir,
+    privateKeyPath: join(dir, 'gateway.key'),
+    publicKeyPath: join(dir, 'gateway.pub'),
+    sealingCurrentPath: join(dir, 'sealing.current'),
+  };
+}
+
+const sealingFilePattern = /^sealing-([A-Za-z0-9_-]{12})\.key$/;
+
+/**
+ * Whether `path` is one of this gateway's private keys (signing or sealing): readable by others,
+ * such a file is refused (KEY_INSECURE), never only hidden (privateHome.ts).
+ */
+export function isPrivateKeyFile(home: string, path: string): boolean {
+  const { dir, privateKeyPath } = keyPaths(home);
+  return path === privateKeyPath || (dirname(path) === dir && sealingFilePattern.test(basename(path)));
+}
+
+function sealingKeyPath(dir: string, keyId: string): string {
+  return join(dir, `sealing-${keyId}.key`);
 }
 
 function errnoOf(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
-/** Creates this gateway's key pair. Refuses to replace an existing private key unless `force`. */
-export function initKeys(home: string, options: InitKeysOptions = {}): GatewayKeys {
-  const { dir, privateKeyPath, publicKeyPath } = keyPaths(home);
+/**
+ * Creates this gateway's signing key and sealing key. Refuses to replace an existing signing key
+ * unless `force` (which also drops the old sealing keys); a home that has a signing key and no
+ * sealing key yet (made before issue 34) gets the sealing key only. `created` says which.
+ */
+export function initKeys(
+  home: string,
+  options: InitKeysOptions = {},
+): GatewayKeys & { created: 'both' | 'sealing' } {
+  const { dir, privateKeyPath } = keyPaths(home);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const { privateKey } = generateKeyPairSync('ed25519');
   const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
   try {
     writeFileAtomic(privateKeyPath, pem, { mode: 0o600, noClobber: !options.force });
   } catch (err) {
     if (errnoOf(err) === 'EEXIST') {
+      if (loadSealingKeys(home) === undefined) {
+        createSealingKey(home);
+        return { ...writePublic(loadKeys(home)), created: 'sealing' };
+      }
       throw new BridgeError(
         ErrorCode.keyExists,
-        `a gateway key already exists at ${privateKeyPath}; \`agentbridge keys show\` prints its public key. ` +
-          'To replace it run `agentbridge keys init --force`, then give the new public key to every peer ' +
-          '(`agentbridge trust add`): they will refuse this gateway until they have it',
+        `a gateway key already exists at ${privateKeyPath}; \`agentbridge keys show\` prints its public keys. ` +
+          'To replace it run `agentbridge keys init --force`, then give the new public keys to every peer ' +
+          '(`agentbridge trust add`): they will refuse this gateway until they have them',
         { cause: err, details: { path: privateKeyPath } },
       );
     }
@@ -60,9 +127,33 @@ export function initKeys(home: string, options: InitKeysOptions = {}): GatewayKe
       },
     );
   }
-  const text = publicKeyString(publicKey);
-  writeFileAtomic(publicKeyPath, `${text}\n`, { mode: 0o600 });
-  return { privateKey, publicKey, publicKeyString: text, privateKeyPath, publicKeyPath };
+  if (options.force) {
+    for (const file of readdirSync(dir)) if (sealingFilePattern.test(file)) rmSync(join(dir, file));
+  }
+  createSealingKey(home);
+  return { ...writePublic(loadKeys(home)), created: 'both' };
+}
+
+/**
+ * Makes a new sealing key pair and makes it the current one (the one given to peers); the keys
+ * kept before stay, to open what was sealed to them.
+ */
+export function createSealingKey(home: string): SealingKeyPair {
+  const { dir, sealingCurrentPath } = keyPaths(home);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const { privateKey } = generateKeyPairSync('x25519');
+  const publicKeyString = sealingKeyString(privateKey);
+  const keyId = sealingKeyId(publicKeyString);
+  const path = sealingKeyPath(dir, keyId);
+  writeFileAtomic(path, privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), { mode: 0o600 });
+  writeFileAtomic(sealingCurrentPath, `${keyId}\n`, { mode: 0o600 });
+  return { keyId, privateKey, publicKeyString, path };
+}
+
+/** `gateway.pub`: what peers are given, for operators to copy. */
+function writePublic(keys: GatewayKeys): GatewayKeys {
+  writeFileAtomic(keys.publicKeyPath, `${keys.trustString}\n`, { mode: 0o600 });
+  return keys;
 }
 
 /**
@@ -128,11 +219,91 @@ export function loadKeys(home: string): GatewayKeys {
     );
   }
   const publicKey = createPublicKey(privateKey);
+  const signing = publicKeyString(publicKey);
+  const sealing = loadSealingKeys(home);
   return {
     privateKey,
     publicKey,
-    publicKeyString: publicKeyString(publicKey),
+    publicKeyString: signing,
     privateKeyPath,
     publicKeyPath,
+    sealing,
+    trustString: trustString(signing, sealing?.current.publicKeyString),
   };
+}
+
+/**
+ * Loads this gateway's sealing keys, or undefined when it has none yet (`sealing.current`
+ * absent). Each file is held to the signing key's rules: 0600, a PEM private key of its kind.
+ */
+export function loadSealingKeys(home: string): SealingKeys | undefined {
+  const { dir, sealingCurrentPath } = keyPaths(home);
+  let currentId: string;
+  try {
+    currentId = readFileSync(sealingCurrentPath, 'utf8').trim();
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw new BridgeError(ErrorCode.badKey, `cannot read ${sealingCurrentPath}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  const byId = new Map<string, SealingKeyPair>();
+  for (const file of readdirSync(dir)) {
+    const keyId = sealingFilePattern.exec(file)?.[1];
+    if (keyId === undefined) continue;
+    const pair = readSealingKey(join(dir, file));
+    if (pair.keyId !== keyId) {
+      throw new BridgeError(
+        ErrorCode.badKey,
+        `the sealing key ${pair.path} is not the key its name says (${keyId}): restore it, or make a new one with \`agentbridge keys init --force\``,
+      );
+    }
+    byId.set(keyId, pair);
+  }
+  const current = byId.get(currentId);
+  if (!current) {
+    throw new BridgeError(
+      ErrorCode.badKey,
+      `${sealingCurrentPath} names sealing key ${currentId}, which is not in ${dir}: restore it, or make a new one with \`agentbridge keys init --force\``,
+    );
+  }
+  return { current, byId };
+}
+
+function readSealingKey(path: string): SealingKeyPair {
+  let pem: string;
+  let mode: number;
+  try {
+    mode = statSync(path).mode;
+    pem = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new BridgeError(
+      ErrorCode.badKey,
+      `cannot read the sealing key ${path}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  if (process.platform !== 'win32' && (mode & 0o077) !== 0) throw insecureKeyError(path, mode);
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey({ key: pem, format: 'pem' });
+  } catch (err) {
+    throw new BridgeError(
+      ErrorCode.badKey,
+      `the sealing key ${path} is not a PEM private key (${(err as Error).message})`,
+      {
+        cause: err,
+      },
+    );
+  }
+  if (privateKey.asymmetricKeyType !== 'x25519') {
+    throw new BridgeError(
+      ErrorCode.badKey,
+      `the sealing key ${path} is a ${privateKey.asymmetricKeyType} key, not x25519`,
+    );
+  }
+  const publicKeyString = sealingKeyString(privateKey);
+  return { keyId: sealingKeyId(publicKeyString), privateKey, publicKeyString, path };
 }

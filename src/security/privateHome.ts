@@ -11,7 +11,7 @@ import {
 import { userInfo } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { insecureKeyError, keyPaths } from './keys.js';
+import { insecureKeyError, isPrivateKeyFile } from './keys.js';
 
 /**
  * The home is private by construction: it holds undelivered bodies, token hashes, the signing
@@ -21,8 +21,9 @@ import { insecureKeyError, keyPaths } from './keys.js';
  * (`createPrivateFile`; SQLite gives `-wal` and `-shm` the mode of their database). What cannot
  * be made private refuses the start (HOME_INSECURE, with the command that fixes it): an entry
  * another user owns, which that user can read and open up again whatever mode it has, or one
- * whose mode cannot be changed. The signing key is the exception: readable by others it is
- * refused (KEY_INSECURE), since a key others may have read is to be replaced, not hidden.
+ * whose mode cannot be changed. The private keys (signing and sealing) are the exception:
+ * readable by others one is refused (KEY_INSECURE), since a key others may have read is to be
+ * replaced, not hidden.
  */
 
 const privateBits = 0o700;
@@ -50,12 +51,11 @@ export function makeHomePrivate(home: string, options: PrivateHomeOptions = {}):
   mkdirSync(home, { recursive: true, mode: 0o700 });
   if (process.platform === 'win32') return [];
   const uid = process.getuid?.() ?? 0;
-  const privateKey = keyPaths(home).privateKeyPath;
   const opened: OpenedEntry[] = [];
   walkHome(home, options, (path, stat) => {
     if (stat.uid !== uid) throw ownedByAnother(home, path, stat.uid);
     if ((stat.mode & 0o077) === 0) return;
-    if (path === privateKey) throw insecureKeyError(path, stat.mode);
+    if (isPrivateKeyFile(home, path)) throw insecureKeyError(path, stat.mode);
     try {
       chmodSync(path, stat.mode & privateBits);
     } catch (err) {

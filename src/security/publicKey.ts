@@ -1,4 +1,4 @@
-import { createPublicKey, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
 import { BridgeError, ErrorCode } from '../errors.js';
 
@@ -63,4 +63,94 @@ export function publicKeyObject(key: PublicKeyString): KeyObject {
     key: { kty: 'OKP', crv: 'Ed25519', x: key.slice(publicKeyPrefix.length) },
     format: 'jwk',
   });
+}
+
+/**
+ * A gateway's sealing key (issue 34): X25519, what peers seal a message's content key to.
+ * `x25519:` + base64url of the 32 raw key bytes (RFC 7748), beside the signing key.
+ */
+export const sealingKeyPrefix = 'x25519:';
+const sealingKeyPattern = /^x25519:[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
+
+export const sealingKeySchema = z
+  .string()
+  .regex(
+    sealingKeyPattern,
+    'a sealing key looks like x25519:<43 base64url characters>, as `agentbridge keys show` prints it',
+  );
+export type SealingKeyString = z.output<typeof sealingKeySchema>;
+
+/** A key the trust store holds for a host: one it signs with, or one it is sealed to. */
+export type TrustedKey = PublicKeyString | SealingKeyString;
+export const trustedKeySchema = z.union([publicKeySchema, sealingKeySchema]);
+
+export function isSealingKey(key: TrustedKey): key is SealingKeyString {
+  return key.startsWith(sealingKeyPrefix);
+}
+
+/** The compact string of an X25519 public (or private) KeyObject. */
+export function sealingKeyString(key: KeyObject): SealingKeyString {
+  const publicKey = key.type === 'private' ? createPublicKey(key) : key;
+  if (publicKey.asymmetricKeyType !== 'x25519') {
+    throw new BridgeError(
+      ErrorCode.badKey,
+      `expected an x25519 key, got ${publicKey.asymmetricKeyType ?? publicKey.type}`,
+    );
+  }
+  const { x } = publicKey.export({ format: 'jwk' });
+  if (typeof x !== 'string' || Buffer.from(x, 'base64url').length !== rawKeyBytes) {
+    throw new BridgeError(ErrorCode.internal, 'x25519 key export did not give 32 raw bytes');
+  }
+  return `${sealingKeyPrefix}${x}`;
+}
+
+/** A node:crypto KeyObject for a validated sealing key string. */
+export function sealingKeyObject(key: SealingKeyString): KeyObject {
+  return createPublicKey({
+    key: { kty: 'OKP', crv: 'X25519', x: key.slice(sealingKeyPrefix.length) },
+    format: 'jwk',
+  });
+}
+
+/**
+ * A sealing key's id: 12 base64url characters of the SHA-256 of its raw bytes. A sealed message
+ * names the key it was sealed to by it, so a host that keeps an old key (a rotation) opens it.
+ */
+export function sealingKeyId(key: SealingKeyString): string {
+  const raw = Buffer.from(key.slice(sealingKeyPrefix.length), 'base64url');
+  return createHash('sha256').update(raw).digest().subarray(0, 9).toString('base64url');
+}
+
+/**
+ * What an operator gives a peer's `agentbridge trust add`: the signing key and, since issue 34,
+ * the sealing key, comma-separated (`ed25519:…,x25519:…`), one word for a shell.
+ */
+export function trustString(signing: PublicKeyString, sealing: SealingKeyString | undefined): string {
+  return sealing === undefined ? signing : `${signing},${sealing}`;
+}
+
+/**
+ * The keys in what an operator pasted: `ed25519:…,x25519:…` as `keys show` prints it, or one
+ * key of either kind (the signing key alone, as before issue 34; a new sealing key). Throws
+ * BAD_KEY naming the part that is not a key.
+ */
+export function parseTrustString(text: string): TrustedKey[] {
+  const parts = text.trim().split(',');
+  const keys = parts.map((part) => {
+    const key = trustedKeySchema.safeParse(part.trim());
+    if (key.success) return key.data;
+    const shown = part.length > 80 ? `${part.slice(0, 80)}…` : part;
+    throw new BridgeError(
+      ErrorCode.badKey,
+      `"${shown}" is not a public key: a peer's keys look like ed25519:<43 base64url characters>,x25519:<43 base64url characters>, as \`agentbridge keys show\` prints them on that host`,
+    );
+  });
+  const signing = keys.filter((k) => !isSealingKey(k)).length;
+  if (signing > 1 || keys.length - signing > 1) {
+    throw new BridgeError(
+      ErrorCode.badKey,
+      'give one signing key and one sealing key at most (ed25519:…,x25519:…); add a second key of a host with another `trust add`',
+    );
+  }
+  return keys;
 }

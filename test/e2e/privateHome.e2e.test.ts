@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, lstatSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { isPrivateKeyFile, loadKeys } from '../../src/security/keys.js';
 import { uniqueHostId } from '../support/broker.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 
@@ -33,10 +34,10 @@ function openToOthers(home: string): string[] {
 }
 
 /** Opens everything under `home` to others, as `mkdir -p` and an earlier gateway under umask 022 left it. */
-function openUp(home: string, except: string[] = []): void {
+function openUp(home: string, except: (path: string) => boolean = () => false): void {
   const visit = (path: string) => {
     const stat = lstatSync(path);
-    if (stat.isSymbolicLink() || except.includes(path)) return;
+    if (stat.isSymbolicLink() || except(path)) return;
     chmodSync(path, stat.isDirectory() ? 0o755 : 0o644);
     if (stat.isDirectory()) for (const name of readdirSync(path)) visit(join(path, name));
   };
@@ -99,7 +100,7 @@ describe('the home is private whatever existed before', () => {
     const { home } = gateway;
     await gateway.kill9(); // leaves events.db-wal and -shm, as a crash does
     writeFileSync(join(home, 'events.db.bak'), 'an operator copy');
-    openUp(home, [join(home, 'keys', 'gateway.key')]);
+    openUp(home, (path) => isPrivateKeyFile(home, path));
     expect(openToOthers(home)).toContain('events.db 0644');
     expect(openToOthers(home)).toContain('events.db-wal 0644');
     expect(openToOthers(home)).toContain('. 0755');
@@ -114,16 +115,20 @@ describe('the home is private whatever existed before', () => {
     expect(roster.stdout).toContain('"keep"');
   });
 
-  it('a signing key others could read stops the start with KEY_INSECURE (it must be replaced, not only hidden)', async () => {
-    gateway = await gatewayHoldingASecret();
-    await gateway.stop();
-    const key = join(gateway.home, 'keys', 'gateway.key');
-    chmodSync(key, 0o644);
-    await expect(gateway.start()).rejects.toThrow(/gateway exited with 2/);
-    expect(gateway.log).toMatch(/agentbridge: KEY_INSECURE: /);
-    expect(gateway.log).toContain(`chmod 600 ${key}`);
-    expect(gateway.log).toContain('agentbridge keys init --force');
-  });
+  it.each(['signing', 'sealing'])(
+    'a %s key others could read stops the start with KEY_INSECURE (it must be replaced, not only hidden)',
+    async (which) => {
+      gateway = await gatewayHoldingASecret();
+      await gateway.stop();
+      const keys = loadKeys(gateway.home);
+      const key = which === 'signing' ? keys.privateKeyPath : keys.sealing!.current.path;
+      chmodSync(key, 0o644);
+      await expect(gateway.start()).rejects.toThrow(/gateway exited with 2/);
+      expect(gateway.log).toMatch(/agentbridge: KEY_INSECURE: /);
+      expect(gateway.log).toContain(`chmod 600 ${key}`);
+      expect(gateway.log).toContain('agentbridge keys init --force');
+    },
+  );
 
   it.skipIf(!isRoot)(
     'a file in the home that belongs to another user stops the start with HOME_INSECURE and the fix',

@@ -14,7 +14,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BridgeError, ErrorCode } from '../../src/errors.js';
 import { initKeys, keyPaths, loadKeys } from '../../src/security/keys.js';
-import { parsePublicKey, publicKeyString } from '../../src/security/publicKey.js';
+import {
+  parsePublicKey,
+  parseTrustString,
+  publicKeyString,
+  sealingKeyString,
+} from '../../src/security/publicKey.js';
 import { sign, verify } from '../../src/security/signature.js';
 import {
   addTrust,
@@ -44,6 +49,10 @@ function errorOf(run: () => unknown): BridgeError {
 }
 
 const newKey = () => publicKeyString(generateKeyPairSync('ed25519').publicKey);
+const newSealingKey = () => sealingKeyString(generateKeyPairSync('x25519').publicKey);
+/** What a keys directory holds after init: both keys, the public file, the current sealing key's name. */
+const keyFiles = (keyId: string) =>
+  ['gateway.key', 'gateway.pub', `sealing-${keyId}.key`, 'sealing.current'].sort();
 
 describe('gateway keys', () => {
   it('init creates a 0600 PKCS#8 private key in a 0700 directory, and the public key file', () => {
@@ -52,11 +61,50 @@ describe('gateway keys', () => {
     expect(statSync(privateKeyPath).mode & 0o777).toBe(0o600);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(readFileSync(privateKeyPath, 'utf8')).toMatch(/^-----BEGIN PRIVATE KEY-----\n/);
-    expect(readFileSync(publicKeyPath, 'utf8')).toBe(`${keys.publicKeyString}\n`);
     expect(parsePublicKey(keys.publicKeyString)).toBe(keys.publicKeyString);
+    // The sealing key beside it: 0600 too, named by its id, the current one named in a file.
+    const sealing = keys.sealing!.current;
+    expect(sealing.publicKeyString).toMatch(/^x25519:[A-Za-z0-9_-]{43}$/);
+    expect(statSync(sealing.path).mode & 0o777).toBe(0o600);
+    expect(readFileSync(publicKeyPath, 'utf8')).toBe(`${keys.publicKeyString},${sealing.publicKeyString}\n`);
+    expect(keys.trustString).toBe(`${keys.publicKeyString},${sealing.publicKeyString}`);
     // No temp files left behind by the atomic write.
-    expect(readdirSync(dir).sort()).toEqual(['gateway.key', 'gateway.pub']);
+    expect(readdirSync(dir).sort()).toEqual(keyFiles(sealing.keyId));
   });
+
+  it('a home made before sealing keys gets one from init, its signing key kept; --force replaces both', () => {
+    const first = initKeys(home);
+    rmSync(first.sealing!.current.path);
+    rmSync(keyPaths(home).sealingCurrentPath);
+    expect(loadKeys(home).sealing).toBeUndefined();
+    expect(loadKeys(home).trustString).toBe(first.publicKeyString);
+    const added = initKeys(home);
+    expect(added.created).toBe('sealing');
+    expect(added.publicKeyString).toBe(first.publicKeyString);
+    expect(added.sealing!.current.keyId).not.toBe(first.sealing!.current.keyId);
+    expect(loadKeys(home).trustString).toBe(added.trustString);
+    const forced = initKeys(home, { force: true });
+    expect(forced.created).toBe('both');
+    expect(forced.publicKeyString).not.toBe(added.publicKeyString);
+    expect([...forced.sealing!.byId.keys()]).toEqual([forced.sealing!.current.keyId]);
+    expect(readdirSync(keyPaths(home).dir).sort()).toEqual(keyFiles(forced.sealing!.current.keyId));
+  });
+
+  it.skipIf(process.platform === 'win32')(
+    'loadKeys refuses a sealing key readable by others, or not what its name says',
+    () => {
+      const keys = initKeys(home);
+      const { path, keyId } = keys.sealing!.current;
+      chmodSync(path, 0o644);
+      expect(errorOf(() => loadKeys(home)).code).toBe(ErrorCode.keyInsecure);
+      chmodSync(path, 0o600);
+      const other = generateKeyPairSync('x25519').privateKey.export({ format: 'pem', type: 'pkcs8' });
+      writeFileSync(path, other, { mode: 0o600 });
+      const error = errorOf(() => loadKeys(home));
+      expect(error.code).toBe(ErrorCode.badKey);
+      expect(error.message).toContain(`not the key its name says (${keyId})`);
+    },
+  );
 
   it('loadKeys returns the same key pair, able to sign what the public key verifies', () => {
     const created = initKeys(home);
@@ -73,7 +121,7 @@ describe('gateway keys', () => {
     expect(error.message).toContain(first.privateKeyPath);
     expect(error.message).toContain('agentbridge keys init --force');
     expect(loadKeys(home).publicKeyString).toBe(first.publicKeyString);
-    expect(readdirSync(keyPaths(home).dir).sort()).toEqual(['gateway.key', 'gateway.pub']);
+    expect(readdirSync(keyPaths(home).dir).sort()).toEqual(keyFiles(first.sealing!.current.keyId));
 
     const second = initKeys(home, { force: true });
     expect(second.publicKeyString).not.toBe(first.publicKeyString);
@@ -154,6 +202,44 @@ describe('trust store', () => {
     expect(removeTrust(home, 'host-b', oldKey).removed).toEqual([]);
     expect(removeTrust(home, 'host-c')).toEqual({ removed: [keyOfC], entry: { host: 'host-c', keys: [] } });
     expect(listTrust(home)).toEqual([{ host: 'host-b', keys: [newKeyOfB] }]);
+  });
+
+  it('one string carries both keys (keys show’s form); the signing key alone is still taken; each key goes to its use', () => {
+    const [signing, sealing, nextSealing] = [newKey(), newSealingKey(), newSealingKey()];
+    expect(addTrust(home, 'host-b', `${signing},${sealing}`)).toEqual({
+      added: true,
+      entry: { host: 'host-b', keys: [signing, sealing] },
+    });
+    expect(addTrust(home, 'host-b', `${signing},${sealing}`).added).toBe(false);
+    const old = newKey();
+    addTrust(home, 'host-c', old);
+    addTrust(home, 'host-b', nextSealing);
+    const store = new TrustStore(home, { checkIntervalMs: 0 });
+    expect(store.keysFor('host-b')).toEqual([signing]);
+    expect(store.sealingKeysFor('host-b')).toEqual([sealing, nextSealing]);
+    expect(store.keysFor('host-c')).toEqual([old]);
+    expect(store.sealingKeysFor('host-c')).toEqual([]);
+    expect(removeTrust(home, 'host-b', sealing).removed).toEqual([sealing]);
+    expect(store.sealingKeysFor('host-b')).toEqual([nextSealing]);
+  });
+
+  it('parseTrustString says what is not a key, and takes one key of each kind at most', () => {
+    const [signing, sealing] = [newKey(), newSealingKey()];
+    expect(parseTrustString(` ${signing},${sealing}\n`)).toEqual([signing, sealing]);
+    expect(parseTrustString(sealing)).toEqual([sealing]);
+    for (const bad of [
+      `${signing};${sealing}`,
+      `${signing},x25519:nope`,
+      `${signing},`,
+      sealing.replace('x25519', 'X25519'),
+    ]) {
+      const error = errorOf(() => parseTrustString(bad));
+      expect(error.code, bad).toBe(ErrorCode.badKey);
+      expect(error.message).toContain('agentbridge keys show');
+    }
+    expect(errorOf(() => parseTrustString(`${signing},${newKey()}`)).message).toContain(
+      'one signing key and one sealing key at most',
+    );
   });
 
   it('writes atomically: a new file each time (new inode), no temp files left, valid JSON', () => {
@@ -251,10 +337,28 @@ describe('agentbridge keys / agentbridge trust (CLI, built dist/)', () => {
     expect(created).toMatchObject({ host: 'host-a', privateKeyPath: join(home, 'keys', 'gateway.key') });
     expect(statSync(join(home, 'keys', 'gateway.key')).mode & 0o777).toBe(0o600);
 
+    // One string for a peer's trust add: the signing key, then the sealing key.
+    expect(created.publicKey).toBe(`${created.signingKey as string},${created.sealingKey as string}`);
+    expect(created.sealingKey).toMatch(/^x25519:/);
     const show = await cli(['keys', 'show', '--json']);
     expect(json(show.stdout).publicKey).toBe(created.publicKey);
     const human = await cli(['keys', 'show']);
     expect(human.stdout).toContain(`agentbridge trust add host-a ${created.publicKey as string}`);
+    // What show printed is what a peer's trust add takes, as one shell word.
+    const peerHome = mkdtempSync(join(tmpdir(), 'bridge-keys-peer-'));
+    try {
+      const added = await runCli(['trust', 'add', 'host-a', created.publicKey as string, '--json'], {
+        BRIDGE_HOME: peerHome,
+        BRIDGE_HOST_ID: 'host-b',
+        BRIDGE_CONFIG: '',
+      });
+      expect(json(added.stdout)).toMatchObject({
+        added: true,
+        keys: [created.signingKey, created.sealingKey],
+      });
+    } finally {
+      rmSync(peerHome, { recursive: true, force: true });
+    }
 
     const again = await cli(['keys', 'init', '--json']);
     expect(again.code).toBe(1);

@@ -148,12 +148,12 @@ export class GatewayProcess {
     );
   }
 
-  /** This gateway's public key, made on first use. */
+  /** This gateway's public keys as a peer's `trust add` takes them (signing, sealing), made on first use. */
   get publicKey(): string {
     try {
-      return loadKeys(this.home).publicKeyString;
+      return loadKeys(this.home).trustString;
     } catch {
-      return initKeys(this.home).publicKeyString;
+      return initKeys(this.home).trustString;
     }
   }
 

@@ -1,0 +1,135 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import type { SealingKeyPair, SealingKeys } from '../../src/security/keys.js';
+import { sealingKeyId, sealingKeyString } from '../../src/security/publicKey.js';
+import { open, seal } from '../../src/security/sealing.js';
+import { OpenFailure, type Sealed, sealedSchema } from '../../src/wire/sealed.js';
+
+/** A host's sealing keys as keys.ts loads them: `count` kept, the last one current. */
+function hostKeys(count = 1): SealingKeys {
+  const pairs: SealingKeyPair[] = Array.from({ length: count }, () => {
+    const { privateKey } = generateKeyPairSync('x25519');
+    const publicKeyString = sealingKeyString(privateKey);
+    return { keyId: sealingKeyId(publicKeyString), privateKey, publicKeyString, path: '' };
+  });
+  return { current: pairs.at(-1)!, byId: new Map(pairs.map((pair) => [pair.keyId, pair])) };
+}
+
+const content = Buffer.from(JSON.stringify({ text: 'the brief: MARKER-7f3a, with the customer list' }));
+const headers = Buffer.from('SEND|01890a5d-ac96-774b-bcce-b302099a805a|host-a|host-b');
+const b = hostKeys();
+const c = hostKeys();
+const to = (host: string, keys: SealingKeys) => ({ host, key: keys.current.publicKeyString });
+
+/** A copy of `sealed` with one character of a base64url field changed. */
+function flip(value: string, at = Math.floor(value.length / 2)): string {
+  const next = value[at] === 'A' ? 'B' : 'A';
+  return `${value.slice(0, at)}${next}${value.slice(at + 1)}`;
+}
+
+describe('sealing a message’s content to its hosts (X25519, HKDF-SHA256, AES-256-GCM)', () => {
+  it('opens on the host it was sealed to, and the sealed part holds none of the content', () => {
+    const sealed = seal(content, [to('host-b', b)], headers);
+    expect(sealedSchema.parse(sealed)).toEqual(sealed);
+    expect(JSON.stringify(sealed)).not.toContain('MARKER-7f3a');
+    const opened = open(sealed, 'host-b', b, headers);
+    expect(opened).toEqual({ ok: true, content, kid: b.current.keyId });
+  });
+
+  it('a broadcast seals one content key to every host: each opens it, with its own key only', () => {
+    const sealed = seal(content, [to('host-b', b), to('host-c', c)], headers);
+    expect(sealed.recipients.map((r) => r.host)).toEqual(['host-b', 'host-c']);
+    expect(open(sealed, 'host-b', b, headers)).toMatchObject({ ok: true, content });
+    expect(open(sealed, 'host-c', c, headers)).toMatchObject({ ok: true, content });
+    expect(open(sealed, 'host-c', b, headers)).toMatchObject({
+      ok: false,
+      reason: OpenFailure.unknownSealingKey,
+    });
+  });
+
+  it('sealed anew each time: two seals of the same content share no bytes of key or content', () => {
+    const [one, two] = [seal(content, [to('host-b', b)], headers), seal(content, [to('host-b', b)], headers)];
+    expect(one.ct).not.toBe(two.ct);
+    expect(one.iv).not.toBe(two.iv);
+    expect(one.recipients[0]?.epk).not.toBe(two.recipients[0]?.epk);
+  });
+
+  it('replayed to another host: not sealed to it, and it says to whom it was', () => {
+    const sealed = seal(content, [to('host-b', b)], headers);
+    expect(open(sealed, 'host-c', c, headers)).toEqual({
+      ok: false,
+      reason: OpenFailure.notSealedToThisHost,
+      detail: 'sealed to host-b, not to host-c',
+    });
+  });
+
+  it('an entry copied onto another host’s name, or sealed to another host’s key, does not open', () => {
+    const sealed = seal(content, [to('host-b', b)], headers);
+    const renamed: Sealed = { ...sealed, recipients: [{ ...sealed.recipients[0]!, host: 'host-c' }] };
+    // host-c keeping host-b's key id would be needed even to try: give it b's keys under its name.
+    expect(open(renamed, 'host-c', b, headers)).toMatchObject({ ok: false, reason: OpenFailure.tampered });
+    const toWrongKey = seal(content, [{ host: 'host-b', key: c.current.publicKeyString }], headers);
+    expect(open(toWrongKey, 'host-b', b, headers)).toMatchObject({
+      ok: false,
+      reason: OpenFailure.unknownSealingKey,
+    });
+    const wrongKeyUnderB: Sealed = {
+      ...toWrongKey,
+      recipients: [{ ...toWrongKey.recipients[0]!, kid: b.current.keyId }],
+    };
+    expect(open(wrongKeyUnderB, 'host-b', b, headers)).toMatchObject({
+      ok: false,
+      reason: OpenFailure.tampered,
+    });
+  });
+
+  it.each([
+    ['the content', (s: Sealed): Sealed => ({ ...s, ct: flip(s.ct) })],
+    ['the content’s tag', (s: Sealed): Sealed => ({ ...s, ct: flip(s.ct, s.ct.length - 2) })],
+    ['the nonce', (s: Sealed): Sealed => ({ ...s, iv: flip(s.iv) })],
+    [
+      'the sealed key',
+      (s: Sealed): Sealed => ({
+        ...s,
+        recipients: [{ ...s.recipients[0]!, key: flip(s.recipients[0]!.key) }],
+      }),
+    ],
+    [
+      'the ephemeral key',
+      (s: Sealed): Sealed => ({
+        ...s,
+        recipients: [{ ...s.recipients[0]!, epk: flip(s.recipients[0]!.epk) }],
+      }),
+    ],
+    ['the content cut short', (s: Sealed): Sealed => ({ ...s, ct: s.ct.slice(0, 10) })],
+  ])('one changed byte in %s: tampered, nothing opened', (_what, change) => {
+    const sealed = change(seal(content, [to('host-b', b)], headers));
+    const opened = open(sealed, 'host-b', b, headers);
+    expect(opened).toMatchObject({ ok: false, reason: OpenFailure.tampered });
+  });
+
+  it('headers other than those it was sealed with (a header changed, or the part moved to another message): tampered', () => {
+    const sealed = seal(content, [to('host-b', b)], headers);
+    const other = Buffer.from(headers.toString().replace('host-a', 'host-x'));
+    expect(open(sealed, 'host-b', b, other)).toMatchObject({ ok: false, reason: OpenFailure.tampered });
+  });
+
+  it('a rotation: what was sealed to the old key opens while the host keeps it, and says which key opened it', () => {
+    const rotated = hostKeys(2);
+    const [old] = [...rotated.byId.values()];
+    const sealedToOld = seal(content, [{ host: 'host-b', key: old!.publicKeyString }], headers);
+    expect(open(sealedToOld, 'host-b', rotated, headers)).toMatchObject({ ok: true, kid: old!.keyId });
+    const retired: SealingKeys = {
+      current: rotated.current,
+      byId: new Map([[rotated.current.keyId, rotated.current]]),
+    };
+    const refused = open(sealedToOld, 'host-b', retired, headers);
+    expect(refused).toMatchObject({ ok: false, reason: OpenFailure.unknownSealingKey });
+    expect(refused.ok ? '' : refused.detail).toContain('agentbridge keys show');
+  });
+
+  it('an empty content seals and opens too', () => {
+    const sealed = seal(Buffer.alloc(0), [to('host-b', b)], headers);
+    expect(open(sealed, 'host-b', b, headers)).toMatchObject({ ok: true, content: Buffer.alloc(0) });
+  });
+});
