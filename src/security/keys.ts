@@ -177,47 +177,14 @@ export function insecureKeyError(privateKeyPath: string, mode: number): BridgeEr
  */
 export function loadKeys(home: string): GatewayKeys {
   const { privateKeyPath, publicKeyPath } = keyPaths(home);
-  let mode: number;
-  let pem: string;
-  try {
-    mode = statSync(privateKeyPath).mode;
-    pem = readFileSync(privateKeyPath, 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') {
-      throw new BridgeError(
-        ErrorCode.keyMissing,
-        `this gateway has no key pair: ${privateKeyPath} does not exist; run \`agentbridge keys init\` ` +
-          '(with the same BRIDGE_HOME) to create one',
-        { cause: err, details: { path: privateKeyPath } },
-      );
-    }
-    throw new BridgeError(
-      ErrorCode.badKey,
-      `cannot read the gateway key ${privateKeyPath}: ${(err as Error).message}; make it readable by ` +
-        'the user running bridge (and only by it: chmod 600), or replace it with `agentbridge keys init --force`',
+  const privateKey = readPrivateKey(privateKeyPath, 'ed25519', (err) => {
+    return new BridgeError(
+      ErrorCode.keyMissing,
+      `this gateway has no key pair: ${privateKeyPath} does not exist; run \`agentbridge keys init\` ` +
+        '(with the same BRIDGE_HOME) to create one',
       { cause: err, details: { path: privateKeyPath } },
     );
-  }
-  if (process.platform !== 'win32' && (mode & 0o077) !== 0) throw insecureKeyError(privateKeyPath, mode);
-  let privateKey: KeyObject;
-  try {
-    privateKey = createPrivateKey({ key: pem, format: 'pem' });
-  } catch (err) {
-    throw new BridgeError(
-      ErrorCode.badKey,
-      `the gateway key ${privateKeyPath} is not a PEM private key (${(err as Error).message}); ` +
-        'replace it with `agentbridge keys init --force`',
-      { cause: err, details: { path: privateKeyPath } },
-    );
-  }
-  if (privateKey.asymmetricKeyType !== 'ed25519') {
-    throw new BridgeError(
-      ErrorCode.badKey,
-      `the gateway key ${privateKeyPath} is a ${privateKey.asymmetricKeyType} key, not ed25519; ` +
-        'replace it with `agentbridge keys init --force`',
-      { details: { path: privateKeyPath } },
-    );
-  }
+  });
   const publicKey = createPublicKey(privateKey);
   const signing = publicKeyString(publicKey);
   const sealing = loadSealingKeys(home);
@@ -271,18 +238,39 @@ export function loadSealingKeys(home: string): SealingKeys | undefined {
 }
 
 function readSealingKey(path: string): SealingKeyPair {
-  let pem: string;
+  const privateKey = readPrivateKey(path, 'x25519', (err) => {
+    return new BridgeError(ErrorCode.badKey, `the sealing key ${path} went away while it was read`, {
+      cause: err,
+    });
+  });
+  const publicKeyString = sealingKeyString(privateKey);
+  return { keyId: sealingKeyId(publicKeyString), privateKey, publicKeyString, path };
+}
+
+/**
+ * A private key file held to the rules: mode 0600 (else KEY_INSECURE), a PEM private key of
+ * `type` (else BAD_KEY); each refusal names the file and the fix. `missing` says what an absent
+ * file means where it is read.
+ */
+function readPrivateKey(
+  path: string,
+  type: 'ed25519' | 'x25519',
+  missing: (err: unknown) => BridgeError,
+): KeyObject {
+  const name = type === 'ed25519' ? 'the gateway key' : 'the sealing key';
+  const replace = 'replace it with `agentbridge keys init --force`';
   let mode: number;
+  let pem: string;
   try {
     mode = statSync(path).mode;
     pem = readFileSync(path, 'utf8');
   } catch (err) {
+    if (errnoOf(err) === 'ENOENT') throw missing(err);
     throw new BridgeError(
       ErrorCode.badKey,
-      `cannot read the sealing key ${path}: ${(err as Error).message}`,
-      {
-        cause: err,
-      },
+      `cannot read ${name} ${path}: ${(err as Error).message}; make it readable by ` +
+        `the user running bridge (and only by it: chmod 600), or ${replace}`,
+      { cause: err, details: { path } },
     );
   }
   if (process.platform !== 'win32' && (mode & 0o077) !== 0) throw insecureKeyError(path, mode);
@@ -292,18 +280,16 @@ function readSealingKey(path: string): SealingKeyPair {
   } catch (err) {
     throw new BridgeError(
       ErrorCode.badKey,
-      `the sealing key ${path} is not a PEM private key (${(err as Error).message})`,
-      {
-        cause: err,
-      },
+      `${name} ${path} is not a PEM private key (${(err as Error).message}); ${replace}`,
+      { cause: err, details: { path } },
     );
   }
-  if (privateKey.asymmetricKeyType !== 'x25519') {
+  if (privateKey.asymmetricKeyType !== type) {
     throw new BridgeError(
       ErrorCode.badKey,
-      `the sealing key ${path} is a ${privateKey.asymmetricKeyType} key, not x25519`,
+      `${name} ${path} is a ${privateKey.asymmetricKeyType} key, not ${type}; ${replace}`,
+      { details: { path } },
     );
   }
-  const publicKeyString = sealingKeyString(privateKey);
-  return { keyId: sealingKeyId(publicKeyString), privateKey, publicKeyString, path };
+  return privateKey;
 }

@@ -38,18 +38,23 @@ export function parsePublicKey(text: string): PublicKeyString {
 
 /** The compact string of an ed25519 public (or private) KeyObject. */
 export function publicKeyString(key: KeyObject): PublicKeyString {
+  return keyString(key, 'ed25519', publicKeyPrefix);
+}
+
+/** `prefix` and the base64url of the 32 raw bytes of `key`'s public half, which must be a `type` key. */
+function keyString(key: KeyObject, type: 'ed25519' | 'x25519', prefix: string): string {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key;
-  if (publicKey.asymmetricKeyType !== 'ed25519') {
+  if (publicKey.asymmetricKeyType !== type) {
     throw new BridgeError(
       ErrorCode.badKey,
-      `expected an ed25519 key, got ${publicKey.asymmetricKeyType ?? publicKey.type}`,
+      `expected an ${type} key, got ${publicKey.asymmetricKeyType ?? publicKey.type}`,
     );
   }
   const { x } = publicKey.export({ format: 'jwk' });
   if (typeof x !== 'string' || Buffer.from(x, 'base64url').length !== rawKeyBytes) {
-    throw new BridgeError(ErrorCode.internal, 'ed25519 key export did not give 32 raw bytes');
+    throw new BridgeError(ErrorCode.internal, `${type} key export did not give 32 raw bytes`);
   }
-  return `${publicKeyPrefix}${x}`;
+  return `${prefix}${x}`;
 }
 
 /** The 32 raw bytes of a validated public key string. */
@@ -90,18 +95,7 @@ export function isSealingKey(key: TrustedKey): key is SealingKeyString {
 
 /** The compact string of an X25519 public (or private) KeyObject. */
 export function sealingKeyString(key: KeyObject): SealingKeyString {
-  const publicKey = key.type === 'private' ? createPublicKey(key) : key;
-  if (publicKey.asymmetricKeyType !== 'x25519') {
-    throw new BridgeError(
-      ErrorCode.badKey,
-      `expected an x25519 key, got ${publicKey.asymmetricKeyType ?? publicKey.type}`,
-    );
-  }
-  const { x } = publicKey.export({ format: 'jwk' });
-  if (typeof x !== 'string' || Buffer.from(x, 'base64url').length !== rawKeyBytes) {
-    throw new BridgeError(ErrorCode.internal, 'x25519 key export did not give 32 raw bytes');
-  }
-  return `${sealingKeyPrefix}${x}`;
+  return keyString(key, 'x25519', sealingKeyPrefix);
 }
 
 /** A node:crypto KeyObject for a validated sealing key string. */
