@@ -1,8 +1,9 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { BridgeError, ErrorCode } from '../errors.js';
 import {
+  newPrivateKey,
   type PublicKeyString,
   publicKeyString,
   type SealingKeyString,
@@ -101,7 +102,7 @@ export function initKeys(
 ): GatewayKeys & { created: 'both' | 'sealing' } {
   const { dir, privateKeyPath } = keyPaths(home);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const { privateKey } = generateKeyPairSync('ed25519');
+  const privateKey = newPrivateKey('ed25519');
   const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
   try {
     writeFileAtomic(privateKeyPath, pem, { mode: 0o600, noClobber: !options.force });
@@ -141,7 +142,7 @@ export function initKeys(
 export function createSealingKey(home: string): SealingKeyPair {
   const { dir, sealingCurrentPath } = keyPaths(home);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const { privateKey } = generateKeyPairSync('x25519');
+  const privateKey = newPrivateKey('x25519');
   const publicKeyString = sealingKeyString(privateKey);
   const keyId = sealingKeyId(publicKeyString);
   const path = sealingKeyPath(dir, keyId);

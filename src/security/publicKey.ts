@@ -1,4 +1,4 @@
-import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, type KeyObject, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { BridgeError, ErrorCode } from '../errors.js';
 
@@ -42,7 +42,7 @@ export function publicKeyString(key: KeyObject): PublicKeyString {
 }
 
 /** `prefix` and the base64url of the 32 raw bytes of `key`'s public half, which must be a `type` key. */
-function keyString(key: KeyObject, type: 'ed25519' | 'x25519', prefix: string): string {
+function keyString(key: KeyObject, type: KeyType, prefix: string): string {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key;
   if (publicKey.asymmetricKeyType !== type) {
     throw new BridgeError(
@@ -50,11 +50,43 @@ function keyString(key: KeyObject, type: 'ed25519' | 'x25519', prefix: string): 
       `expected an ${type} key, got ${publicKey.asymmetricKeyType ?? publicKey.type}`,
     );
   }
-  const { x } = publicKey.export({ format: 'jwk' });
-  if (typeof x !== 'string' || Buffer.from(x, 'base64url').length !== rawKeyBytes) {
+  return `${prefix}${rawPublicKey(publicKey, type).toString('base64url')}`;
+}
+
+type KeyType = 'ed25519' | 'x25519';
+
+/** The DER a raw 32-byte key of each type is wrapped in (RFC 8410): PKCS#8 private, SPKI public. */
+const derPrefix: Record<KeyType, { pkcs8: Buffer; spki: Buffer }> = {
+  ed25519: {
+    pkcs8: Buffer.from('302e020100300506032b657004220420', 'hex'),
+    spki: Buffer.from('302a300506032b6570032100', 'hex'),
+  },
+  x25519: {
+    pkcs8: Buffer.from('302e020100300506032b656e04220420', 'hex'),
+    spki: Buffer.from('302a300506032b656e032100', 'hex'),
+  },
+};
+
+/**
+ * A new private key of `type` from 32 random bytes (any 32 bytes are an Ed25519 seed or an
+ * X25519 scalar). Not `generateKeyPairSync`: on Node 20 the job object it leaves behind can be
+ * collected by a garbage collection that starts while a key of its pair is being exported, and
+ * its destructor then waits on the lock the export holds, forever (seen in CI: a gateway's
+ * main thread in `KeyGenJob::~KeyGenJob` under `ExportJWKEdKey`). A key made here has no job.
+ */
+export function newPrivateKey(type: KeyType): KeyObject {
+  const der = Buffer.concat([derPrefix[type].pkcs8, randomBytes(rawKeyBytes)]);
+  return createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+}
+
+/** The 32 raw bytes of a `type` public key, from its SPKI DER (no JWK object is built). */
+function rawPublicKey(key: KeyObject, type: KeyType): Buffer {
+  const spki = key.export({ format: 'der', type: 'spki' });
+  const prefix = derPrefix[type].spki;
+  if (spki.length !== prefix.length + rawKeyBytes || !spki.subarray(0, prefix.length).equals(prefix)) {
     throw new BridgeError(ErrorCode.internal, `${type} key export did not give 32 raw bytes`);
   }
-  return `${prefix}${x}`;
+  return spki.subarray(prefix.length);
 }
 
 /** The 32 raw bytes of a validated public key string. */

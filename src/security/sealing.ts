@@ -1,8 +1,8 @@
 import {
   createCipheriv,
   createDecipheriv,
+  createPublicKey,
   diffieHellman,
-  generateKeyPairSync,
   hkdfSync,
   type KeyObject,
   randomBytes,
@@ -10,6 +10,7 @@ import {
 import { OpenFailure, type Sealed, type SealedRecipient, sealedAlgorithm } from '../wire/sealed.js';
 import type { SealingKeys } from './keys.js';
 import {
+  newPrivateKey,
   type SealingKeyString,
   sealingKeyId,
   sealingKeyObject,
@@ -79,10 +80,10 @@ export function seal(content: Buffer, recipients: readonly SealRecipient[], aad:
   const iv = randomBytes(nonceBytes);
   const entries = recipients.map((recipient): SealedRecipient => {
     const kid = sealingKeyId(recipient.key);
-    const ephemeral = generateKeyPairSync('x25519');
+    const ephemeral = newPrivateKey('x25519');
     const their = sealingKeyObject(recipient.key);
-    const shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: their });
-    const epk = rawOf(ephemeral.publicKey);
+    const shared = diffieHellman({ privateKey: ephemeral, publicKey: their });
+    const epk = rawOf(createPublicKey(ephemeral));
     const wrap = wrappingKey(shared, epk, rawOf(their), recipient.host, kid);
     const key = encrypt(wrap, wrapNonce, contentKey, Buffer.from(recipient.host, 'utf8'));
     return { host: recipient.host, kid, epk: epk.toString('base64url'), key: key.toString('base64url') };

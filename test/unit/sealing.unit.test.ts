@@ -1,7 +1,7 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { SealingKeyPair, SealingKeys } from '../../src/security/keys.js';
-import { sealingKeyId, sealingKeyString } from '../../src/security/publicKey.js';
+import { newPrivateKey, sealingKeyId, sealingKeyString } from '../../src/security/publicKey.js';
 import { open, seal } from '../../src/security/sealing.js';
 import { OpenFailure, type Sealed, sealedSchema } from '../../src/wire/sealed.js';
 
@@ -126,6 +126,24 @@ describe('sealing a message’s content to its hosts (X25519, HKDF-SHA256, AES-2
     const refused = open(sealedToOld, 'host-b', retired, headers);
     expect(refused).toMatchObject({ ok: false, reason: OpenFailure.unknownSealingKey });
     expect(refused.ok ? '' : refused.detail).toContain('agentbridge keys show');
+  });
+
+  it('a sealing key string is the raw X25519 public key (RFC 7748 §6.1, Alice), and a new key is of its kind', () => {
+    const alice = createPrivateKey({
+      key: Buffer.from(
+        '302e020100300506032b656e04220420' +
+          '77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a',
+        'hex',
+      ),
+      format: 'der',
+      type: 'pkcs8',
+    });
+    const public_ = Buffer.from('8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a', 'hex');
+    expect(sealingKeyString(alice)).toBe(`x25519:${public_.toString('base64url')}`);
+    const made = newPrivateKey('x25519');
+    expect(made.asymmetricKeyType).toBe('x25519');
+    expect(sealingKeyString(made)).toBe(`x25519:${createPublicKey(made).export({ format: 'jwk' }).x}`);
+    expect(newPrivateKey('ed25519').asymmetricKeyType).toBe('ed25519');
   });
 
   it('an empty content seals and opens too', () => {
