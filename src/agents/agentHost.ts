@@ -143,7 +143,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       return {
         status: AgentHostStatus.blocked,
         detail: `${agent.name} asks for a permission ("${asked.title}"): held until its owner answers`,
-        permission: { id: asked.id, title: asked.title.slice(0, maxPermissionTitle) },
+        permission: { request: asked.id, title: asked.title.slice(0, maxPermissionTitle) },
       };
     }
     if (inFlight > 0 || agent.turnRunning?.()) {

@@ -6,9 +6,7 @@ import type { BridgeError } from '../errors.js';
 import type { RuntimeDeps } from '../kernel/ActorCell.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Signer } from '../security/messageSigning.js';
-import { neutraliseLine } from '../text/neutralise.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
-import { maxPermissionTitle } from '../wire/agentHost.js';
 import { encodeEnvelope } from '../wire/codec.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
 import { BridgeHeader, type DeadLetterView, type RequeueResult } from '../wire/deadLetterView.js';
@@ -16,7 +14,7 @@ import { byteLength } from '../wire/digest.js';
 import { type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { brokerInboxFull, brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
-import { maxAgentName, type PresenceEntry } from '../wire/presence.js';
+import { type PresenceEntry, presenceAgentOf } from '../wire/presence.js';
 import type { ReceiptSink } from '../wire/receipt.js';
 import { BrokerActor } from './BrokerActor.js';
 import type { InboundMessage, PublishOutcome } from './brokerMessages.js';
@@ -333,23 +331,7 @@ export class Federation implements DeadLetterSink {
       status: entity.status,
       ...(entity.lastActiveAt === undefined ? {} : { lastActiveAt: entity.lastActiveAt }),
       ...(this.served().isSpawned(entity.gid) ? { spawned: true } : {}),
-      // The name its agent gave itself, made fit to announce (peers refuse a presence with more).
-      ...(entity.agent === undefined
-        ? {}
-        : {
-            agent: {
-              path: entity.agent.path,
-              agent: neutraliseLine(entity.agent.agent).slice(0, maxAgentName),
-              ...(entity.agent.permission === undefined
-                ? {}
-                : {
-                    permission: {
-                      request: entity.agent.permission.request,
-                      title: neutraliseLine(entity.agent.permission.title).slice(0, maxPermissionTitle),
-                    },
-                  }),
-            },
-          }),
+      ...(entity.agent === undefined ? {} : { agent: presenceAgentOf(entity.agent) }),
     }));
   }
 

@@ -236,16 +236,7 @@ export function createAgentHostInjector(options: AgentHostInjectorOptions): Pane
     },
 
     describe() {
-      if (!seen) return undefined;
-      const { path, agent, attach, permission } = seen;
-      return {
-        path,
-        agent,
-        attach,
-        ...(permission === undefined
-          ? {}
-          : { permission: { request: permission.id, title: permission.title } }),
-      };
+      return seen && { path: seen.path, agent: seen.agent, attach: seen.attach, permission: seen.permission };
     },
 
     async close() {},

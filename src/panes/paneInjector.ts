@@ -1,4 +1,4 @@
-import type { BusyPolicy, NativePath, OwnerDecision } from '../wire/agentHost.js';
+import type { BusyPolicy, NativePath, OpenPermission, OwnerDecision } from '../wire/agentHost.js';
 
 /**
  * What the gateway needs from a terminal pane: type a message into the agent's input, submit
@@ -30,12 +30,6 @@ export interface AgentDescription {
   readonly attach?: string | undefined;
   /** While its agent asks its owner: the oldest open request (what an answer without a number takes). */
   readonly permission?: OpenPermission | undefined;
-}
-
-/** A permission request an agent behind an agent host has open: its number and what it asks. */
-export interface OpenPermission {
-  readonly request: number;
-  readonly title: string;
 }
 
 /** One message as it is typed: the whole text, and the marker (its msg id) that identifies it. */

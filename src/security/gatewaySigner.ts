@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
-import { type GatewayKeys, initKeys, loadKeys } from './keys.js';
+import { addSealingKey, type GatewayKeys, initKeys, loadKeys } from './keys.js';
 import { createNoSigner, createSigner, type Signer } from './messageSigning.js';
 import { TrustStore } from './TrustStore.js';
 
@@ -33,7 +33,7 @@ export function createGatewaySigner(
   }
   if (!keys.sealing) {
     // A home from before sealing (issue 34): its signing key stays, a sealing key is added.
-    keys = initKeys(config.home);
+    keys = addSealingKey(config.home);
     logger.warn(
       { publicKey: keys.trustString },
       `created this gateway's sealing key beside its signing key; on every peer run again: agentbridge trust add ${config.hostId} ${keys.trustString}`,

@@ -108,10 +108,7 @@ export function initKeys(
     writeFileAtomic(privateKeyPath, pem, { mode: 0o600, noClobber: !options.force });
   } catch (err) {
     if (errnoOf(err) === 'EEXIST') {
-      if (loadSealingKeys(home) === undefined) {
-        createSealingKey(home);
-        return { ...writePublic(loadKeys(home)), created: 'sealing' };
-      }
+      if (loadSealingKeys(home) === undefined) return { ...addSealingKey(home), created: 'sealing' };
       throw new BridgeError(
         ErrorCode.keyExists,
         `a gateway key already exists at ${privateKeyPath}; \`agentbridge keys show\` prints its public keys. ` +
@@ -131,30 +128,29 @@ export function initKeys(
   if (options.force) {
     for (const file of readdirSync(dir)) if (sealingFilePattern.test(file)) rmSync(join(dir, file));
   }
-  createSealingKey(home);
-  return { ...writePublic(loadKeys(home)), created: 'both' };
+  return { ...addSealingKey(home), created: 'both' };
 }
 
 /**
- * Makes a new sealing key pair and makes it the current one (the one given to peers); the keys
- * kept before stay, to open what was sealed to them.
+ * Gives this gateway a new current sealing key (the keys kept before stay, to open what was
+ * sealed to them) and writes `gateway.pub` anew; returns its keys as they are now.
  */
-export function createSealingKey(home: string): SealingKeyPair {
+export function addSealingKey(home: string): GatewayKeys {
+  createSealingKey(home);
+  const keys = loadKeys(home);
+  writeFileAtomic(keys.publicKeyPath, `${keys.trustString}\n`, { mode: 0o600 });
+  return keys;
+}
+
+/** Makes a new sealing key pair the current one (the one given to peers). */
+function createSealingKey(home: string): void {
   const { dir, sealingCurrentPath } = keyPaths(home);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const privateKey = newPrivateKey('x25519');
-  const publicKeyString = sealingKeyString(privateKey);
-  const keyId = sealingKeyId(publicKeyString);
-  const path = sealingKeyPath(dir, keyId);
-  writeFileAtomic(path, privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), { mode: 0o600 });
+  const keyId = sealingKeyId(sealingKeyString(privateKey));
+  const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+  writeFileAtomic(sealingKeyPath(dir, keyId), pem, { mode: 0o600 });
   writeFileAtomic(sealingCurrentPath, `${keyId}\n`, { mode: 0o600 });
-  return { keyId, privateKey, publicKeyString, path };
-}
-
-/** `gateway.pub`: what peers are given, for operators to copy. */
-function writePublic(keys: GatewayKeys): GatewayKeys {
-  writeFileAtomic(keys.publicKeyPath, `${keys.trustString}\n`, { mode: 0o600 });
-  return keys;
 }
 
 /**
@@ -165,7 +161,7 @@ export function insecureKeyError(privateKeyPath: string, mode: number): BridgeEr
   const octal = (mode & 0o777).toString(8).padStart(4, '0');
   return new BridgeError(
     ErrorCode.keyInsecure,
-    `the gateway key ${privateKeyPath} is accessible to group or others (mode ${octal}); ` +
+    `the private key ${privateKeyPath} is accessible to group or others (mode ${octal}); ` +
       `run \`chmod 600 ${privateKeyPath}\`, and if others may have read it, replace it with \`agentbridge keys init --force\``,
     { details: { path: privateKeyPath, mode: octal } },
   );

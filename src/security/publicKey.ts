@@ -3,25 +3,66 @@ import { z } from 'zod';
 import { BridgeError, ErrorCode } from '../errors.js';
 
 /**
- * The compact text form of a gateway's public key, the one operators paste into
- * `agentbridge trust add`: `ed25519:` + base64url (no padding) of the 32 raw key bytes (RFC 8032).
- * Kept apart from the key files so the pure signature codec can use it without file I/O.
+ * The compact text forms of a gateway's public keys, the ones operators paste into
+ * `agentbridge trust add`: a prefix naming the type, then base64url (no padding) of the 32 raw
+ * key bytes. `ed25519:` is its signing key (RFC 8032), `x25519:` its sealing key (RFC 7748,
+ * issue 34). Kept apart from the key files so the pure signature codec can use them without
+ * file I/O.
  */
-export const publicKeyPrefix = 'ed25519:';
+type KeyType = 'ed25519' | 'x25519';
 
 const rawKeyBytes = 32;
-// 32 bytes are 43 base64url characters; the last one carries only 4 bits, so it is one of
-// [AEIMQUYcgkosw048]. Anything else would decode to the same bytes under another spelling.
-const publicKeyPattern = /^ed25519:[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
-export const publicKeySchema = z
-  .string()
-  .regex(
-    publicKeyPattern,
-    'a public key looks like ed25519:<43 base64url characters>, as `agentbridge keys show` prints it',
-  );
+/** Each key type: its prefix, its name in errors, its JWK curve, and the DER a raw key is wrapped in (RFC 8410). */
+const keyForms: Record<KeyType, { prefix: string; what: string; crv: string; pkcs8: Buffer; spki: Buffer }> =
+  {
+    ed25519: {
+      prefix: 'ed25519:',
+      what: 'a public key',
+      crv: 'Ed25519',
+      pkcs8: Buffer.from('302e020100300506032b657004220420', 'hex'),
+      spki: Buffer.from('302a300506032b6570032100', 'hex'),
+    },
+    x25519: {
+      prefix: 'x25519:',
+      what: 'a sealing key',
+      crv: 'X25519',
+      pkcs8: Buffer.from('302e020100300506032b656e04220420', 'hex'),
+      spki: Buffer.from('302a300506032b656e032100', 'hex'),
+    },
+  };
 
+/**
+ * The schema of a compact key of `type`. 32 bytes are 43 base64url characters; the last one
+ * carries only 4 bits, so it is one of [AEIMQUYcgkosw048]: anything else would decode to the
+ * same bytes under another spelling.
+ */
+function compactKeySchema(type: KeyType) {
+  const { prefix, what } = keyForms[type];
+  return z
+    .string()
+    .regex(
+      new RegExp(`^${prefix}[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$`),
+      `${what} looks like ${prefix}<43 base64url characters>, as \`agentbridge keys show\` prints it`,
+    );
+}
+
+export const publicKeyPrefix = keyForms.ed25519.prefix;
+export const publicKeySchema = compactKeySchema('ed25519');
 export type PublicKeyString = z.output<typeof publicKeySchema>;
+
+/** A gateway's sealing key (issue 34): X25519, what peers seal a message's content key to. */
+export const sealingKeyPrefix = keyForms.x25519.prefix;
+export const sealingKeySchema = compactKeySchema('x25519');
+export type SealingKeyString = z.output<typeof sealingKeySchema>;
+
+/** A key the trust store holds for a host: one it signs with, or one it is sealed to. */
+export type TrustedKey = PublicKeyString | SealingKeyString;
+export const trustedKeySchema = z.union([publicKeySchema, sealingKeySchema]);
+
+export function isSealingKey(key: TrustedKey): key is SealingKeyString {
+  return key.startsWith(sealingKeyPrefix);
+}
 
 /** Validates a public key string from an operator or the trust file; throws BAD_KEY naming the problem. */
 export function parsePublicKey(text: string): PublicKeyString {
@@ -38,11 +79,16 @@ export function parsePublicKey(text: string): PublicKeyString {
 
 /** The compact string of an ed25519 public (or private) KeyObject. */
 export function publicKeyString(key: KeyObject): PublicKeyString {
-  return keyString(key, 'ed25519', publicKeyPrefix);
+  return keyString(key, 'ed25519');
 }
 
-/** `prefix` and the base64url of the 32 raw bytes of `key`'s public half, which must be a `type` key. */
-function keyString(key: KeyObject, type: KeyType, prefix: string): string {
+/** The compact string of an X25519 public (or private) KeyObject. */
+export function sealingKeyString(key: KeyObject): SealingKeyString {
+  return keyString(key, 'x25519');
+}
+
+/** The prefix and the base64url of the 32 raw bytes of `key`'s public half, which must be a `type` key. */
+function keyString(key: KeyObject, type: KeyType): string {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key;
   if (publicKey.asymmetricKeyType !== type) {
     throw new BridgeError(
@@ -50,22 +96,14 @@ function keyString(key: KeyObject, type: KeyType, prefix: string): string {
       `expected an ${type} key, got ${publicKey.asymmetricKeyType ?? publicKey.type}`,
     );
   }
-  return `${prefix}${rawPublicKey(publicKey, type).toString('base64url')}`;
+  // From its SPKI DER: no JWK object is built (see newPrivateKey).
+  const spki = publicKey.export({ format: 'der', type: 'spki' });
+  const prefix = keyForms[type].spki;
+  if (spki.length !== prefix.length + rawKeyBytes || !spki.subarray(0, prefix.length).equals(prefix)) {
+    throw new BridgeError(ErrorCode.internal, `${type} key export did not give 32 raw bytes`);
+  }
+  return `${keyForms[type].prefix}${spki.subarray(prefix.length).toString('base64url')}`;
 }
-
-type KeyType = 'ed25519' | 'x25519';
-
-/** The DER a raw 32-byte key of each type is wrapped in (RFC 8410): PKCS#8 private, SPKI public. */
-const derPrefix: Record<KeyType, { pkcs8: Buffer; spki: Buffer }> = {
-  ed25519: {
-    pkcs8: Buffer.from('302e020100300506032b657004220420', 'hex'),
-    spki: Buffer.from('302a300506032b6570032100', 'hex'),
-  },
-  x25519: {
-    pkcs8: Buffer.from('302e020100300506032b656e04220420', 'hex'),
-    spki: Buffer.from('302a300506032b656e032100', 'hex'),
-  },
-};
 
 /**
  * A new private key of `type` from 32 random bytes (any 32 bytes are an Ed25519 seed or an
@@ -75,67 +113,28 @@ const derPrefix: Record<KeyType, { pkcs8: Buffer; spki: Buffer }> = {
  * main thread in `KeyGenJob::~KeyGenJob` under `ExportJWKEdKey`). A key made here has no job.
  */
 export function newPrivateKey(type: KeyType): KeyObject {
-  const der = Buffer.concat([derPrefix[type].pkcs8, randomBytes(rawKeyBytes)]);
+  const der = Buffer.concat([keyForms[type].pkcs8, randomBytes(rawKeyBytes)]);
   return createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
 }
 
-/** The 32 raw bytes of a `type` public key, from its SPKI DER (no JWK object is built). */
-function rawPublicKey(key: KeyObject, type: KeyType): Buffer {
-  const spki = key.export({ format: 'der', type: 'spki' });
-  const prefix = derPrefix[type].spki;
-  if (spki.length !== prefix.length + rawKeyBytes || !spki.subarray(0, prefix.length).equals(prefix)) {
-    throw new BridgeError(ErrorCode.internal, `${type} key export did not give 32 raw bytes`);
-  }
-  return spki.subarray(prefix.length);
-}
-
-/** The 32 raw bytes of a validated public key string. */
-export function publicKeyBytes(key: PublicKeyString): Buffer {
-  return Buffer.from(key.slice(publicKeyPrefix.length), 'base64url');
+/** The 32 raw bytes of a validated compact key. */
+export function keyBytes(key: TrustedKey): Buffer {
+  return Buffer.from(key.slice(key.indexOf(':') + 1), 'base64url');
 }
 
 /** A node:crypto KeyObject for a validated public key string (not cached; see signature.ts). */
 export function publicKeyObject(key: PublicKeyString): KeyObject {
-  return createPublicKey({
-    key: { kty: 'OKP', crv: 'Ed25519', x: key.slice(publicKeyPrefix.length) },
-    format: 'jwk',
-  });
-}
-
-/**
- * A gateway's sealing key (issue 34): X25519, what peers seal a message's content key to.
- * `x25519:` + base64url of the 32 raw key bytes (RFC 7748), beside the signing key.
- */
-export const sealingKeyPrefix = 'x25519:';
-const sealingKeyPattern = /^x25519:[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
-
-export const sealingKeySchema = z
-  .string()
-  .regex(
-    sealingKeyPattern,
-    'a sealing key looks like x25519:<43 base64url characters>, as `agentbridge keys show` prints it',
-  );
-export type SealingKeyString = z.output<typeof sealingKeySchema>;
-
-/** A key the trust store holds for a host: one it signs with, or one it is sealed to. */
-export type TrustedKey = PublicKeyString | SealingKeyString;
-export const trustedKeySchema = z.union([publicKeySchema, sealingKeySchema]);
-
-export function isSealingKey(key: TrustedKey): key is SealingKeyString {
-  return key.startsWith(sealingKeyPrefix);
-}
-
-/** The compact string of an X25519 public (or private) KeyObject. */
-export function sealingKeyString(key: KeyObject): SealingKeyString {
-  return keyString(key, 'x25519', sealingKeyPrefix);
+  return keyObject(key, 'ed25519');
 }
 
 /** A node:crypto KeyObject for a validated sealing key string. */
 export function sealingKeyObject(key: SealingKeyString): KeyObject {
-  return createPublicKey({
-    key: { kty: 'OKP', crv: 'X25519', x: key.slice(sealingKeyPrefix.length) },
-    format: 'jwk',
-  });
+  return keyObject(key, 'x25519');
+}
+
+function keyObject(key: TrustedKey, type: KeyType): KeyObject {
+  const { prefix, crv } = keyForms[type];
+  return createPublicKey({ key: { kty: 'OKP', crv, x: key.slice(prefix.length) }, format: 'jwk' });
 }
 
 /**
@@ -143,8 +142,7 @@ export function sealingKeyObject(key: SealingKeyString): KeyObject {
  * names the key it was sealed to by it, so a host that keeps an old key (a rotation) opens it.
  */
 export function sealingKeyId(key: SealingKeyString): string {
-  const raw = Buffer.from(key.slice(sealingKeyPrefix.length), 'base64url');
-  return createHash('sha256').update(raw).digest().subarray(0, 9).toString('base64url');
+  return createHash('sha256').update(keyBytes(key)).digest().subarray(0, 9).toString('base64url');
 }
 
 /**

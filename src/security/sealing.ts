@@ -1,15 +1,8 @@
-import {
-  createCipheriv,
-  createDecipheriv,
-  createPublicKey,
-  diffieHellman,
-  hkdfSync,
-  type KeyObject,
-  randomBytes,
-} from 'node:crypto';
+import { createCipheriv, createDecipheriv, diffieHellman, hkdfSync, randomBytes } from 'node:crypto';
 import { OpenFailure, type Sealed, type SealedRecipient, sealedAlgorithm } from '../wire/sealed.js';
 import type { SealingKeys } from './keys.js';
 import {
+  keyBytes,
   newPrivateKey,
   type SealingKeyString,
   sealingKeyId,
@@ -46,10 +39,6 @@ const tagBytes = 16;
 /** A wrapping key is used once (a fresh ephemeral key each time): a fixed nonce is safe with it. */
 const wrapNonce = Buffer.alloc(nonceBytes);
 
-function rawOf(key: KeyObject): Buffer {
-  return Buffer.from(sealingKeyString(key).slice(sealingKeyPrefix.length), 'base64url');
-}
-
 function wrappingKey(shared: Buffer, epk: Buffer, recipient: Buffer, host: string, kid: string): Buffer {
   const info = Buffer.from(`${sealedAlgorithm}\u0000${host}\u0000${kid}`, 'utf8');
   return Buffer.from(hkdfSync('sha256', shared, Buffer.concat([epk, recipient]), info, contentKeyBytes));
@@ -83,8 +72,8 @@ export function seal(content: Buffer, recipients: readonly SealRecipient[], aad:
     const ephemeral = newPrivateKey('x25519');
     const their = sealingKeyObject(recipient.key);
     const shared = diffieHellman({ privateKey: ephemeral, publicKey: their });
-    const epk = rawOf(createPublicKey(ephemeral));
-    const wrap = wrappingKey(shared, epk, rawOf(their), recipient.host, kid);
+    const epk = keyBytes(sealingKeyString(ephemeral));
+    const wrap = wrappingKey(shared, epk, keyBytes(recipient.key), recipient.host, kid);
     const key = encrypt(wrap, wrapNonce, contentKey, Buffer.from(recipient.host, 'utf8'));
     return { host: recipient.host, kid, epk: epk.toString('base64url'), key: key.toString('base64url') };
   });
@@ -134,8 +123,7 @@ export function open(sealed: Sealed, host: string, keys: SealingKeys, aad: Buffe
   } catch {
     return tampered('its ephemeral key');
   }
-  const ours = Buffer.from(mine.publicKeyString.slice(sealingKeyPrefix.length), 'base64url');
-  const wrap = wrappingKey(shared, epk, ours, host, entry.kid);
+  const wrap = wrappingKey(shared, epk, keyBytes(mine.publicKeyString), host, entry.kid);
   const contentKey = decrypt(wrap, wrapNonce, Buffer.from(entry.key, 'base64url'), Buffer.from(host, 'utf8'));
   if (!contentKey) return tampered('its sealed key');
   const content = decrypt(

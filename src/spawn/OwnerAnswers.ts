@@ -3,7 +3,7 @@ import type { EntityActor } from '../deliver/EntityActor.js';
 import { BridgeError, controlError, ErrorCode } from '../errors.js';
 import type { RemoteRoster, RosterEntry } from '../federation/RemoteRoster.js';
 import type { Lifecycle } from '../kernel/Lifecycle.js';
-import { answerWords, type OwnerDecision } from '../wire/agentHost.js';
+import { answeredText, type OwnerDecision } from '../wire/agentHost.js';
 import { ownerAnswerSince, versionAtLeast } from '../wire/envelope.js';
 import type { SpawnRequests } from './SpawnRequests.js';
 import { notAnsweredFromAfar } from './spawnResults.js';
@@ -63,7 +63,7 @@ export class OwnerAnswers {
         worker: local.record.name,
         request: answered,
         decision,
-        said: said(local.record.name, answered, decision),
+        said: answeredText(local.record.name, answered, decision),
       };
     }
     const remote = this.remoteWorker(worker);
@@ -106,7 +106,7 @@ export class OwnerAnswers {
     }
     if (!result.ok) throw controlError(result.code, result.message);
     const answered = result.request ?? named;
-    return { worker: address, decision, request: answered, said: said(address, answered, decision) };
+    return { worker: address, decision, request: answered, said: answeredText(address, answered, decision) };
   }
 
   /** The one worker `worker` names in the other hosts' roster, or why there is none. */
@@ -127,8 +127,4 @@ export class OwnerAnswers {
     }
     return entry;
   }
-}
-
-function said(worker: string, request: number, decision: OwnerDecision): string {
-  return `${worker}: request ${request} ${answerWords(decision)}`;
 }

@@ -294,11 +294,9 @@ export class Spawner {
         result = stopResult.failed(stop, asBridgeError(err, ErrorCode.internal));
       }
     } else {
-      const head = readActorHead(this.deps.store, spawnKind, findSpawnOfGid(this.deps.store, stop.gid) ?? '');
-      result =
-        head?.state === 'stopped'
-          ? stopResult.stopped(stop, this.deps.host)
-          : stopResult.notSpawned(stop, this.deps.host);
+      result = this.stoppedSince(stop.gid)
+        ? stopResult.stopped(stop, this.deps.host)
+        : stopResult.notSpawned(stop, this.deps.host);
     }
     this.settle(inbound);
     await this.sendResult(envelope, result).catch((err: unknown) =>
@@ -336,13 +334,10 @@ export class Spawner {
 
   /** How an owner's answer from another host goes: judged, then given once or read from its mark. */
   private async ownerAnswerResult(from: Address, answer: OwnerAnswerRequest): Promise<ControlResult> {
-    const { store, host } = this.deps;
+    const { host } = this.deps;
     const cell = this.byGid.get(answer.gid);
-    if (cell?.state !== 'running') {
-      const spawn = findSpawnOfGid(store, answer.gid);
-      const stopped = spawn !== undefined && readActorHead(store, spawnKind, spawn)?.state === 'stopped';
-      return answerResult.notSpawned(answer, host, stopped);
-    }
+    if (cell?.state !== 'running')
+      return answerResult.notSpawned(answer, host, this.stoppedSince(answer.gid));
     const target = cell.context.entityName ?? answer.gid;
     const requester = cell.context.requester as Address;
     if (!mayAnswer(from, requester)) return answerResult.forbidden(answer, from, target, requester);
@@ -381,6 +376,12 @@ export class Spawner {
     } finally {
       await this.deps.store.batch.flush();
     }
+  }
+
+  /** Whether `gid` is an agent this host spawned and has stopped since (its spawn's log says so). */
+  private stoppedSince(gid: string): boolean {
+    const spawn = findSpawnOfGid(this.deps.store, gid);
+    return spawn !== undefined && readActorHead(this.deps.store, spawnKind, spawn)?.state === 'stopped';
   }
 
   private track(cell: SpawnCell): void {

@@ -1,6 +1,6 @@
 import { type BridgeError, ErrorCode } from '../errors.js';
 import type { SpawnContext } from '../machines/spawnMachine.js';
-import { answerWords } from '../wire/agentHost.js';
+import { answeredText } from '../wire/agentHost.js';
 import { type Address, type ControlResult, type Envelope, nameRule } from '../wire/envelope.js';
 
 type StopRequest = NonNullable<Envelope['stop']>;
@@ -109,6 +109,11 @@ export function notAnsweredFromAfar(target: string, host: string, stopped: boole
         `answered; answer a worker registered by hand on ${host} itself (agentbridge approve|deny there, or its console)`;
 }
 
+/** An OWNER_ANSWER refused, for `code`: nothing was given to the agent, or not known to be. */
+function answerRefused(answer: AnswerRequest, code: string, message: string): ControlResult {
+  return { requestId: answer.requestId, op: 'answer', ok: false, gid: answer.gid, code, message };
+}
+
 /** Results of an OWNER_ANSWER, by how it went. */
 export const answerResult = {
   answered: (
@@ -126,50 +131,27 @@ export const answerResult = {
     request: taken.request,
     decision: taken.decision,
   }),
-  forbidden: (
-    answer: AnswerRequest,
-    answerer: Address,
-    target: string,
-    requester: Address,
-  ): ControlResult => ({
-    requestId: answer.requestId,
-    op: 'answer',
-    ok: false,
-    gid: answer.gid,
-    code: ErrorCode.forbidden,
-    message:
+  forbidden: (answer: AnswerRequest, answerer: Address, target: string, requester: Address) =>
+    answerRefused(
+      answer,
+      ErrorCode.forbidden,
       `${answerer.name}@${answerer.host} may not answer ${target}'s agent: from another host, a spawned ` +
-      `worker's permission requests are answered by whoever spawned it (${requester.name}@${requester.host}) ` +
-      `or by an operator at ${requester.host}'s console; anyone may on its own host (agentbridge approve there)`,
-  }),
+        `worker's permission requests are answered by whoever spawned it (${requester.name}@${requester.host}) ` +
+        `or by an operator at ${requester.host}'s console; anyone may on its own host (agentbridge approve there)`,
+    ),
   /** The agent host refused it: nothing was taken. */
-  failed: (answer: AnswerRequest, error: { code: string; message: string }): ControlResult => ({
-    requestId: answer.requestId,
-    op: 'answer',
-    ok: false,
-    gid: answer.gid,
-    code: error.code,
-    message: error.message,
-  }),
+  failed: (answer: AnswerRequest, error: { code: string; message: string }) =>
+    answerRefused(answer, error.code, error.message),
   /** It may or may not have reached the agent (`why`): never given again, so the owner looks. */
-  unknown: (answer: AnswerRequest, host: string, target: string, why: string): ControlResult => ({
-    requestId: answer.requestId,
-    op: 'answer',
-    ok: false,
-    gid: answer.gid,
-    code: ErrorCode.notAvailable,
-    message:
+  unknown: (answer: AnswerRequest, host: string, target: string, why: string) =>
+    answerRefused(
+      answer,
+      ErrorCode.notAvailable,
       `${target}'s agent on ${host} may or may not have taken this answer (${why}); it is never given twice: ` +
-      `see ${target}'s status (agentbridge roster) and answer again if it still asks`,
-  }),
-  notSpawned: (answer: AnswerRequest, host: string, stopped: boolean): ControlResult => ({
-    requestId: answer.requestId,
-    op: 'answer',
-    ok: false,
-    gid: answer.gid,
-    code: ErrorCode.notSpawned,
-    message: notAnsweredFromAfar(answer.gid, host, stopped),
-  }),
+        `see ${target}'s status (agentbridge roster) and answer again if it still asks`,
+    ),
+  notSpawned: (answer: AnswerRequest, host: string, stopped: boolean) =>
+    answerRefused(answer, ErrorCode.notSpawned, notAnsweredFromAfar(answer.gid, host, stopped)),
 };
 
 const doneWords: Record<ControlResult['op'], string> = {
@@ -182,8 +164,8 @@ const doneWords: Record<ControlResult['op'], string> = {
 export function resultText(result: ControlResult, host: string): string {
   if (!result.ok) return `${result.op} refused: ${result.code}: ${result.message}`;
   const who = `${result.name ?? result.gid}@${host}`;
-  if (result.op === 'answer' && result.decision !== undefined) {
-    return `${who}: request ${result.request} ${answerWords(result.decision)}`;
+  if (result.op === 'answer' && result.request !== undefined && result.decision !== undefined) {
+    return answeredText(who, result.request, result.decision);
   }
   return `${doneWords[result.op]} ${who}`;
 }

@@ -86,13 +86,20 @@ export function attachLine(command: string): string {
 /** Most characters of a permission request's title that a roster, presence or console shows. */
 export const maxPermissionTitle = 200;
 
+/** A permission request an agent behind an agent host has open: its number, and the tool call as the agent named it. */
+export const openPermissionSchema = z.object({
+  request: z.number().int().positive(),
+  title: z.string().max(maxPermissionTitle),
+});
+export type OpenPermission = z.infer<typeof openPermissionSchema>;
+
 /** An owner's answer to an agent's permission request: allow it once, or deny it. */
 export const ownerDecisionSchema = z.enum(['allow', 'deny']);
 export type OwnerDecision = z.infer<typeof ownerDecisionSchema>;
 
-/** How an owner's answer reads once its agent took it: "allowed once" or "denied". */
-export function answerWords(decision: OwnerDecision): string {
-  return decision === 'allow' ? 'allowed once' : 'denied';
+/** An owner's answer as its agent took it, in words: "helper@b: request 2 allowed once". */
+export function answeredText(worker: string, request: number, decision: OwnerDecision): string {
+  return `${worker}: request ${request} ${decision === 'allow' ? 'allowed once' : 'denied'}`;
 }
 
 /** The longest request or answer line either side reads: a message body is at most 1 MiB. */
@@ -145,10 +152,10 @@ export const agentHostHelloSchema = z.object({
   attach: z.string().max(4096).optional(),
   /**
    * While blocked: the oldest open permission request, the one an answer without a number
-   * takes, so that whoever answers knows what they allow (`title`: the tool call as the agent
-   * named it, cut at `maxPermissionTitle`).
+   * takes, so that whoever answers knows what they allow; the roster and presence carry it as
+   * it is (presence cuts and checks its title).
    */
-  permission: z.object({ id: z.number().int().positive(), title: z.string().max(4096) }).optional(),
+  permission: openPermissionSchema.optional(),
 });
 export type AgentHostHello = z.infer<typeof agentHostHelloSchema>;
 

@@ -3,8 +3,8 @@ import {
   describeIssues,
   type Envelope,
   envelopeSchema,
+  isNewerMajor,
   type SpawnHeader,
-  schemaVersion,
   schemaVersionString,
   spawnHeaderSchema,
 } from './envelope.js';
@@ -57,8 +57,7 @@ export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
   if (!version.success) {
     return { ok: false, reason: DecodeFailure.invalid, detail: 'no schema version "v" (MAJOR.MINOR)' };
   }
-  const major = Number(version.data.v.split('.')[0]);
-  if (major > schemaVersion.major) {
+  if (isNewerMajor(version.data.v)) {
     return {
       ok: false,
       reason: DecodeFailure.newerMajor,

@@ -15,9 +15,20 @@ import { receiptSchema } from './receipt.js';
 export const schemaVersion = { major: 1, minor: 5 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
+/** A schema version string (`MAJOR.MINOR`, as `v` carries it) as its two numbers. */
+export function versionParts(version: string): { major: number; minor: number } {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return { major, minor };
+}
+
+/** Whether `version` is of a newer major than this gateway's: refused, never half-parsed. */
+export function isNewerMajor(version: string): boolean {
+  return versionParts(version).major > schemaVersion.major;
+}
+
 /** Whether a peer that writes schema `version` (its PRESENCE's) reads what `since` brought. */
 export function versionAtLeast(version: string, since: { major: number; minor: number }): boolean {
-  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const { major, minor } = versionParts(version);
   return major > since.major || (major === since.major && minor >= since.minor);
 }
 

@@ -1,12 +1,18 @@
 import { z } from 'zod';
-import { hasUnsafeChar } from '../text/neutralise.js';
-import { maxPermissionTitle, nativePathSchema } from './agentHost.js';
+import { hasUnsafeChar, neutraliseLine } from '../text/neutralise.js';
+import {
+  maxPermissionTitle,
+  type NativePath,
+  nativePathSchema,
+  type OpenPermission,
+  openPermissionSchema,
+} from './agentHost.js';
 import {
   describeIssues,
   entityKindSchema,
   entityNamePattern,
   hlcSchema,
-  schemaVersion,
+  isNewerMajor,
   WireKind,
 } from './envelope.js';
 import { decodeHlc } from './hlc.js';
@@ -14,6 +20,17 @@ import { boundedDetail } from './wireSize.js';
 
 /** Most characters of a worker's agent name in a PRESENCE. */
 export const maxAgentName = 64;
+
+/**
+ * An agent's own words in a PRESENCE (its name, what it asks): another host's text, so at most
+ * `max` characters and nothing that acts on a terminal. `presenceAgentOf` makes them so.
+ */
+function agentWords(max: number, what: string) {
+  return z
+    .string()
+    .max(max)
+    .refine((text) => !hasUnsafeChar(text), `control or format characters in ${what}`);
+}
 
 /** A gateway's PRESENCE snapshot (U5): its local entities, every heartbeat. Soft state. */
 export const presenceEntrySchema = z.object({
@@ -33,28 +50,39 @@ export const presenceEntrySchema = z.object({
   agent: z
     .object({
       path: nativePathSchema,
-      // The agent as it named itself: another host's words, so nothing that acts on a terminal.
-      agent: z
-        .string()
-        .max(maxAgentName)
-        .refine((name) => !hasUnsafeChar(name), 'control or format characters in an agent name'),
+      /** The agent as it named itself. */
+      agent: agentWords(maxAgentName, 'an agent name'),
       /**
        * While its agent asks its owner (1.5): the request an answer from another host names, and
-       * what it asks, the agent's words made fit to show, so that whoever answers sees what.
+       * what it asks, so that whoever answers sees what.
        */
-      permission: z
-        .object({
-          request: z.number().int().positive(),
-          title: z
-            .string()
-            .max(maxPermissionTitle)
-            .refine((title) => !hasUnsafeChar(title), 'control or format characters in a permission title'),
-        })
+      permission: openPermissionSchema
+        .extend({ title: agentWords(maxPermissionTitle, 'a permission title') })
         .optional(),
     })
     .optional(),
 });
 export type PresenceEntry = z.infer<typeof presenceEntrySchema>;
+
+/**
+ * A worker's agent as its host announces it: its own words (its name, what it asks) made fit
+ * for `presenceEntrySchema` (neutralised and cut), which a peer holds them to.
+ */
+export function presenceAgentOf(agent: {
+  path: NativePath;
+  agent: string;
+  permission?: OpenPermission | undefined;
+}): NonNullable<PresenceEntry['agent']> {
+  const cut = (text: string, max: number) => neutraliseLine(text).slice(0, max);
+  const { permission } = agent;
+  return {
+    path: agent.path,
+    agent: cut(agent.agent, maxAgentName),
+    ...(permission === undefined
+      ? {}
+      : { permission: { request: permission.request, title: cut(permission.title, maxPermissionTitle) } }),
+  };
+}
 
 export const presenceSchema = z.object({
   v: z.string().regex(/^\d+\.\d+$/),
@@ -115,7 +143,7 @@ export function decodePresence(bytes: Buffer, maxEntries: number): DecodedPresen
   }
   const parsed = presenceSchema.safeParse(raw);
   if (!parsed.success) return { ok: false, detail: boundedDetail(describeIssues(parsed.error)) };
-  if (Number(parsed.data.v.split('.')[0]) > schemaVersion.major) {
+  if (isNewerMajor(parsed.data.v)) {
     return { ok: false, detail: `presence schema ${parsed.data.v} is newer than this gateway's` };
   }
   return { ok: true, presence: parsed.data };
