@@ -384,6 +384,13 @@ export const configSchema = z.strictObject({
        * (invariant 6). `off` turns both off (benchmarks; a closed test network).
        */
       signing: z.enum(['required', 'off']).default('required'),
+      /**
+       * `required`: the text of every message that carries one (SEND, REPLY, ASK, ANSWER,
+       * BROADCAST, SPAWN, …) is sealed to the hosts that may read it before it reaches the
+       * broker, and one that arrives unsealed is dead-lettered (issue 34). `off` publishes them
+       * unsealed (sealed ones that arrive are still opened); signing off turns it off too.
+       */
+      encryption: z.enum(['required', 'off']).default('required'),
       /** How long a validly signed message from a sender not yet in the roster waits for it. */
       unknownSenderGraceMs: z.number().int().min(0).default(5_000),
       /** Messages stamped further than this in the future, or older than their TTL plus this, are refused. */

@@ -12,21 +12,27 @@ import type { Metrics } from '../metrics/metrics.js';
 import { formatInjection, injectionMarker } from '../panes/formatInjection.js';
 import { DeferReason, type PaneInjector, type PaneMessage } from '../panes/paneInjector.js';
 import { deliveryActorId } from '../store/actorIds.js';
+import { putOutboxDeadLetter } from '../store/deadLetterOutbox.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
 import { readActorEvents } from '../store/readEvents.js';
-import type { DeadLetterReason } from '../wire/deadLetterReason.js';
+import { DeadLetterReason } from '../wire/deadLetterReason.js';
+import { signatureHeadersOf } from '../wire/deadLetterView.js';
 import { byteLength, digestText } from '../wire/digest.js';
 import type { Envelope } from '../wire/envelope.js';
 import type { ReceiptSink } from '../wire/receipt.js';
 import { reportDeadLetter } from './deadLetterReport.js';
-import type { Handover } from './handover.js';
+import type { Handover, InboundHandle } from './handover.js';
 import { receiptForTransition } from './receiptForTransition.js';
 
 export const deliveryKind: ActorKind = 'delivery';
 
-/** Where dead letters of cross-host messages go (the broker's DLQ, with their reason). */
+/**
+ * Where dead letters of cross-host messages go (the broker's DLQ, with their reason): a
+ * delivery keeps its letter in the store's outbox in the batch of its transition, and the sink
+ * publishes what the outbox holds, with the bytes the message came in.
+ */
 export interface DeadLetterSink {
-  deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void;
+  forwardKept(): void;
 }
 
 /** What a delivery needs from the gateway. */
@@ -109,11 +115,20 @@ export class Delivery {
     this.cell.onTransition = (transition) => this.onTransition(transition);
   }
 
-  /** A message just accepted for `owner`: its body stored, its actor created. */
-  static create(envelope: Envelope, owner: DeliveryOwner, deps: DeliveryDeps): Delivery {
+  /**
+   * A message just accepted for `owner`: its body stored (with the bytes it came in, from the
+   * broker: `inbound`), its actor created.
+   */
+  static create(
+    envelope: Envelope,
+    owner: DeliveryOwner,
+    deps: DeliveryDeps,
+    inbound?: InboundHandle,
+  ): Delivery {
     const { config, clock } = deps;
     const { msgId, traceId } = envelope;
-    putMessage(deps.store, owner.gid, envelope);
+    const wire = inbound && { content: inbound.content, headers: signatureHeadersOf(inbound.headers) };
+    putMessage(deps.store, owner.gid, envelope, wire);
     const acceptedAt = clock.now();
     const open = (effects: ActorEffects) =>
       ActorCell.create(
@@ -312,10 +327,9 @@ export class Delivery {
     );
   }
 
-  /** Forwarded to the broker's DLQ (a cross-host message), counted and logged; the body is kept. */
+  /** Counted and logged (a cross-host message's letter is kept for the broker's DLQ); the body is kept. */
   reportDeadLetter(): void {
     const { context } = this.cell;
-    this.forwardDeadLetter(context.reason ?? 'rejected', context.lastError);
     reportDeadLetter(this.deps, context, this.owner.name);
   }
 
@@ -340,6 +354,7 @@ export class Delivery {
 
   private onTransition(transition: Transition): void {
     this.reportReceipt(transition);
+    if (transition.to === 'dead-lettered' && transition.from !== 'dead-lettered') this.keepDeadLetter();
     // Submitted, or found submitted by crash recovery: the entity has it (invariant 5).
     if (transition.to === 'submitted' && transition.from !== 'submitted') {
       queueMicrotask(() => this.ackInjected());
@@ -402,16 +417,29 @@ export class Delivery {
     this.cell.send({ type: 'delivery.injectFailed', error });
   }
 
+  /** Whether the message came from another host (its dead letter goes to the broker's DLQ). */
+  private crossHost(): boolean {
+    return this.cell.context.senderHost !== this.owner.host;
+  }
+
   /**
    * A cross-host message dead-lettered here goes to the broker's DLQ with its reason, as one
-   * the broker refused would (the operator's one place to look).
+   * the broker refused would (the operator's one place to look): kept in the outbox in the
+   * batch of this transition, so a crash or a broker away meanwhile does not lose it.
    */
-  private forwardDeadLetter(reason: DeadLetterReason, detail: string | null): void {
+  private keepDeadLetter(): void {
     const sink = this.deps.deadLetters;
-    if (!sink) return;
-    const envelope = this.keptEnvelope();
-    if (!envelope || envelope.from.host === this.owner.host) return;
-    sink.deadLetter(envelope, reason, detail);
+    if (!sink || !this.crossHost()) return;
+    const { context } = this.cell;
+    const { store } = this.deps;
+    putOutboxDeadLetter(store, {
+      msgId: this.msgId,
+      recipient: this.owner.gid,
+      reason: context.reason ?? DeadLetterReason.rejected,
+      detail: context.lastError ?? '',
+    });
+    // Not an effect of the delivery's: a deregistered entity stops its deliveries at once.
+    store.batch.afterCommit(() => sink.forwardKept());
   }
 
   /** Local deliveries are acked as soon as `injected` is recorded: there is no broker to tell. */

@@ -16,10 +16,12 @@ import {
 } from '../panes/paneInjector.js';
 import { readActorHead } from '../store/actorHeads.js';
 import { deliveryActorId } from '../store/actorIds.js';
+import { putOutboxDeadLetter } from '../store/deadLetterOutbox.js';
 import type { EntityRecord } from '../store/entities.js';
 import { deleteEntity } from '../store/entities.js';
 import { readActorEvents } from '../store/readEvents.js';
 import type { OwnerDecision } from '../wire/agentHost.js';
+import { DeadLetterReason } from '../wire/deadLetterReason.js';
 import { type Envelope, WireKind } from '../wire/envelope.js';
 import { type InboxCap, type InboxLoad, senderShareRefusal, takesRoom } from '../wire/inboxCap.js';
 import type { PaneTarget } from '../wire/paneTarget.js';
@@ -254,8 +256,15 @@ export class EntityActor {
     if (head) {
       // Dead-lettered here once and sent back (a requeue): it goes to the DLQ again rather
       // than be acked into nothing; any other finished one was delivered.
-      if (inbound && head.state === 'dead-lettered') {
-        this.deps.deadLetters?.deadLetter(envelope, 'rejected', 'came again after it was dead-lettered here');
+      if (inbound && head.state === 'dead-lettered' && this.deps.deadLetters) {
+        putOutboxDeadLetter(this.deps.store, {
+          msgId: envelope.msgId,
+          recipient: this.gid,
+          reason: DeadLetterReason.rejected,
+          detail: 'came again after it was dead-lettered here',
+        });
+        const sink = this.deps.deadLetters;
+        this.deps.store.batch.afterCommit(() => sink.forwardKept());
       }
       ackOnCommit();
       return 'duplicate';
@@ -266,7 +275,7 @@ export class EntityActor {
         `${this.record.name} was deregistered; it takes no messages`,
       );
     }
-    const delivery = Delivery.create(envelope, this.owner, this.deps);
+    const delivery = Delivery.create(envelope, this.owner, this.deps, inbound);
     this.track(delivery);
     this.touch();
     ackOnCommit();

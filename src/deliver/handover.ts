@@ -4,9 +4,15 @@ import type { Envelope } from '../wire/envelope.js';
 // inbox (a drain, an open send, an asking turn), as types only: entity actors, turns and the
 // interfaces all speak it, and none of them needs the others' code for that.
 
-/** A received broker message, as far as a delivery needs it: acked once the store has it. */
+/**
+ * A received broker message, as far as a delivery needs it: acked once the store has it; its
+ * bytes and headers as they came (signed, and sealed, by their sender) are what a dead letter of
+ * it carries, so a requeue verifies and what was sealed stays sealed.
+ */
 export interface InboundHandle {
   ack(): void;
+  readonly content: Buffer;
+  readonly headers: Record<string, unknown>;
 }
 
 /**

@@ -2,6 +2,9 @@ import { BridgeError, ErrorCode } from '../errors.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
 import type { Signer } from '../security/messageSigning.js';
+import { dropOutboxDeadLetter, readOutboxDeadLetters } from '../store/deadLetterOutbox.js';
+import { readMessage, readWire, storedEnvelope } from '../store/messageBodies.js';
+import type { Store } from '../store/openStore.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
 import {
@@ -28,6 +31,15 @@ export interface DeadLettersDeps {
   clock: Clock;
   logger: Logger;
   signer: Signer;
+  /**
+   * A message of this host's as it would have been published (its text sealed), for its dead
+   * letter; or why it cannot be (default: unsealed, as it is).
+   */
+  wireBytes?:
+    | ((envelope: Envelope) => { ok: true; content: Buffer } | { ok: false; error: Error })
+    | undefined;
+  /** Where cross-host dead letters wait to be published, with the bytes their messages came in. */
+  store: Store;
   /** Where the stages of messages go back to their senders: a removed inbox's tell theirs. */
   receipts?: ReceiptSink | undefined;
   /** What is parsed of a message at all (the admission's bound). */
@@ -69,6 +81,9 @@ export class DeadLetters {
   private passes: Promise<unknown> = Promise.resolve();
   /** The last `latest` read, and the DLQ's depth then. */
   private lastLatest: { depth: number; at: number; view: LatestDeadLetters } | undefined;
+  /** A pass over the outbox is running; another was asked for meanwhile. */
+  private forwarding = false;
+  private forwardAgain = false;
 
   constructor(private readonly deps: DeadLettersDeps) {}
 
@@ -103,16 +118,16 @@ export class DeadLetters {
   }
 
   /**
-   * A cross-host message that failed here goes to the DLQ with its reason. Its broker copy was
-   * acked when it was stored, so while the broker is away it waits in memory for the next
-   * connect (the event log and the kept body have it besides).
+   * A message of this host's that failed here (refused for room before it left) goes to the DLQ
+   * with its reason, signed as it would have been published so a requeue of it verifies. While
+   * the broker is away it waits in memory for the next connect (the event log has it besides).
    */
   deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void {
-    const content = encodeEnvelope(envelope);
-    // A message from this host is signed as it would have been published, so a requeue of it
-    // verifies; one from another host no longer has its original bytes to verify.
-    const signedBy =
-      envelope.from.host === this.deps.hostId ? this.deps.signer.headersFor(content) : undefined;
+    const wire = this.deps.wireBytes?.(envelope) ?? { ok: true, content: encodeEnvelope(envelope) };
+    // Never unsealed when it could not be sealed: the letter says why, and the text stays here.
+    const content = wire.ok ? wire.content : Buffer.alloc(0);
+    if (!wire.ok) detail = `${detail ?? ''} (its text is not in this letter: ${wire.error.message})`.trim();
+    const signedBy = this.deps.signer.headersFor(content);
     const send = async (): Promise<boolean> => {
       if (!this.deps.broker.connected) return false;
       const outcome = await this.publish(content, {
@@ -130,8 +145,56 @@ export class DeadLetters {
     });
   }
 
+  /**
+   * Publishes the cross-host dead letters the store's outbox holds, each with the bytes and
+   * signature its message came in (re-encoded only for a message kept before those were), and
+   * drops each once the broker has confirmed it; what is left waits for the next connect. One
+   * pass at a time: a call during one runs another after it.
+   */
+  forwardKept(): void {
+    if (this.forwarding) {
+      this.forwardAgain = true;
+      return;
+    }
+    this.forwarding = true;
+    void this.forwardOutbox().finally(() => {
+      this.forwarding = false;
+      if (this.forwardAgain) {
+        this.forwardAgain = false;
+        this.forwardKept();
+      }
+    });
+  }
+
+  private async forwardOutbox(): Promise<void> {
+    const { store, broker, logger } = this.deps;
+    for (const letter of readOutboxDeadLetters(store)) {
+      if (!broker.connected) return;
+      const wire = readWire(store, letter.msgId, letter.recipient);
+      const envelope = wire ? undefined : storedEnvelope(readMessage(store, letter.msgId, letter.recipient));
+      const content = wire?.content ?? (envelope ? encodeEnvelope(envelope) : Buffer.alloc(0));
+      const outcome = await this.publish(content, {
+        reason: letter.reason,
+        detail: letter.detail,
+        queue: inboxName(letter.recipient),
+        routingKey: letter.recipient,
+        messageId: letter.msgId,
+        signedBy: wire?.headers,
+      });
+      if (!outcome.ok) {
+        logger.warn(
+          { msgId: letter.msgId, detail: outcome.detail },
+          'could not dead-letter now; kept for later',
+        );
+        return;
+      }
+      dropOutboxDeadLetter(store, letter.msgId, letter.recipient);
+    }
+  }
+
   /** The broker is back: sends what waited for it. */
   async sendKept(): Promise<void> {
+    this.forwardKept();
     for (const send of this.unsent.splice(0)) {
       if (!(await send())) this.unsent.push(send);
     }
@@ -154,6 +217,7 @@ export class DeadLetters {
         queue,
         routingKey: message.routingKey,
         messageId: message.messageId,
+        signedBy: message.headers,
       });
       if (outcome.ok) this.tellSender(message.content, gid, detail);
       return outcome.ok ? 'ack' : 'stop';

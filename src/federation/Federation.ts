@@ -2,16 +2,17 @@ import type { Config } from '../config/schema.js';
 import type { DeadLetterSink } from '../deliver/Delivery.js';
 import type { EntityActor } from '../deliver/EntityActor.js';
 import type { InboundHandle } from '../deliver/handover.js';
-import type { BridgeError } from '../errors.js';
+import { BridgeError, ErrorCode } from '../errors.js';
 import type { RuntimeDeps } from '../kernel/ActorCell.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { Sealer } from '../security/messageSealing.js';
 import type { Signer } from '../security/messageSigning.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
 import { encodeEnvelope } from '../wire/codec.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
 import { BridgeHeader, type DeadLetterView, type RequeueResult } from '../wire/deadLetterView.js';
 import { byteLength } from '../wire/digest.js';
-import { type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
+import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { brokerInboxFull, brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
 import { type PresenceEntry, presenceAgentOf } from '../wire/presence.js';
@@ -47,6 +48,8 @@ export interface FederationDeps extends RuntimeDeps {
   onFatal(err: BridgeError): void;
   /** Signs what is published and verifies what arrives (invariant 6). */
   signer: Signer;
+  /** Seals what this gateway publishes and opens what was sealed to it (issue 34). */
+  sealer: Sealer;
 }
 
 /**
@@ -140,6 +143,8 @@ export class Federation implements DeadLetterSink {
       clock,
       logger,
       signer,
+      store,
+      wireBytes: (envelope) => this.wireBytes(envelope, envelope.to),
       receipts: { record: (receipt, route) => this.served().receiptSink.record(receipt, route) },
       maxWireBytes: maxWireBytes(config),
       queueMode: config.broker.queueMode,
@@ -150,6 +155,7 @@ export class Federation implements DeadLetterSink {
       logger,
       metrics,
       signer,
+      sealer: deps.sealer,
       deadLetters: this.deadLetters,
       limits: () => this.admissionLimits(),
       livesOn: (gid, signedBy) => this.livesOn(gid, signedBy),
@@ -298,7 +304,9 @@ export class Federation implements DeadLetterSink {
     exchange: 'msg' | 'control' = 'msg',
   ): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
-    const content = encodeEnvelope(envelope);
+    const wire = this.wireBytes(envelope, exchange === 'control' ? [to] : to);
+    if (!wire.ok) throw wire.error;
+    const { content } = wire;
     return this.broker.publish({
       exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
       routingKey:
@@ -314,6 +322,47 @@ export class Federation implements DeadLetterSink {
         ...this.deps.signer.headersFor(content),
       },
     });
+  }
+
+  /**
+   * An envelope's bytes as they cross the broker: its text sealed (security.encryption) to the
+   * hosts that may read it: `to`'s host, the named hosts (control), every trusted host and this
+   * one (a broadcast). Or why it cannot be sealed: a host this gateway has no sealing key for.
+   */
+  wireBytes(
+    envelope: Envelope,
+    to: string | readonly string[],
+  ): { ok: true; content: Buffer } | { ok: false; error: BridgeError } {
+    const { sealer } = this.deps;
+    if (!sealer.seals(envelope)) return { ok: true, content: encodeEnvelope(envelope) };
+    if (typeof to === 'string' && to.startsWith(broadcastPrefix))
+      return { ok: true, content: sealer.sealEnvelope(envelope, sealer.everyone()) };
+    const hosts = typeof to === 'string' ? this.hostsOf(to) : to;
+    if (hosts.length === 0) {
+      const error = new BridgeError(
+        ErrorCode.unknownRecipient,
+        `${to} is on no host this gateway knows (not in the roster): a message is sealed to its recipient's host`,
+      );
+      return { ok: false, error };
+    }
+    const { recipients, missing } = sealer.recipients(hosts);
+    const host = missing[0];
+    if (host !== undefined) {
+      const error = new BridgeError(
+        ErrorCode.keyMissing,
+        `cannot seal to ${missing.join(', ')}: this gateway's trust store has no sealing key of ${host} ` +
+          `(security.encryption is required): on ${host} run \`agentbridge keys show\`, then here ` +
+          `\`agentbridge trust add ${host} <what it printed>\``,
+      );
+      return { ok: false, error };
+    }
+    return { ok: true, content: sealer.sealEnvelope(envelope, recipients) };
+  }
+
+  /** The hosts entity `gid` lives on: this one, or where the roster places it. */
+  private hostsOf(gid: string): string[] {
+    if (this.deps.findLocal(gid) !== undefined) return [this.hostId];
+    return [...new Set(this.roster.find(gid).map((entry) => entry.host))];
   }
 
   /** Hosts whose announcements this gateway ignores (untrusted, clock off, …), with why. */
@@ -350,9 +399,14 @@ export class Federation implements DeadLetterSink {
     return full;
   }
 
-  /** DeadLetterSink: a cross-host message that failed here goes to the DLQ with its reason. */
+  /** A message of this host's refused before it left (no room) goes to the DLQ with its reason. */
   deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void {
     this.deadLetters.deadLetter(envelope, reason, detail);
+  }
+
+  /** DeadLetterSink: publishes the cross-host dead letters the store's outbox holds. */
+  forwardKept(): void {
+    this.deadLetters.forwardKept();
   }
 
   /** Lists the DLQ without consuming it. */
@@ -413,6 +467,7 @@ export class Federation implements DeadLetterSink {
     const { limits, security, delivery } = this.deps.config;
     return {
       signingRequired: this.deps.signer.enabled,
+      sealingRequired: this.deps.sealer.required,
       maxWireBytes: maxWireBytes(this.deps.config),
       maxTextBytes: limits.maxTextBytes,
       maxClockSkewMs: security.maxClockSkewMs,

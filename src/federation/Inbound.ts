@@ -1,6 +1,7 @@
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { Sealer } from '../security/messageSealing.js';
 import type { Signer } from '../security/messageSigning.js';
 import { type AdmissionLimits, type AdmissionTarget, admitInbound } from '../wire/admitInbound.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
@@ -31,6 +32,7 @@ export interface InboundDeps {
   logger: Logger;
   metrics: Metrics;
   signer: Signer;
+  sealer: Sealer;
   deadLetters: DeadLetters;
   /** The limits of the gateway's config, read for every arrival. */
   limits(): AdmissionLimits & { unknownSenderGraceMs: number };
@@ -75,6 +77,7 @@ export class Inbound {
       {
         content: message.content,
         verify: () => signer.verify(message.content, message.headers),
+        open: (sealed, aad) => this.deps.sealer.open(sealed, aad),
         target: destination.target,
         now: clock.now(),
         refusesReply: destination.refusesReply,

@@ -16,7 +16,7 @@ import { ParkedCalls } from '../kernel/ParkedCalls.js';
 import type { Logger } from '../log/logger.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import type { PaneInjector } from '../panes/paneInjector.js';
-import { createGatewaySigner } from '../security/gatewaySigner.js';
+import { createGatewaySecurity } from '../security/gatewaySecurity.js';
 import { createMessageStatusLookup, type MessageStatusLookup } from '../send/messageStatus.js';
 import { ReceiptsArriving } from '../send/ReceiptsArriving.js';
 import { ReceiptsLeaving } from '../send/ReceiptsLeaving.js';
@@ -220,7 +220,7 @@ export class Gateway {
       config.broker.uris.length > 0
         ? new Federation({
             ...deps,
-            signer: createGatewaySigner(config, logger),
+            ...createGatewaySecurity(config, logger),
             config,
             metrics,
             localEntities: () => directory.all(),

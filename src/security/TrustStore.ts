@@ -215,6 +215,12 @@ export class TrustStore {
     return this.current(host)?.sealing ?? [];
   }
 
+  /** The hosts that gave a sealing key: a broadcast is sealed to each. */
+  hostsWithSealingKeys(): string[] {
+    this.current('');
+    return [...this.hosts].filter(([, keys]) => keys.sealing.length > 0).map(([host]) => host);
+  }
+
   private current(host: string): HostKeys | undefined {
     if (this.checkIntervalMs === 0 || this.now() >= this.nextCheckAt) this.refresh(false);
     return this.hosts.get(host);

@@ -1,5 +1,11 @@
 import { createCipheriv, createDecipheriv, diffieHellman, hkdfSync, randomBytes } from 'node:crypto';
-import { OpenFailure, type Sealed, type SealedRecipient, sealedAlgorithm } from '../wire/sealed.js';
+import {
+  type Opened,
+  OpenFailure,
+  type Sealed,
+  type SealedRecipient,
+  sealedAlgorithm,
+} from '../wire/sealed.js';
 import type { SealingKeys } from './keys.js';
 import {
   keyBytes,
@@ -84,10 +90,6 @@ export function seal(content: Buffer, recipients: readonly SealRecipient[], aad:
     ct: encrypt(contentKey, iv, content, aad).toString('base64url'),
   };
 }
-
-export type Opened =
-  | { ok: true; content: Buffer; kid: string }
-  | { ok: false; reason: OpenFailure; detail: string };
 
 /** Opens what was sealed to `host`, with the sealing keys it keeps; says why when it does not. */
 export function open(sealed: Sealed, host: string, keys: SealingKeys, aad: Buffer): Opened {

@@ -1,14 +1,43 @@
+import { z } from 'zod';
 import { describeIssues, type Envelope, envelopeSchema } from '../wire/envelope.js';
 import type { Store } from './openStore.js';
 
-/** Keeps an undelivered message's envelope (with its body), in the current batch. */
-export function putMessage(store: Store, recipient: string, envelope: Envelope): void {
+/** The bytes a message crossed the broker in, and its signature headers (see `InboundHandle`). */
+export interface WireCopy {
+  content: Buffer;
+  headers: Record<string, string>;
+}
+
+/**
+ * Keeps an undelivered message's envelope (with its body), in the current batch; one that came
+ * from the broker keeps the bytes it came in besides (`wire`), for its dead letter.
+ */
+export function putMessage(store: Store, recipient: string, envelope: Envelope, wire?: WireCopy): void {
   const json = JSON.stringify(envelope);
-  store.batch.write('INSERT OR IGNORE INTO messages (msg_id, recipient, envelope) VALUES (?, ?, ?)', [
-    envelope.msgId,
-    recipient,
-    json,
-  ]);
+  store.batch.write(
+    'INSERT OR IGNORE INTO messages (msg_id, recipient, envelope, wire, wire_headers) VALUES (?, ?, ?, ?, ?)',
+    [envelope.msgId, recipient, json, wire?.content ?? null, wire ? JSON.stringify(wire.headers) : null],
+  );
+}
+
+const wireHeadersSchema = z.record(z.string(), z.string());
+
+/** The bytes a kept message came in, if it came from the broker and they were kept. */
+export function readWire(store: Store, msgId: string, recipient: string): WireCopy | undefined {
+  const row = store
+    .prepare<[string, string], { wire: Buffer | null; wire_headers: string | null }>(
+      'SELECT wire, wire_headers FROM messages WHERE msg_id = ? AND recipient = ?',
+    )
+    .get(msgId, recipient);
+  if (!row?.wire || row.wire_headers === null) return undefined;
+  let headers: unknown;
+  try {
+    headers = JSON.parse(row.wire_headers);
+  } catch {
+    return undefined;
+  }
+  const parsed = wireHeadersSchema.safeParse(headers);
+  return parsed.success ? { content: row.wire, headers: parsed.data } : undefined;
 }
 
 /**

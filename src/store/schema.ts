@@ -96,4 +96,21 @@ export const migrations: readonly string[] = [
   CREATE INDEX events_spawn_by_gid ON events (json_extract(data, '$.gid'))
     WHERE actor_kind = 'spawn' AND event = 'spawn.launching' AND json_valid(data);
   `,
+  `
+  -- The bytes a cross-host message came in (signed, and sealed, by its sender) and their
+  -- signature headers, kept with its body: its dead letter carries them, so a requeue verifies
+  -- and what was sealed stays sealed. Rows from before have none, and are re-encoded as before.
+  ALTER TABLE messages ADD COLUMN wire BLOB;
+  ALTER TABLE messages ADD COLUMN wire_headers TEXT;
+  -- Dead letters of cross-host messages still to be published to bridge.dlq: written in the
+  -- batch of the delivery's transition, deleted once the broker has confirmed the letter; what
+  -- is left (the broker away, a crash) is published at the next connect.
+  CREATE TABLE dead_letter_outbox (
+    msg_id    TEXT NOT NULL,
+    recipient TEXT NOT NULL,
+    reason    TEXT NOT NULL,
+    detail    TEXT NOT NULL,
+    PRIMARY KEY (msg_id, recipient)
+  );
+  `,
 ];

@@ -3,6 +3,8 @@ import type { DeadLetterReason } from './deadLetterReason.js';
 import { byteLength } from './digest.js';
 import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from './envelope.js';
 import { decodeHlc } from './hlc.js';
+import type { Opened, Sealed } from './sealed.js';
+import { sealedKinds, textOfContent } from './sealedEnvelope.js';
 import type { SignatureCheck } from './signatureHeaders.js';
 import { oversized } from './wireSize.js';
 
@@ -15,6 +17,8 @@ export type AdmissionTarget =
 export interface AdmissionLimits {
   /** Whether messages must be signed by the host their sender lives on (invariant 6). */
   signingRequired: boolean;
+  /** Whether a kind that carries text must come sealed (security.encryption, issue 34). */
+  sealingRequired: boolean;
   /** What is parsed at all: the text limit plus room for the envelope around it. */
   maxWireBytes: number;
   maxTextBytes: number;
@@ -30,6 +34,8 @@ export interface InboundArrival {
    * signer); called only once the size is known to be within limits, before anything is decoded.
    */
   verify(): SignatureCheck;
+  /** Opens a sealed part with this gateway's keys; called last, once everything else admits it. */
+  open(sealed: Sealed, aad: Buffer): Opened;
   target: AdmissionTarget;
   now: number;
   /** Why a reply may not name the message it answers, or undefined (inboxes only). */
@@ -96,15 +102,15 @@ export function admitInbound(arrival: InboundArrival, limits: AdmissionLimits): 
     }
     return refused;
   }
-  const envelope = decoded.envelope;
+  const { envelope, sealed } = decoded;
   // The sender does not get a copy of its own broadcast.
   if (target.kind === 'inbox' && envelope.kind === WireKind.broadcast && envelope.from.gid === target.gid) {
     return { verdict: 'own-copy' };
   }
   const misdirected =
     target.kind === 'inbox'
-      ? misdirectedInbox(target, envelope, arrival.refusesReply, limits)
-      : misdirectedControl(target, envelope, limits);
+      ? misdirectedInbox(target, envelope, arrival.refusesReply)
+      : misdirectedControl(target, envelope);
   if (misdirected) return refuse('rejected', misdirected);
   if (limits.signingRequired && envelope.from.host !== signature.signer) {
     const claim = `${envelope.from.name}@${envelope.from.host}`;
@@ -123,7 +129,28 @@ export function admitInbound(arrival: InboundArrival, limits: AdmissionLimits): 
     // Per-message TTL only fires at the queue head; check on arrival too (SPEC §12).
     return refuse('expired', `expired at ${new Date(envelope.expiresAt).toISOString()}`);
   }
-  return { verdict: 'admitted', envelope, signer: signature.signer };
+  if (sealed === undefined) {
+    if (limits.sealingRequired && sealedKinds.has(envelope.kind)) {
+      const why = unsealedDetail(envelope);
+      const { spawn } = envelope;
+      // Its requester is authentic (signed, and from the signing host): it is told, not left waiting.
+      if (target.kind !== 'control' || envelope.kind !== WireKind.spawn || !spawn)
+        return refuse('unsealed', why);
+      const { v, msgId, traceId, hlc, from, to } = envelope;
+      const request: SpawnHeader = { v, msgId, traceId, hlc, from, to, kind: WireKind.spawn, spawn };
+      return { ...refuse('unsealed', why), answerSpawn: { request, why } };
+    }
+    const size = overLimit(envelope.text, limits);
+    return size ? refuse('rejected', size) : { verdict: 'admitted', envelope, signer: signature.signer };
+  }
+  // Sealed: the size it declares is bound to it; nothing larger than the limit is opened.
+  const declared = overLimit(sealed.size, limits);
+  if (declared) return refuse('rejected', declared);
+  const opened = arrival.open(sealed.sealed, sealed.aad);
+  if (!opened.ok) return refuse(opened.reason, `${opened.detail}; nothing of it was delivered`);
+  const content = textOfContent(opened.content, sealed.size);
+  if (!content.ok) return refuse('tampered', content.detail);
+  return { verdict: 'admitted', envelope: { ...envelope, text: content.text }, signer: signature.signer };
 }
 
 function refuse(reason: DeadLetterReason, detail: string): Admission & { verdict: 'refused' } {
@@ -139,7 +166,6 @@ function misdirectedInbox(
   inbox: AdmissionTarget & { kind: 'inbox' },
   envelope: Envelope,
   refusesReply: InboundArrival['refusesReply'],
-  limits: AdmissionLimits,
 ): string | undefined {
   if (!inboxKinds.has(envelope.kind)) return `a ${envelope.kind} does not belong in an inbox`;
   if (envelope.kind === WireKind.broadcast) {
@@ -152,22 +178,30 @@ function misdirectedInbox(
   } else if (envelope.to !== inbox.gid) {
     return `addressed to ${envelope.to}, not to ${inbox.name} (${inbox.gid})`;
   }
-  return refusesReply?.(envelope) ?? tooLarge(envelope, limits);
+  return refusesReply?.(envelope);
 }
 
 function misdirectedControl(
   control: AdmissionTarget & { kind: 'control' },
   envelope: Envelope,
-  limits: AdmissionLimits,
 ): string | undefined {
   if (!controlKinds.has(envelope.kind)) return `a ${envelope.kind} does not belong in a control queue`;
   if (envelope.to !== control.host) return `addressed to host ${envelope.to}, not to ${control.host}`;
-  return tooLarge(envelope, limits);
+  return undefined;
 }
 
-function tooLarge(envelope: Envelope, limits: AdmissionLimits): string | undefined {
-  const size = byteLength(envelope.text);
+/** Why a text (or the size a sealed one declares) is over this gateway's limit, or undefined. */
+function overLimit(text: string | number, limits: AdmissionLimits): string | undefined {
+  const size = typeof text === 'number' ? text : byteLength(text);
   if (size > limits.maxTextBytes)
     return `text is ${size} bytes; this gateway takes at most ${limits.maxTextBytes} (limits.maxTextBytes)`;
   return undefined;
+}
+
+function unsealedDetail(envelope: Envelope): string {
+  return (
+    `a ${envelope.kind} from ${envelope.from.host} came with its text unsealed, and this gateway requires ` +
+    'sealing (security.encryption: required): that gateway publishes in clear (an older release, or its ' +
+    'security.encryption is off); upgrade it or turn its encryption on, then requeue'
+  );
 }

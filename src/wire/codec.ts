@@ -7,7 +7,9 @@ import {
   type SpawnHeader,
   schemaVersionString,
   spawnHeaderSchema,
+  versionParts,
 } from './envelope.js';
+import { type SealedPart, sealedAad, sealedEnvelopeSchema, sealedSchemaVersion } from './sealedEnvelope.js';
 import { boundedDetail, oversized } from './wireSize.js';
 
 /**
@@ -24,7 +26,11 @@ export const DecodeFailure = {
 export type DecodeFailure = (typeof DecodeFailure)[keyof typeof DecodeFailure];
 
 export type Decoded =
-  | { ok: true; envelope: Envelope }
+  /**
+   * `sealed`: its text is sealed (wire/sealedEnvelope.ts); `envelope.text` is empty until it is
+   * opened, and nothing may use it before.
+   */
+  | { ok: true; envelope: Envelope; sealed?: SealedPart }
   | {
       ok: false;
       reason: DecodeFailure;
@@ -64,6 +70,7 @@ export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
       detail: `schema ${version.data.v} is newer than this gateway's ${schemaVersionString}: upgrade this gateway`,
     };
   }
+  if (versionParts(version.data.v).major === sealedSchemaVersion.major) return decodeSealed(raw);
   // Within a major, unknown fields are dropped: a newer minor's additions are ignored.
   const parsed = envelopeSchema.safeParse(raw);
   if (!parsed.success) {
@@ -77,4 +84,24 @@ export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
     };
   }
   return { ok: true, envelope: parsed.data };
+}
+
+/** A sealed envelope (schema 2.x): its readable part checked, its sealed part left to open. */
+function decodeSealed(raw: unknown): Decoded {
+  const parsed = sealedEnvelopeSchema.safeParse(raw);
+  if (!parsed.success) {
+    const spawn = spawnHeaderSchema.safeParse(raw);
+    return {
+      ok: false,
+      reason: DecodeFailure.invalid,
+      detail: describeIssues(parsed.error),
+      ...(spawn.success ? { refusedSpawn: spawn.data } : {}),
+    };
+  }
+  const { sealed, size, ...rest } = parsed.data;
+  return {
+    ok: true,
+    envelope: { ...rest, text: '' },
+    sealed: { sealed, size, aad: sealedAad({ ...rest, size }) },
+  };
 }

@@ -21,9 +21,15 @@ export function versionParts(version: string): { major: number; minor: number } 
   return { major, minor };
 }
 
-/** Whether `version` is of a newer major than this gateway's: refused, never half-parsed. */
-export function isNewerMajor(version: string): boolean {
-  return versionParts(version).major > schemaVersion.major;
+/**
+ * The newest major this gateway reads: 1, and 2 for a sealed envelope (wire/sealedEnvelope.ts,
+ * whose text only the hosts it is sealed to can read).
+ */
+export const readableMajor = 2;
+
+/** Whether `version` is of a newer major than this gateway reads (`than`): refused, never half-parsed. */
+export function isNewerMajor(version: string, than: number = readableMajor): boolean {
+  return versionParts(version).major > than;
 }
 
 /** Whether a peer that writes schema `version` (its PRESENCE's) reads what `since` brought. */
@@ -219,7 +225,7 @@ const requiredPart: Partial<
   RECEIPT: 'receipts',
 };
 
-const envelopeShape = z.object({
+export const envelopeShape = z.object({
   v: z.string().regex(/^\d+\.\d+$/),
   kind: z.enum(Object.values(WireKind) as [WireKind, ...WireKind[]]),
   msgId: z.string().uuid(),
@@ -258,12 +264,18 @@ const envelopeShape = z.object({
   receipts: z.array(receiptSchema).min(1).max(maxReceiptsPerEnvelope).optional(),
 });
 
-export const envelopeSchema = envelopeShape.superRefine((envelope, ctx) => {
+/** The part a kind must carry, as an issue of `ctx` when it does not (sealed or not). */
+export function requirePart(
+  envelope: { kind: WireKind } & Partial<Record<NonNullable<(typeof requiredPart)[WireKind]>, unknown>>,
+  ctx: z.RefinementCtx,
+): void {
   const part = requiredPart[envelope.kind];
   if (part !== undefined && envelope[part] === undefined) {
     ctx.addIssue({ code: 'custom', path: [part], message: `a ${envelope.kind} carries "${part}"` });
   }
-});
+}
+
+export const envelopeSchema = envelopeShape.superRefine(requirePart);
 export type Envelope = z.infer<typeof envelopeSchema>;
 
 /**

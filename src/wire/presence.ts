@@ -13,6 +13,7 @@ import {
   entityNamePattern,
   hlcSchema,
   isNewerMajor,
+  schemaVersion,
   WireKind,
 } from './envelope.js';
 import { decodeHlc } from './hlc.js';
@@ -143,7 +144,7 @@ export function decodePresence(bytes: Buffer, maxEntries: number): DecodedPresen
   }
   const parsed = presenceSchema.safeParse(raw);
   if (!parsed.success) return { ok: false, detail: boundedDetail(describeIssues(parsed.error)) };
-  if (isNewerMajor(parsed.data.v)) {
+  if (isNewerMajor(parsed.data.v, schemaVersion.major)) {
     return { ok: false, detail: `presence schema ${parsed.data.v} is newer than this gateway's` };
   }
   return { ok: true, presence: parsed.data };

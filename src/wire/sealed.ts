@@ -50,3 +50,8 @@ export const OpenFailure = {
   tampered: 'tampered',
 } as const;
 export type OpenFailure = (typeof OpenFailure)[keyof typeof OpenFailure];
+
+/** A sealed part opened (with the id of the key that opened it), or why it did not open. */
+export type Opened =
+  | { ok: true; content: Buffer; kid: string }
+  | { ok: false; reason: OpenFailure; detail: string };

@@ -20,7 +20,14 @@ import { withEventsDb } from '../support/eventsDb.js';
 import { brokerEnv, brokerUri, removeDeadLettersOf, testDeployment, waitFor } from '../support/federation.js';
 import { GatewayProcess } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { fakePeer, listenAsPeerEntity, publishConfirmed, signedBy } from '../support/signedPeer.js';
+import {
+  fakePeer,
+  listenAsPeerEntity,
+  publishConfirmed,
+  sealedBytes,
+  sealingKeyOf,
+  signedBy,
+} from '../support/signedPeer.js';
 
 interface Registered {
   gid: string;
@@ -251,7 +258,7 @@ describe('hostile spawn requests and groups across the broker', () => {
       env: { ...brokerEnv },
       config: { profiles },
     });
-    addTrust(b.home, peer.host, peer.keys.publicKeyString);
+    addTrust(b.home, peer.host, peer.keys.trustString);
     await b.start();
     queues.push(controlSpec(b.hostId).name);
 
@@ -284,7 +291,10 @@ describe('hostile spawn requests and groups across the broker', () => {
       expiresAt: Date.now() + 60_000,
       spawn,
     };
-    const content = Buffer.from(JSON.stringify(envelope));
+    // Sealed to B, as the peer's gateway would: B refuses it for what its request holds.
+    const content = sealedBytes(envelope as unknown as Envelope, [
+      { host: b.hostId, key: sealingKeyOf(b.home) },
+    ]);
     await publishConfirmed(
       channel,
       Exchange.control,

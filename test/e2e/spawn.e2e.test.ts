@@ -18,7 +18,7 @@ import { consolePost, openConsoleSession } from '../support/consoleSession.js';
 import { brokerEnv, brokerUri, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { GatewayProcess, repoRoot } from '../support/GatewayProcess.js';
 import { callTool, connectMcp } from '../support/mcpClient.js';
-import { fakePeer, listenAsPeerEntity } from '../support/signedPeer.js';
+import { fakePeer, listenAsPeerEntity, sealedBytes, sealingKeyOf } from '../support/signedPeer.js';
 import { startTmuxServer, type TmuxTestServer } from '../support/tmux.js';
 
 interface Registered {
@@ -153,8 +153,13 @@ describe('spawn / stop (U4)', () => {
     callTool(client, 'bridge_spawn', { wait_ms: 30_000, ...args });
 
   /** Publishes `envelope` to B's control queue, signed by the fake peer, as its gateway would. */
+  const sealedOnce = new Map<string, Buffer>();
   const publishControl = (envelope: Envelope): Promise<void> => {
-    const content = Buffer.from(JSON.stringify(envelope));
+    // Sealed once per message: a second publish of it is the same bytes, as a redelivery is.
+    const content =
+      sealedOnce.get(envelope.msgId) ??
+      sealedBytes(envelope, [{ host: b.hostId, key: sealingKeyOf(b.home) }]);
+    sealedOnce.set(envelope.msgId, content);
     const headers = {
       [SignatureHeader.signature]: sign(content, peer.keys.privateKey),
       [SignatureHeader.signer]: peer.host,
@@ -206,7 +211,7 @@ describe('spawn / stop (U4)', () => {
       },
     });
     gateways.push(a, b);
-    addTrust(b.home, peer.host, peer.keys.publicKeyString);
+    addTrust(b.home, peer.host, peer.keys.trustString);
     await Promise.all([a.start(), b.start()]);
     queues.push(controlSpec(a.hostId).name, controlSpec(b.hostId).name);
     main = await register(a, ['--kind', 'main', '--name', 'mainA']);

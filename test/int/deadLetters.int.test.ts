@@ -65,6 +65,7 @@ describe.each([QueueMode.classic, QueueMode.quorum])(
         clock: systemClock,
         logger: silentLogger(),
         signer: createNoSigner(hostId),
+        store,
         queueMode: mode,
         receipts: { record: (receipt, route) => void told.push({ receipt, route }) },
         maxWireBytes: 64 * 1024,

@@ -117,7 +117,13 @@ describe('receipt admission at the sender', () => {
       env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, ...brokerEnv },
     });
     gateway = new Gateway({
-      config: { ...config, broker: { ...config.broker, heartbeatMs: 300 } },
+      // Its peers publish in clear (encryption off there too): receipts are never sealed, and
+      // what this file sends besides is about receipts, not sealing.
+      config: {
+        ...config,
+        broker: { ...config.broker, heartbeatMs: 300 },
+        security: { ...config.security, encryption: 'off' },
+      },
       logger: createLogger({
         level: 'debug',
         host: hostId,

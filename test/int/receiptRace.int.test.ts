@@ -115,7 +115,11 @@ describe('a receipt that overtakes the confirm', () => {
     expect(router.liveSend(sendId)?.state).toBe('published');
 
     let acked = 0;
-    receipts.receive(receiptFor(sendId, traceId), { ack: () => void acked++ });
+    receipts.receive(receiptFor(sendId, traceId), {
+      ack: () => void acked++,
+      content: Buffer.alloc(0),
+      headers: {},
+    });
     await settle();
     expect(router.liveSend(sendId)?.state).toBe('published');
     expect(acked).toBe(0);

@@ -164,7 +164,9 @@ describe('receive path: property-based fuzz (hostile input)', () => {
     }).config;
     config = {
       ...loaded,
-      security: { ...loaded.security, signing: 'required', unknownSenderGraceMs: graceMs },
+      // Its peer publishes in clear (security.encryption off there): this file fuzzes the
+      // admission of clear envelopes; sealed ones are test/int/sealedWire.int.test.ts's.
+      security: { ...loaded.security, signing: 'required', encryption: 'off', unknownSenderGraceMs: graceMs },
     };
     gateway = new Gateway({
       config,

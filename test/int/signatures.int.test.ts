@@ -89,7 +89,9 @@ describe('signed envelopes', () => {
       env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId, ...brokerEnv, BRIDGE_MCP_PORT: '0' },
     });
     daemon = await startDaemon({
-      config: { ...config, security: { ...config.security, unknownSenderGraceMs: 300 } },
+      // Its peers publish in clear (security.encryption off): this file is about signatures;
+      // sealed arrivals are test/int/sealedWire.int.test.ts's.
+      config: { ...config, security: { ...config.security, encryption: 'off', unknownSenderGraceMs: 300 } },
       logger: createLogger({
         level: 'info',
         host: hostId,

@@ -53,21 +53,36 @@ export function removeDeadLettersOf(hosts: readonly string[]): Promise<number> {
 export async function removeDeadLetters(
   doomed: (headers: Record<string, unknown>) => boolean,
 ): Promise<number> {
+  return (await takeDeadLetters(doomed)).length;
+}
+
+/** A dead letter as the broker holds it: its bytes, headers and message id. */
+export interface HeldLetter {
+  content: Buffer;
+  headers: Record<string, unknown>;
+  messageId: string | undefined;
+}
+
+/** Takes from the shared `bridge.dlq` the letters `picked` picks (by headers, message id); the rest go back. */
+export async function takeDeadLetters(
+  picked: (headers: Record<string, unknown>, messageId: string | undefined) => boolean,
+): Promise<HeldLetter[]> {
   const { default: amqp } = await import('amqplib');
   const connection = await amqp.connect(brokerUri, { noDelay: true });
   try {
     const channel = await connection.createChannel();
-    let removed = 0;
+    const taken: HeldLetter[] = [];
     for (;;) {
       const message = await channel.get('bridge.dlq', { noAck: false });
       if (message === false) break;
-      if (doomed(message.properties.headers ?? {})) {
+      const headers = message.properties.headers ?? {};
+      if (picked(headers, message.properties.messageId)) {
         channel.ack(message);
-        removed++;
+        taken.push({ content: message.content, headers, messageId: message.properties.messageId });
       }
     }
     await channel.close(); // the rest are requeued
-    return removed;
+    return taken;
   } finally {
     await connection.close();
   }

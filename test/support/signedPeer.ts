@@ -4,10 +4,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
 import { rosterKey } from '../../src/federation/topology.js';
-import { type GatewayKeys, initKeys } from '../../src/security/keys.js';
+import { type GatewayKeys, initKeys, loadSealingKeys } from '../../src/security/keys.js';
+import type { SealingKeyString } from '../../src/security/publicKey.js';
+import { open, seal } from '../../src/security/sealing.js';
 import { sign } from '../../src/security/signature.js';
+import { decodeEnvelope } from '../../src/wire/codec.js';
 import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { encodeHlc } from '../../src/wire/hlc.js';
+import {
+  encodeSealed,
+  sealedAad,
+  sealedKinds,
+  splitForSealing,
+  textOfContent,
+} from '../../src/wire/sealedEnvelope.js';
 import { SignatureHeader } from '../../src/wire/signatureHeaders.js';
 import { uniqueHostId } from './broker.js';
 import { testDeployment } from './federation.js';
@@ -116,8 +126,43 @@ export async function listenAsPeerEntity(
   await channel.bindQueue(queue, 'bridge.msg', entity.gid);
   await channel.consume(queue, (message) => {
     if (!message) return;
-    received.push(JSON.parse(message.content.toString()) as Envelope);
+    received.push(openedAsPeer(peer, message.content));
     channel.ack(message);
   });
   await announcePresence(channel, peer, [entity]);
+}
+
+/** A gateway's current sealing key, read from its home (what its `keys show` gives peers). */
+export function sealingKeyOf(home: string): SealingKeyString {
+  const keys = loadSealingKeys(home);
+  if (!keys) throw new Error(`${home} has no sealing key`);
+  return keys.current.publicKeyString;
+}
+
+/**
+ * `envelope`'s bytes as a peer gateway publishes them with security.encryption required: its
+ * text sealed to each host of `to` (a host id and the sealing key it gave); a kind that carries
+ * no text (STOP, RECEIPT, …) as it is.
+ */
+export function sealedBytes(
+  envelope: Envelope,
+  to: ReadonlyArray<{ host: string; key: SealingKeyString }>,
+): Buffer {
+  if (!sealedKinds.has(envelope.kind)) return Buffer.from(JSON.stringify(envelope));
+  const { headers, content } = splitForSealing(envelope);
+  return encodeSealed(headers, seal(content, to, sealedAad(headers)));
+}
+
+/** A message as `peer` reads it: parsed, its text opened when it was sealed to the peer. */
+export function openedAsPeer(peer: FakePeer, content: Buffer): Envelope {
+  const decoded = decodeEnvelope(content, content.length);
+  if (!decoded.ok) return JSON.parse(content.toString()) as Envelope;
+  if (!decoded.sealed) return decoded.envelope;
+  const keys = loadSealingKeys(peer.home);
+  if (!keys) throw new Error(`${peer.host} has no sealing key`);
+  const opened = open(decoded.sealed.sealed, peer.host, keys, decoded.sealed.aad);
+  if (!opened.ok) throw new Error(`${peer.host} cannot open what it got: ${opened.detail}`);
+  const text = textOfContent(opened.content, decoded.sealed.size);
+  if (!text.ok) throw new Error(text.detail);
+  return { ...decoded.envelope, text: text.text };
 }

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import { initKeys } from '../../src/security/keys.js';
+import { initKeys, type SealingKeys } from '../../src/security/keys.js';
+import { createSealer } from '../../src/security/messageSealing.js';
 import { createNoSigner, createSigner } from '../../src/security/messageSigning.js';
 import { addTrust, TrustStore } from '../../src/security/TrustStore.js';
 import {
@@ -18,6 +19,7 @@ import { DeadLetterReason } from '../../src/wire/deadLetterReason.js';
 import type { Envelope } from '../../src/wire/envelope.js';
 import { gatewayAddress } from '../../src/wire/gatewayAddress.js';
 import { judgeSender } from '../../src/wire/judgeSender.js';
+import type { Sealed } from '../../src/wire/sealed.js';
 import {
   type Expectation,
   evil,
@@ -53,9 +55,18 @@ const signer = createSigner({
   publicKey: keys.publicKeyString,
   trust: new TrustStore(home),
 });
+const sealer = createSealer({
+  host: hostId,
+  keys: keys.sealing as SealingKeys,
+  trust: new TrustStore(home),
+  required: true,
+});
+/** Opens what was sealed to this host (the cases here send their text unsealed, or seal it). */
+const open = (sealed: Sealed, aad: Buffer) => sealer.open(sealed, aad);
 const config = loadConfig({ env: { BRIDGE_HOME: home, BRIDGE_HOST_ID: hostId } }).config;
 const limits: AdmissionLimits = {
   signingRequired: true,
+  sealingRequired: false,
   maxWireBytes: config.limits.maxTextBytes + 16 * 1024,
   maxTextBytes: config.limits.maxTextBytes,
   maxClockSkewMs: config.security.maxClockSkewMs,
@@ -93,7 +104,7 @@ function decide(input: Input, now: number): Outcome {
   const inbox: AdmissionTarget = { kind: 'inbox', ...recipients[input.target] };
   const signature = signer.verify(input.content, input.headers);
   const admission = admitInbound(
-    { content: input.content, verify: () => signature, target: inbox, now },
+    { content: input.content, verify: () => signature, open, target: inbox, now },
     limits,
   );
   if (admission.verdict !== 'admitted') return admission;
@@ -192,7 +203,7 @@ function admit(
   const content = Buffer.from(JSON.stringify(envelope));
   const signature = signer.verify(content, signedHeaders(content, options.by ?? peer));
   return admitInbound(
-    { content, verify: () => signature, target, now: Date.now(), refusesReply: options.refusesReply },
+    { content, verify: () => signature, open, target, now: Date.now(), refusesReply: options.refusesReply },
     limits,
   );
 }
@@ -281,7 +292,13 @@ describe('admitInbound: the cases the fuzz reaches rarely', () => {
     );
     const signature = createNoSigner(hostId).verify(content, {});
     const admission = admitInbound(
-      { content, verify: () => signature, target: { kind: 'inbox', ...recipients.worker }, now: Date.now() },
+      {
+        content,
+        verify: () => signature,
+        open,
+        target: { kind: 'inbox', ...recipients.worker },
+        now: Date.now(),
+      },
       { ...limits, signingRequired: false },
     );
     expect(admission).toMatchObject({ verdict: 'admitted', signer: '' });

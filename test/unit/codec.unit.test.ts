@@ -313,20 +313,26 @@ describe('codec: schema versions (R-H3)', () => {
     expect(decoded).toEqual({ ...envelope, v: '1.7' });
   });
 
-  it('a newer major (2.0) → newer-major, with an upgrade hint', () => {
-    const { reason, detail } = refusal(decodeEnvelope(bytesOf({ ...envelope, v: '2.0' }), maxBytes));
+  it('a newer major (3.0; 2.x is a sealed envelope) → newer-major, with an upgrade hint', () => {
+    const { reason, detail } = refusal(decodeEnvelope(bytesOf({ ...envelope, v: '3.0' }), maxBytes));
     expect(reason).toBe(DecodeFailure.newerMajor);
-    expect(detail).toContain('2.0');
+    expect(detail).toContain('3.0');
     expect(detail).toContain(schemaVersionString);
     expect(detail).toMatch(/upgrade/);
   });
 
   it('a newer major is refused before the rest is looked at (never half-parsed)', () => {
-    const future = { v: '2.0', payload: { parts: ['a new shape entirely'] } };
+    const future = { v: '3.0', payload: { parts: ['a new shape entirely'] } };
     expect(refusal(decodeEnvelope(bytesOf(future), maxBytes)).reason).toBe(DecodeFailure.newerMajor);
   });
 
-  it.each(['10.0', '2.7', '99999999999999999999.0'])('v %s → newer-major', (v) => {
+  it('a 2.x envelope without its sealed part is invalid, never taken for one without text', () => {
+    const { reason, detail } = refusal(decodeEnvelope(bytesOf({ ...envelope, v: '2.0' }), maxBytes));
+    expect(reason).toBe(DecodeFailure.invalid);
+    expect(detail).toMatch(/sealed/);
+  });
+
+  it.each(['10.0', '3.7', '99999999999999999999.0'])('v %s → newer-major', (v) => {
     expect(refusal(decodeEnvelope(bytesOf({ ...envelope, v }), maxBytes)).reason).toBe(
       DecodeFailure.newerMajor,
     );

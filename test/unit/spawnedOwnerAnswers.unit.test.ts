@@ -164,9 +164,17 @@ describe("an owner's answer to a spawned worker's agent, on the worker's host (i
     };
     const acked: string[] = [];
     const request = ownerAnswer(lead);
-    gateway.services.spawner.receiveControl(request, { ack: () => acked.push('first') });
+    gateway.services.spawner.receiveControl(request, {
+      ack: () => acked.push('first'),
+      content: Buffer.alloc(0),
+      headers: {},
+    });
     await settle();
-    gateway.services.spawner.receiveControl(request, { ack: () => acked.push('again') });
+    gateway.services.spawner.receiveControl(request, {
+      ack: () => acked.push('again'),
+      content: Buffer.alloc(0),
+      headers: {},
+    });
     await settle();
     expect(asked).toBe(1);
     expect(acked).toEqual([]);

@@ -544,6 +544,7 @@ export function quorumInboxesSuite(sharedCluster: () => TestCluster): void {
         clock: systemClock,
         logger: silentLogger(),
         signer: createNoSigner('quorum-dlq'),
+        store: openStore({ file: ':memory:' }),
         maxWireBytes: 64 * 1024,
       });
       const listed = await waitFor('listed', async () => {

@@ -2,23 +2,30 @@ import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { Logger } from '../log/logger.js';
 import { addSealingKey, type GatewayKeys, initKeys, loadKeys } from './keys.js';
+import { createNoSealer, createSealer, type Sealer } from './messageSealing.js';
 import { createNoSigner, createSigner, type Signer } from './messageSigning.js';
 import { TrustStore } from './TrustStore.js';
 
+/** How a federated gateway signs and seals what it publishes, and checks and opens what comes. */
+export interface GatewaySecurity {
+  signer: Signer;
+  sealer: Sealer;
+}
+
 /**
- * A federated gateway's signer: its keys (created on first federated start, like an SSH host key,
+ * A federated gateway's signer and sealer: its keys (created on first federated start, like an SSH host key,
  * with a loud line saying how peers trust them; a sealing key added to a home made before it) and
  * the trust store of its peers' keys.
  */
-export function createGatewaySigner(
+export function createGatewaySecurity(
   config: Pick<Config, 'hostId' | 'home' | 'security'>,
   logger: Logger,
-): Signer {
+): GatewaySecurity {
   if (config.security.signing === 'off') {
     logger.warn(
-      'security.signing is off: messages are neither signed nor verified (invariant 6 does not hold)',
+      'security.signing is off: messages are neither signed nor verified (invariant 6 does not hold), nor sealed',
     );
-    return createNoSigner(config.hostId);
+    return { signer: createNoSigner(config.hostId), sealer: createNoSealer() };
   }
   let keys: GatewayKeys;
   try {
@@ -43,10 +50,21 @@ export function createGatewaySigner(
     onError: (err) =>
       logger.error({ err }, 'the trust store cannot be read; trusting no peer until it is fixed'),
   });
-  return createSigner({
-    host: config.hostId,
-    privateKey: keys.privateKey,
-    publicKey: keys.publicKeyString,
-    trust,
-  });
+  const sealing = keys.sealing;
+  if (!sealing) throw new Error('a sealing key was added but does not load');
+  const required = config.security.encryption === 'required';
+  if (!required) {
+    logger.warn(
+      'security.encryption is off: message text is published unsealed, readable to the broker and its logins',
+    );
+  }
+  return {
+    signer: createSigner({
+      host: config.hostId,
+      privateKey: keys.privateKey,
+      publicKey: keys.publicKeyString,
+      trust,
+    }),
+    sealer: createSealer({ host: config.hostId, keys: sealing, trust, required }),
+  };
 }
