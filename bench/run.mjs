@@ -5,7 +5,8 @@
 // (d) The cost of signing: the admin-socket and in-process cross-host scenarios with
 // security.signing required, beside the same scenario with signing off as the baseline (a target
 // may carry `config`, merged over BENCH_GATEWAY_CONFIG into a config file of its own), and the
-// node:crypto Ed25519 sign and verify primitives on a 600-byte envelope.
+// node:crypto Ed25519 sign and verify primitives on a 600-byte envelope. (d') The cost of sealing:
+// the same two scenarios with security.encryption required beside off (signing on in both).
 // (e) Replay throughput: `agentbridge replay`'s merge of three hosts' generated logs (at least
 // BENCH_REPLAY_EVENTS events, cached in bench/.cache/), with and without the re-run check,
 // from the SQLite logs and from exports of them, beside a raw read-and-merge floor; each run in
@@ -42,7 +43,7 @@
 // BENCH_WARMUP, BENCH_TEXT_BYTES, BENCH_SIGNING_OPS (signs and verifies per primitive row),
 // BENCH_REPLAY_EVENTS (at least this many events in the replay logs; default 1000000),
 // BENCH_REPLAY_RUNS (runs per replay row, best kept; default 1),
-// BENCH_ONLY (router|mcp|crosshost|signing|replay|latency|scale|broadcast|roster|quorum|idle|submission|
+// BENCH_ONLY (router|mcp|crosshost|signing|sealing|replay|latency|scale|broadcast|roster|quorum|idle|submission|
 // console, comma-separated),
 // BENCH_DIR (parent of the temp dir),
 // BENCH_KEEP=1 (keep it), BENCH_CPU_PROF=DIR (CPU-profile the daemons), BENCH_PROFILE=1 (profile
@@ -87,7 +88,7 @@ import { mcpScenario } from './scenarios/mcp.mjs';
 import { nativePathLines } from './scenarios/nativePath.mjs';
 import { renderReplay, replayRatioNote, runReplayBench, writeReplayResults } from './scenarios/replay.mjs';
 import { routerScenarios } from './scenarios/router.mjs';
-import { signingPrimitives, signingScenarios } from './scenarios/signing.mjs';
+import { sealingScenarios, signingPrimitives, signingScenarios } from './scenarios/signing.mjs';
 import {
   renderSubmission,
   runSubmissionBench,
@@ -116,7 +117,7 @@ const settings = {
   only:
     process.env.BENCH_ONLY ||
     [
-      'router,mcp,crosshost,signing,replay',
+      'router,mcp,crosshost,signing,sealing,replay',
       ...fleetNames,
       submissionScenario.name,
       consoleScenario.name,
@@ -127,6 +128,7 @@ const allScenarios = [
   'mcp',
   'crosshost',
   'signing',
+  'sealing',
   'replay',
   ...fleetNames,
   submissionScenario.name,
@@ -272,6 +274,13 @@ async function main() {
           drainWaitMs: settings.crosshostDrainWaitMs,
         })
       : []),
+    ...(wanted.includes('sealing')
+      ? sealingScenarios({
+          count: settings.crosshostMessages,
+          concurrency: settings.crosshostConcurrency,
+          drainWaitMs: settings.crosshostDrainWaitMs,
+        })
+      : []),
   ];
 
   progress.plan(
@@ -380,7 +389,7 @@ async function main() {
       ...settings,
       synchronous,
       journal: 'WAL',
-      ...(wanted.includes('crosshost') || wanted.includes('signing')
+      ...(wanted.includes('crosshost') || wanted.includes('signing') || wanted.includes('sealing')
         ? {
             broker: brokerUri.replace(/\/\/([^:@/]+):[^@/]+@/, '//$1:***@'),
             prefetch: gatewayConfig.broker.prefetch,

@@ -167,6 +167,33 @@ function signingSummary(rows, primitives) {
   ];
 }
 
+/**
+ * What sealing costs a cross-host message, from the rows whose baseline is the same scenario
+ * with sealing off: the CPU it adds, as a share of the unsealed message's (issue 34's target:
+ * under 10 %).
+ */
+function sealingSummary(rows) {
+  const sealingRows = rows.filter((row) => row.baselineId === 'sealing-off');
+  if (sealingRows.length === 0) return [];
+  return [
+    '## Cost of sealing',
+    '',
+    ...sealingRows.map((row) => {
+      const share = row.floor.cpuUsPerMsg > 0 ? (100 * row.cpuDeltaUsPerMsg) / row.floor.cpuUsPerMsg : 0;
+      return (
+        `- **${row.label}**: ${row.gateway.msgsPerSec} msg/s sealed vs ${row.floor.msgsPerSec} in clear, ` +
+        `ratio ${row.ratio.toFixed(2)}; CPU ${row.gateway.cpuUsPerMsg} vs ${row.floor.cpuUsPerMsg} µs/msg, ` +
+        `Δ ${row.cpuDeltaUsPerMsg} µs/msg (${share.toFixed(1)} % of a message in clear; target under 10 %)` +
+        (row.cpuDeltaUsPerMsgOf
+          ? ` (by process: ${cpuBreakdown({ cpuUsPerMsgOf: row.cpuDeltaUsPerMsgOf })})`
+          : '') +
+        `; p50 ${row.gateway.p50Ms} vs ${row.floor.p50Ms} ms.`
+      );
+    }),
+    '',
+  ];
+}
+
 export function writeResults({ jsonFile, mdFile, results }) {
   writeFileSync(jsonFile, `${JSON.stringify(results, null, 2)}\n`);
   const { machine, settings, rows } = results;
@@ -201,6 +228,7 @@ export function writeResults({ jsonFile, mdFile, results }) {
     ...floors.map((row) => `- baseline **${row.baseline}**: ${row.baselineMeasures}.`),
     '',
     ...signingSummary(rows, results.primitives),
+    ...sealingSummary(rows),
   ].join('\n');
   writeFileSync(mdFile, md);
 }

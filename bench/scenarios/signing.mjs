@@ -9,18 +9,57 @@ import { crosshostScenarios } from './crosshost.mjs';
  * (d) The cost of signing (invariant 6): cross-host scenarios run with `security.signing` =
  * `required` (the default: A signs every message it publishes, B verifies it against its trust
  * store) as the gateway figure, beside the very same scenario with signing `off` on both
- * gateways as the baseline, so the ratio is signing-on msgs/s ÷ signing-off msgs/s. Same message
- * count, concurrency and text size; the runner writes each side's config (`config`, merged over
- * BENCH_GATEWAY_CONFIG). Both sides make the gateways trust each other's keys; only the setting
- * differs.
+ * gateways as the baseline, so the ratio is signing-on msgs/s ÷ signing-off msgs/s. Sealing is
+ * off on both sides (signing off turns it off), so the pair differs in signing alone. Same
+ * message count, concurrency and text size; the runner writes each side's config (`config`,
+ * merged over BENCH_GATEWAY_CONFIG). Both sides make the gateways trust each other's keys; only
+ * the setting differs.
  */
 export const signingModes = {
-  on: { security: { signing: 'required' } },
-  off: { security: { signing: 'off' } },
+  on: { security: { signing: 'required', encryption: 'off' } },
+  off: { security: { signing: 'off', encryption: 'off' } },
+};
+
+/**
+ * (d') The cost of sealing (issue 34): the same cross-host scenarios with `security.encryption`
+ * = `required` (the default: A seals each message's text to B, B opens it) beside
+ * `encryption: off` on both, signing on in both.
+ */
+export const sealingModes = {
+  on: { security: { signing: 'required', encryption: 'required' } },
+  off: { security: { signing: 'required', encryption: 'off' } },
 };
 
 /** The cross-host scenarios compared with signing on and off: admin sockets, then in process. */
-export function signingScenarios({ count, concurrency, drainWaitMs }) {
+export function signingScenarios(options) {
+  return comparedScenarios(options, {
+    id: 'signing',
+    modes: signingModes,
+    label: 'signing on',
+    measures: 'security.signing = required on both gateways (A signs each message, B verifies it)',
+    baseline: 'signing off',
+    baselineMeasures: 'security.signing = off on both gateways (nothing signed, nothing verified)',
+  });
+}
+
+/** The cross-host scenarios compared with sealing on and off (signing on in both). */
+export function sealingScenarios(options) {
+  return comparedScenarios(options, {
+    id: 'sealing',
+    modes: sealingModes,
+    label: 'sealing on',
+    measures:
+      'security.encryption = required on both gateways (A seals each text to B: AES-256-GCM, X25519 + HKDF; B opens it), signing on',
+    baseline: 'sealing off',
+    baselineMeasures: 'security.encryption = off on both gateways (text in clear), signing on',
+  });
+}
+
+/**
+ * The admin-socket and in-process cross-host scenarios with one security setting on (the
+ * gateway figure) and off (the baseline, run just before it): same count, concurrency, text size.
+ */
+function comparedScenarios({ count, concurrency, drainWaitMs }, compared) {
   const crosshost = new Map(
     crosshostScenarios({ count, concurrency, drainWaitMs }).map((scenario) => [scenario.name, scenario]),
   );
@@ -31,18 +70,18 @@ export function signingScenarios({ count, concurrency, drainWaitMs }) {
     );
     return {
       ...scenario,
-      name: `signing-${via}`,
-      label: scenario.label.replace(/^crosshost: /, 'signing on: '),
-      measures: `${scenario.measures}; security.signing = required on both gateways (A signs each message, B verifies it)`,
-      config: signingModes.on,
+      name: `${compared.id}-${via}`,
+      label: scenario.label.replace(/^crosshost: /, `${compared.label}: `),
+      measures: `${scenario.measures}; ${compared.measures}`,
+      config: compared.modes.on,
       baselines: [
         {
-          id: 'signing-off',
-          label: 'signing off',
+          id: `${compared.id}-off`,
+          label: compared.baseline,
           measures:
             'the same cross-host scenario with the same message count, concurrency and text size, run just before ' +
-            'it with security.signing = off on both gateways (nothing signed, nothing verified)',
-          config: signingModes.off,
+            `it with ${compared.baselineMeasures}`,
+          config: compared.modes.off,
           open: scenario.open,
         },
       ],

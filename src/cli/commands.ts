@@ -349,6 +349,7 @@ export async function runDlq(values: CliValues, rest: string[]): Promise<number>
           `queue:   ${neutraliseLine(letter.queue)}`,
           `to:      ${neutraliseLine(letter.routingKey)}`,
           `from:    ${neutraliseLine(letter.host || '?')} at ${neutraliseLine(letter.at || '?')}`,
+          ...(letter.sealed ? [`sealed:  ${sealedLine(letter.sealed)}`] : []),
           `body:    ${block(letter.body, 'body:    '.length)}`,
         ].join('\n'),
       );
@@ -530,4 +531,12 @@ function table(header: string[], rows: string[][]): string {
       .join('  ')
       .trimEnd();
   return [line(header), ...shown.map(line)].join('\n');
+}
+
+/** How a sealed dead letter read here: to whom it is sealed, and whether its text opened. */
+function sealedLine(sealed: NonNullable<DeadLetterView['sealed']>): string {
+  const to = neutraliseLine(sealed.to.join(', '));
+  return sealed.opened
+    ? `to ${to}; opened here`
+    : `to ${to}; its text does not open here (${neutraliseLine(sealed.why ?? 'not sealed to this host')})`;
 }

@@ -59,6 +59,8 @@ Usage:
                                                       marked with counts, from its hosts' logs
   agentbridge keys init [--force] | show                   this gateway's signing (ed25519) and sealing (x25519)
                                                       keys (in BRIDGE_HOME/keys)
+  agentbridge keys rotate | retire [KEY_ID] [--force]    a new sealing key (the old kept to open what was sealed
+                                                      to it; peers learn it from PRESENCE), then drop the old
   agentbridge trust add HOST KEYS | remove HOST [KEY] | list
                                                       the peers' public keys this gateway trusts (KEYS:
                                                       ed25519:…,x25519:… as keys show prints them on HOST)

@@ -1,6 +1,13 @@
+import { statSync } from 'node:fs';
 import { loadConfig } from '../config/loadConfig.js';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { type GatewayKeys, initKeys, loadKeys } from '../security/keys.js';
+import {
+  type GatewayKeys,
+  initKeys,
+  loadKeys,
+  retireSealingKeys,
+  rotateSealingKey,
+} from '../security/keys.js';
 import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/TrustStore.js';
 import type { CliValues } from './cliOptions.js';
 import { printResult } from './output.js';
@@ -26,7 +33,9 @@ function keysView(hostId: string, keys: GatewayKeys) {
 }
 
 export function runKeys(values: CliValues, rest: string[]): number {
-  const [sub, ...extra] = rest;
+  const [sub, ...others] = rest;
+  // `keys retire` takes the id of the key to retire; the others take nothing more.
+  const [id, ...extra] = sub === 'retire' ? others : [undefined, ...others];
   if (extra.length > 0)
     throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after keys ${sub}`);
   const { home, hostId } = configOf(values);
@@ -60,10 +69,48 @@ export function runKeys(values: CliValues, rest: string[]): number {
           `Peers trust it with:  agentbridge trust add ${hostId} ${view.publicKey}`,
       );
     }
+    case 'rotate': {
+      const { keys, previous } = rotateSealingKey(home);
+      const view = { ...keysView(hostId, keys), previousSealingKeyId: previous };
+      return printResult(
+        values,
+        view,
+        () =>
+          `sealing key ${view.sealingKeyId} is current; ${previous} is kept to open what was sealed to it\n` +
+          `A running gateway opens with both at once and announces the new key in its next PRESENCE: peers that\n` +
+          `trust this host's signing key seal to it from then on (no trust add needed; new peers: ${view.publicKey}).\n` +
+          `Once nothing sealed to ${previous} is waiting anywhere: agentbridge keys retire ${previous}`,
+      );
+    }
+    case 'retire': {
+      const { config } = loadConfig({ file: values.config });
+      const overlapMs = config.broker.heartbeatMs * config.broker.presenceTtlBeats;
+      const keys = loadKeys(home);
+      const currentPath = keys.sealing?.current.path;
+      const age = currentPath ? Date.now() - statSync(currentPath).mtimeMs : Number.POSITIVE_INFINITY;
+      if (age < overlapMs && !values.force) {
+        throw new BridgeError(
+          ErrorCode.badRequest,
+          `the current sealing key is ${Math.round(age / 1000)} s old: peers learn it from this gateway's PRESENCE ` +
+            `(within ${Math.round(overlapMs / 1000)} s) and seal to the old key until then; retire after that, ` +
+            'or now with --force (what is sealed to a retired key is dead-lettered as unknown-sealing-key)',
+        );
+      }
+      const result = retireSealingKeys(home, id);
+      return printResult(
+        values,
+        { host: hostId, ...result },
+        () =>
+          (result.retired.length === 0
+            ? 'no sealing key to retire: only the current one is kept\n'
+            : `retired sealing key(s) ${result.retired.join(', ')}: what is still sealed to them no longer opens here\n`) +
+          `current: ${result.current}`,
+      );
+    }
     default:
       throw new BridgeError(
         ErrorCode.badRequest,
-        'keys needs a subcommand: agentbridge keys init [--force] | show',
+        'keys needs a subcommand: agentbridge keys init [--force] | show | rotate | retire [KEY_ID] [--force]',
       );
   }
 }

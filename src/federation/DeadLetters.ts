@@ -11,6 +11,7 @@ import {
   DeadLetterHeader,
   type DeadLetterView,
   mayRequeue,
+  type OpenedLetter,
   type RequeueResult,
   reasonOf,
   routingKeyOf,
@@ -38,6 +39,8 @@ export interface DeadLettersDeps {
   wireBytes?:
     | ((envelope: Envelope) => { ok: true; content: Buffer } | { ok: false; error: Error })
     | undefined;
+  /** A sealed letter opened with this gateway's keys, if it is sealed (see `DeadLetterView.sealed`). */
+  openLetter?: ((content: Buffer) => OpenedLetter | undefined) | undefined;
   /** Where cross-host dead letters wait to be published, with the bytes their messages came in. */
   store: Store;
   /** Where the stages of messages go back to their senders: a removed inbox's tell theirs. */
@@ -84,6 +87,8 @@ export class DeadLetters {
   /** A pass over the outbox is running; another was asked for meanwhile. */
   private forwarding = false;
   private forwardAgain = false;
+  /** Outbox letters published whose delete is not committed yet. */
+  private readonly published = new Set<string>();
 
   constructor(private readonly deps: DeadLettersDeps) {}
 
@@ -170,6 +175,9 @@ export class DeadLetters {
     const { store, broker, logger } = this.deps;
     for (const letter of readOutboxDeadLetters(store)) {
       if (!broker.connected) return;
+      const key = `${letter.msgId}\n${letter.recipient}`;
+      // Published, its row's delete not committed yet: the next pass must not publish it again.
+      if (this.published.has(key)) continue;
       const wire = readWire(store, letter.msgId, letter.recipient);
       const envelope = wire ? undefined : storedEnvelope(readMessage(store, letter.msgId, letter.recipient));
       const content = wire?.content ?? (envelope ? encodeEnvelope(envelope) : Buffer.alloc(0));
@@ -188,7 +196,9 @@ export class DeadLetters {
         );
         return;
       }
+      this.published.add(key);
       dropOutboxDeadLetter(store, letter.msgId, letter.recipient);
+      store.batch.afterCommit(() => this.published.delete(key));
     }
   }
 
@@ -268,7 +278,9 @@ export class DeadLetters {
   /** Lists the DLQ without consuming it. */
   async list(max: number): Promise<DeadLetterView[]> {
     const messages = await this.pass(() => this.deps.broker.peek(dlqName, max));
-    return messages.map((message) => viewOf(message.content, message.messageId, message.headers));
+    return messages.map((message) =>
+      viewOf(message.content, message.messageId, message.headers, this.deps.openLetter?.(message.content)),
+    );
   }
 
   /**

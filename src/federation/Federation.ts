@@ -8,15 +8,21 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Sealer } from '../security/messageSealing.js';
 import type { Signer } from '../security/messageSigning.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
-import { encodeEnvelope } from '../wire/codec.js';
+import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
-import { BridgeHeader, type DeadLetterView, type RequeueResult } from '../wire/deadLetterView.js';
+import {
+  BridgeHeader,
+  type DeadLetterView,
+  type OpenedLetter,
+  type RequeueResult,
+} from '../wire/deadLetterView.js';
 import { byteLength } from '../wire/digest.js';
 import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { brokerInboxFull, brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
 import { type PresenceEntry, presenceAgentOf } from '../wire/presence.js';
 import type { ReceiptSink } from '../wire/receipt.js';
+import { textOfContent } from '../wire/sealedEnvelope.js';
 import { BrokerActor } from './BrokerActor.js';
 import type { InboundMessage, PublishOutcome } from './brokerMessages.js';
 import { DeadLetters, type LatestDeadLetters } from './DeadLetters.js';
@@ -145,6 +151,7 @@ export class Federation implements DeadLetterSink {
       signer,
       store,
       wireBytes: (envelope) => this.wireBytes(envelope, envelope.to),
+      openLetter: (content) => this.openLetter(content),
       receipts: { record: (receipt, route) => this.served().receiptSink.record(receipt, route) },
       maxWireBytes: maxWireBytes(config),
       queueMode: config.broker.queueMode,
@@ -169,6 +176,7 @@ export class Federation implements DeadLetterSink {
       logger,
       metrics,
       signer,
+      sealer: deps.sealer,
       entries: () => this.presenceEntries(),
       onRosterChanged: () => this.inbound.retryAll(),
     });
@@ -341,7 +349,8 @@ export class Federation implements DeadLetterSink {
     if (hosts.length === 0) {
       const error = new BridgeError(
         ErrorCode.unknownRecipient,
-        `${to} is on no host this gateway knows (not in the roster): a message is sealed to its recipient's host`,
+        `${to} is in no host's roster here: a message's text is sealed to its recipient's host, which must ` +
+          'have announced it; check the address, or send once its host is in `agentbridge roster`',
       );
       return { ok: false, error };
     }
@@ -359,10 +368,31 @@ export class Federation implements DeadLetterSink {
     return { ok: true, content: sealer.sealEnvelope(envelope, recipients) };
   }
 
-  /** The hosts entity `gid` lives on: this one, or where the roster places it. */
+  /**
+   * A dead letter as the operator reads it here: a sealed one opened with this gateway's keys
+   * (the text shows only when it was sealed to this host), or why it did not open.
+   */
+  private openLetter(content: Buffer): OpenedLetter | undefined {
+    const decoded = decodeEnvelope(content, maxWireBytes(this.deps.config));
+    if (!decoded.ok || !decoded.sealed) return undefined;
+    const { sealed, aad, size } = decoded.sealed;
+    const to = sealed.recipients.map((recipient) => recipient.host);
+    const opened = this.deps.sealer.open(sealed, aad);
+    const text = opened.ok ? textOfContent(opened.content, size) : undefined;
+    if (!text?.ok) {
+      const why = opened.ok ? text?.detail : `${opened.reason}: ${opened.detail}`;
+      return { body: content.toString('utf8'), sealed: { to, opened: false, ...(why ? { why } : {}) } };
+    }
+    return { body: JSON.stringify({ ...decoded.envelope, text: text.text }), sealed: { to, opened: true } };
+  }
+
+  /** The hosts entity `gid` lives on: this one, where the roster places it, or where it was last announced. */
   private hostsOf(gid: string): string[] {
     if (this.deps.findLocal(gid) !== undefined) return [this.hostId];
-    return [...new Set(this.roster.find(gid).map((entry) => entry.host))];
+    const hosts = new Set(this.roster.find(gid).map((entry) => entry.host));
+    const last = this.roster.lastHostOf(gid);
+    if (hosts.size === 0 && last !== undefined) hosts.add(last);
+    return [...hosts];
   }
 
   /** Hosts whose announcements this gateway ignores (untrusted, clock off, …), with why. */

@@ -3,7 +3,9 @@ import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../log/logger.js';
 import { RepeatLimiter } from '../log/RepeatLimiter.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { Sealer } from '../security/messageSealing.js';
 import type { Signer } from '../security/messageSigning.js';
+import { type SealingKeyString, sealingKeySchema } from '../security/publicKey.js';
 import { schemaVersionString, WireKind } from '../wire/envelope.js';
 import type { Hlc } from '../wire/hlc.js';
 import {
@@ -28,6 +30,8 @@ export interface PresenceExchangeDeps {
   logger: Logger;
   metrics: Metrics;
   signer: Signer;
+  /** Announces this gateway's sealing key, and learns each peer's from its PRESENCE. */
+  sealer: Sealer;
   /** The local entities as announced. */
   entries(): PresenceEntry[];
   /** A PRESENCE was taken into the roster: senders it announced may be what arrivals wait for. */
@@ -107,6 +111,7 @@ export class PresenceExchange {
       hlc: this.deps.hlc.tick(),
       ttlMs: config.broker.heartbeatMs * config.broker.presenceTtlBeats,
       inboxMaxLength: config.broker.inboxMaxLength,
+      ...sealingKeyField(this.deps.sealer.currentKey()),
       entities: this.deps.entries(),
     };
     const content = encodePresence(presence);
@@ -173,8 +178,21 @@ export class PresenceExchange {
       return;
     }
     this.deps.hlc.receive(presence.hlc);
+    // Its signature checked with the host's trusted key (or signing is off, and so is sealing).
+    if (signer.enabled && presence.sealingKey !== undefined)
+      this.learnSealingKey(presence.host, presence.sealingKey);
     roster.apply(presence);
     this.deps.onRosterChanged();
+  }
+
+  private learnSealingKey(host: string, announced: string): void {
+    const key = sealingKeySchema.safeParse(announced);
+    if (key.success) this.deps.sealer.learn(host, key.data);
+    else
+      this.deps.logger.warn(
+        { peer: host },
+        'a PRESENCE announces a sealing key that is not one; kept the one known',
+      );
   }
 
   /** The hosts whose announcements were ignored, each with its latest reason. */
@@ -226,4 +244,8 @@ export class PresenceExchange {
     }
     this.ownTooLarge = tooLarge;
   }
+}
+
+function sealingKeyField(key: SealingKeyString | undefined): { sealingKey?: SealingKeyString } {
+  return key === undefined ? {} : { sealingKey: key };
 }

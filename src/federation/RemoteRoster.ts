@@ -28,6 +28,11 @@ export class RemoteRoster {
   private readonly hosts = new Map<string, RemoteHost>();
   /** Host → newest PRESENCE hlc taken; outlives the host's expiry (one short string per host). */
   private readonly lastSeen = new Map<string, string>();
+  /**
+   * Entity gid → the host that last announced it; outlives the host's expiry, so a message to an
+   * entity whose host is cut off for a while is still sealed to that host and waits in its inbox.
+   */
+  private readonly lastHost = new Map<string, string>();
   private reachable = false;
   /** When the broker last became reachable: until a heartbeat round has passed, the view is still filling. */
   private reachableSince: number | undefined;
@@ -55,6 +60,7 @@ export class RemoteRoster {
     const last = this.lastSeen.get(presence.host);
     if (last !== undefined && presence.hlc <= last) return false;
     this.lastSeen.set(presence.host, presence.hlc);
+    for (const entity of presence.entities) this.lastHost.set(entity.gid, presence.host);
     if (!this.hosts.has(presence.host))
       this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
     this.hosts.set(presence.host, {
@@ -123,6 +129,11 @@ export class RemoteRoster {
       if (entry.entities.some((e) => e.gid === gid)) return entry.inboxMaxLength;
     }
     return undefined;
+  }
+
+  /** The host that last announced entity `gid`, in the roster or since expired from it. */
+  lastHostOf(gid: string): string | undefined {
+    return this.lastHost.get(gid);
   }
 
   /** The schema version of `host`'s last PRESENCE, while it is in the roster. */

@@ -4,6 +4,7 @@ import type { Logger } from '../log/logger.js';
 import { addSealingKey, type GatewayKeys, initKeys, loadKeys } from './keys.js';
 import { createNoSealer, createSealer, type Sealer } from './messageSealing.js';
 import { createNoSigner, createSigner, type Signer } from './messageSigning.js';
+import { SealingKeyring } from './SealingKeyring.js';
 import { TrustStore } from './TrustStore.js';
 
 /** How a federated gateway signs and seals what it publishes, and checks and opens what comes. */
@@ -65,6 +66,14 @@ export function createGatewaySecurity(
       publicKey: keys.publicKeyString,
       trust,
     }),
-    sealer: createSealer({ host: config.hostId, keys: sealing, trust, required }),
+    sealer: createSealer({
+      host: config.hostId,
+      keys: new SealingKeyring(config.home, sealing, {
+        onError: (err) =>
+          logger.error({ err }, 'the sealing keys changed and do not load; keeping the ones loaded before'),
+      }),
+      trust,
+      required,
+    }),
   };
 }

@@ -142,6 +142,58 @@ export function addSealingKey(home: string): GatewayKeys {
   return keys;
 }
 
+/**
+ * `keys rotate`: a new current sealing key; the ones before are kept, to open what was sealed to
+ * them (letters held, messages in flight, the DLQ), until `keys retire`. Returns the keys as they
+ * are now and the id of the key that was current.
+ */
+export function rotateSealingKey(home: string): { keys: GatewayKeys; previous: string } {
+  const before = loadSealingKeys(home);
+  if (!before) {
+    throw new BridgeError(
+      ErrorCode.keyMissing,
+      'this gateway has no sealing key to rotate: run `agentbridge keys init` (or start it federated) first',
+    );
+  }
+  return { keys: addSealingKey(home), previous: before.current.keyId };
+}
+
+/**
+ * `keys retire [keyId]`: deletes the kept sealing keys that are not the current one (all of them,
+ * or the one named). What is still sealed to a retired key no longer opens here
+ * (`unknown-sealing-key`). Returns the ids retired, the current key and when it became current.
+ */
+export function retireSealingKeys(
+  home: string,
+  keyId?: string,
+): { retired: string[]; current: string; currentSinceMs: number } {
+  const keys = loadSealingKeys(home);
+  if (!keys)
+    throw new BridgeError(ErrorCode.keyMissing, 'this gateway has no sealing keys: nothing to retire');
+  const { current, byId } = keys;
+  if (keyId === current.keyId) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `${keyId} is the current sealing key, the one peers seal to: \`agentbridge keys rotate\` first, then retire it`,
+    );
+  }
+  if (keyId !== undefined && !byId.has(keyId)) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `this gateway keeps no sealing key ${keyId}; it keeps ${[...byId.keys()].join(', ')}`,
+    );
+  }
+  const retired = [...byId.values()].filter(
+    (pair) => pair !== current && (keyId === undefined || pair.keyId === keyId),
+  );
+  for (const pair of retired) rmSync(pair.path);
+  return {
+    retired: retired.map((pair) => pair.keyId),
+    current: current.keyId,
+    currentSinceMs: statSync(current.path).mtimeMs,
+  };
+}
+
 /** Makes a new sealing key pair the current one (the one given to peers). */
 function createSealingKey(home: string): void {
   const { dir, sealingCurrentPath } = keyPaths(home);

@@ -2,6 +2,7 @@ import type { Envelope } from '../wire/envelope.js';
 import { type Opened, OpenFailure, type Sealed } from '../wire/sealed.js';
 import { encodeSealed, sealedAad, sealedKinds, splitForSealing } from '../wire/sealedEnvelope.js';
 import type { SealingKeys } from './keys.js';
+import type { SealingKeyString } from './publicKey.js';
 import { open, type SealRecipient, seal } from './sealing.js';
 import type { TrustStore } from './TrustStore.js';
 
@@ -28,20 +29,30 @@ export interface Sealer {
   sealEnvelope(envelope: Envelope, recipients: readonly SealRecipient[]): Buffer;
   /** Opens a sealed part with the keys this gateway keeps, or says why it does not. */
   open(sealed: Sealed, aad: Buffer): Opened;
+  /** The sealing key peers are to seal to now: this gateway's PRESENCE announces it. */
+  currentKey(): SealingKeyString | undefined;
+  /**
+   * `host` announced `key` in a PRESENCE whose signature checked with its trusted signing key:
+   * sealed to from now on (a rotation reaches peers without a `trust add` on each).
+   */
+  learn(host: string, key: SealingKeyString): void;
 }
 
 export interface SealerOptions {
   host: string;
-  keys: SealingKeys;
+  /** This gateway's sealing keys as they are now (a `SealingKeyring` follows rotations). */
+  keys: { readonly current: SealingKeys };
   trust: TrustStore;
   required: boolean;
 }
 
 export function createSealer(options: SealerOptions): Sealer {
   const { host, keys, trust, required } = options;
+  /** The key each peer announced last (signed by its trusted key): newer than the trust store's. */
+  const announced = new Map<string, SealingKeyString>();
   const keyOf = (peer: string): SealRecipient | undefined => {
-    if (peer === host) return { host, key: keys.current.publicKeyString };
-    const key = trust.sealingKeysFor(peer).at(-1);
+    if (peer === host) return { host, key: keys.current.current.publicKeyString };
+    const key = announced.get(peer) ?? trust.sealingKeysFor(peer).at(-1);
     return key === undefined ? undefined : { host: peer, key };
   };
   return {
@@ -58,14 +69,20 @@ export function createSealer(options: SealerOptions): Sealer {
       return { recipients, missing };
     },
     everyone() {
-      const peers = trust.hostsWithSealingKeys().filter((peer) => peer !== host);
+      const peers = [...new Set([...trust.hostsWithSealingKeys(), ...announced.keys()])].filter(
+        (peer) => peer !== host && trust.keysFor(peer).length > 0,
+      );
       return [host, ...peers].map((peer) => keyOf(peer)).filter((r): r is SealRecipient => r !== undefined);
     },
     sealEnvelope(envelope, recipients) {
       const { headers, content } = splitForSealing(envelope);
       return encodeSealed(headers, seal(content, recipients, sealedAad(headers)));
     },
-    open: (sealed, aad) => open(sealed, host, keys, aad),
+    open: (sealed, aad) => open(sealed, host, keys.current, aad),
+    currentKey: () => keys.current.current.publicKeyString,
+    learn(peer, key) {
+      if (peer !== host) announced.set(peer, key);
+    },
   };
 }
 
@@ -79,6 +96,8 @@ export function createNoSealer(): Sealer {
     sealEnvelope: () => {
       throw new Error('this gateway has no sealing keys (security.signing is off)');
     },
+    currentKey: () => undefined,
+    learn: () => undefined,
     open: () => ({
       ok: false,
       reason: OpenFailure.unknownSealingKey,

@@ -28,6 +28,17 @@ export interface DeadLetterView {
   host: string;
   at: string;
   body: string;
+  /**
+   * A letter whose text is sealed (issue 34): to whom, and whether this gateway opened it (then
+   * `body` is the message with its text) or why not (then `body` holds no text).
+   */
+  sealed?: { to: string[]; opened: boolean; why?: string } | undefined;
+}
+
+/** A sealed letter as this gateway reads it: its body with the text if it opened, and how it went. */
+export interface OpenedLetter {
+  body: string;
+  sealed: NonNullable<DeadLetterView['sealed']>;
 }
 
 /** What `agentbridge dlq requeue` did: how many went back, and how many it left, by reason. */
@@ -91,6 +102,7 @@ export function viewOf(
   content: Buffer,
   msgId: string | undefined,
   headers: Record<string, unknown>,
+  opened?: OpenedLetter,
 ): DeadLetterView {
   return {
     msgId,
@@ -100,6 +112,7 @@ export function viewOf(
     routingKey: routingKeyOf(headers),
     host: String(headers[DeadLetterHeader.host] ?? ''),
     at: String(headers[DeadLetterHeader.at] ?? ''),
-    body: content.toString('utf8').slice(0, 4096),
+    body: (opened?.body ?? content.toString('utf8')).slice(0, 4096),
+    ...(opened ? { sealed: opened.sealed } : {}),
   };
 }

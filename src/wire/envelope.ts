@@ -12,7 +12,8 @@ import { receiptSchema } from './receipt.js';
 // 1.4: a worker's delivery path and agent in presence (an agent host's worker).
 // 1.5: OWNER_ANSWER, an owner's answer to a spawned worker's agent from another host, and the
 //      open permission request of an agent host's worker in presence.
-export const schemaVersion = { major: 1, minor: 5 } as const;
+// 1.6: a host's current sealing key in its PRESENCE (issue 34; sealed envelopes are major 2).
+export const schemaVersion = { major: 1, minor: 6 } as const;
 export const schemaVersionString = `${schemaVersion.major}.${schemaVersion.minor}`;
 
 /** A schema version string (`MAJOR.MINOR`, as `v` carries it) as its two numbers. */

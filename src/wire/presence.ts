@@ -94,6 +94,12 @@ export const presenceSchema = z.object({
   ttlMs: z.number().int().min(1),
   /** The cap its entities' inboxes are declared with (broker.inboxMaxLength); earlier peers leave it out. */
   inboxMaxLength: z.number().int().min(1).optional(),
+  /**
+   * The sealing key peers are to seal to now (1.6; issue 34), as `keys show` prints it: taken
+   * from a PRESENCE whose signature checks with the host's trusted signing key (and held to the
+   * key form there), so a rotated key reaches every peer.
+   */
+  sealingKey: z.string().max(128).optional(),
   entities: z.array(presenceEntrySchema),
 });
 export type Presence = z.infer<typeof presenceSchema>;

@@ -250,7 +250,7 @@ describe('three federated gateways', () => {
     });
     expect(byGid.isError).toBe(true);
     expect((byGid.content as Array<{ text: string }>)[0]?.text).toMatch(
-      /^UNKNOWN_RECIPIENT: .*no inbox exists/,
+      /^UNKNOWN_RECIPIENT: .*in no host's roster here/,
     );
   });
 

@@ -103,18 +103,31 @@ describe.each(['classic', 'quorum'] as const)('a full inbox (%s)', (queueMode) =
     const metrics = await (await fetch(`http://127.0.0.1:${origin.port}/metrics`)).text();
     expect(metrics).toMatch(/bridge_dead_letters_total\{reason="maxlen"\} 2/);
 
-    type Letter = { msgId: string; reason: string; routingKey: string; body: string };
-    const mine = await dlqUntilSeen(
-      'the refused message in bridge.dlq',
-      async () =>
-        (
-          JSON.parse((await origin.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout) as Letter[]
-        ).filter((l) => l.routingKey === sinkGid),
-      (letters) => letters.length > 0,
-    );
-    expect(mine.map((l) => l.reason)).toEqual(['maxlen']);
+    type Letter = {
+      msgId: string;
+      reason: string;
+      routingKey: string;
+      body: string;
+      sealed?: { to: string[]; opened: boolean };
+    };
+    const letters = (g: GatewayProcess) =>
+      dlqUntilSeen(
+        'the refused message in bridge.dlq',
+        async () =>
+          (JSON.parse((await g.cli(['dlq', 'list', '--max', '10000', '--json'])).stdout) as Letter[]).filter(
+            (l) => l.routingKey === sinkGid,
+          ),
+        (found) => found.length > 0,
+      );
+    // Its text is sealed to the sink's host: the operator there reads it, here only its fields.
     const last = `m${accepted + 1}`;
-    expect(JSON.parse(mine[0]?.body ?? '{}')).toMatchObject({ text: last });
+    const mine = await letters(origin);
+    expect(mine.map((l) => l.reason)).toEqual(['maxlen']);
+    expect(mine[0]?.sealed).toEqual({ to: [receiver.hostId], opened: false, why: expect.any(String) });
+    expect(mine[0]?.body).not.toContain(last);
+    const there = await letters(receiver);
+    expect(there[0]?.sealed).toMatchObject({ opened: true });
+    expect(JSON.parse(there[0]?.body ?? '{}')).toMatchObject({ text: last });
 
     // The sink drains; the operator sends the dead letter back; it arrives, after the others.
     const drained: string[] = [];

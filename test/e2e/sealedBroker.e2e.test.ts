@@ -80,9 +80,7 @@ describe('the broker holds no readable text', () => {
   let channel: Channel;
 
   const register = async (g: GatewayProcess, name: string): Promise<Registered> => {
-    const result = await g.cli(['register', '--kind', 'main', '--name', name, '--json']);
-    expect(result.code, result.stderr || result.stdout).toBe(0);
-    const registered = JSON.parse(result.stdout) as Registered;
+    const registered = await g.register('main', name);
     queues.push(inboxName(registered.gid));
     return registered;
   };

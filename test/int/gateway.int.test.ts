@@ -75,6 +75,9 @@ describe('gateway in-process on an event log file (real SQLite, simulated clock)
     db.exec('ALTER TABLE idempotency DROP COLUMN recipient');
     db.exec('ALTER TABLE idempotency DROP COLUMN digest');
     db.exec('DROP INDEX events_spawn_by_gid');
+    db.exec('ALTER TABLE messages DROP COLUMN wire');
+    db.exec('ALTER TABLE messages DROP COLUMN wire_headers');
+    db.exec('DROP TABLE dead_letter_outbox');
     db.pragma('user_version = 2');
     db.close();
 

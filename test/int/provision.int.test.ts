@@ -130,8 +130,8 @@ describe('agentbridge broker provision: one least-privilege login per gateway', 
       hosts.push(host);
     }
     const [a, b] = hosts as [Host, Host];
-    const keyA = initKeys(a.home).publicKeyString;
-    const keyB = initKeys(b.home).publicKeyString;
+    const keyA = initKeys(a.home).trustString;
+    const keyB = initKeys(b.home).trustString;
     addTrust(a.home, b.hostId, keyB);
     addTrust(b.home, a.hostId, keyA);
   }, 120_000);

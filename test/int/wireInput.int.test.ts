@@ -73,7 +73,7 @@ function casesFor(label: string): Case[] {
     attachments: [{ name: 'a.txt' }],
     from: { ...sender, avatar: 'x.png' },
   });
-  const major = withId({ v: '2.0', text: `${label}: from the future`, signature: 'ed25519:...' });
+  const major = withId({ v: '3.0', text: `${label}: from the future`, signature: 'ed25519:...' });
   const big = withId({ text: `${label}: ${'x'.repeat(maxWireBytes + 1024)}` });
   const expired = withId({ text: `${label}: too late`, expiresAt: Date.now() - 60_000 });
   const missingId = randomUUID();
@@ -117,7 +117,7 @@ function casesFor(label: string): Case[] {
       body: (to) => json(envelope(to, major.fields)),
       reason: 'newer-major',
       detail: new RegExp(
-        `^newer-major: schema 2\\.0 is newer than this gateway's ${schemaVersionString.replace('.', '\\.')}`,
+        `^newer-major: schema 3\\.0 is newer than this gateway's ${schemaVersionString.replace('.', '\\.')}`,
       ),
     },
     {

@@ -203,6 +203,18 @@ export class GatewayProcess {
     }
   }
 
+  /** `agentbridge register --kind KIND --name NAME … --json` on this gateway; throws when it fails. */
+  async register(
+    kind: string,
+    name: string,
+    extra: string[] = [],
+  ): Promise<{ gid: string; token: string; name: string; host: string }> {
+    const result = await this.cli(['register', '--kind', kind, '--name', name, ...extra, '--json']);
+    if (result.code !== 0)
+      throw new Error(`register ${name} on ${this.hostId}: ${result.stderr || result.stdout}`);
+    return JSON.parse(result.stdout);
+  }
+
   /** A call to the daemon's admin socket (as the CLI makes it), without starting a CLI process. */
   admin(route: string, body?: unknown): Promise<unknown> {
     return callAdmin(join(this.home, 'admin.sock'), route, body);

@@ -57,7 +57,7 @@ const signer = createSigner({
 });
 const sealer = createSealer({
   host: hostId,
-  keys: keys.sealing as SealingKeys,
+  keys: { current: keys.sealing as SealingKeys },
   trust: new TrustStore(home),
   required: true,
 });

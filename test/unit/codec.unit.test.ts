@@ -169,7 +169,7 @@ describe('codec: RECEIPT (schema 1.2, R-RC1)', () => {
   const withReceipts = (receipts: unknown) => bytesOf({ ...receiptEnvelope, receipts });
 
   it('the schema version is 1.5 (the operator kind since 1.3, a worker path in presence since 1.4, OWNER_ANSWER and an open permission in presence since 1.5)', () => {
-    expect(schemaVersionString).toBe('1.5');
+    expect(schemaVersionString).toBe('1.6');
   });
 
   it('carries several receipts; a dead letter keeps its reason and detail', () => {
