@@ -3,7 +3,7 @@ import { type Opened, OpenFailure, type Sealed } from '../wire/sealed.js';
 import { encodeSealed, sealedAad, sealedKinds, splitForSealing } from '../wire/sealedEnvelope.js';
 import type { SealingKeys } from './keys.js';
 import type { SealingKeyString } from './publicKey.js';
-import { open, type SealRecipient, seal } from './sealing.js';
+import { open, SealingSessions, type SealRecipient, seal } from './sealing.js';
 import type { TrustStore } from './TrustStore.js';
 
 /**
@@ -50,6 +50,7 @@ export function createSealer(options: SealerOptions): Sealer {
   const { host, keys, trust, required } = options;
   /** The key each peer announced last (signed by its trusted key): newer than the trust store's. */
   const announced = new Map<string, SealingKeyString>();
+  const sessions = new SealingSessions();
   const keyOf = (peer: string): SealRecipient | undefined => {
     if (peer === host) return { host, key: keys.current.current.publicKeyString };
     const key = announced.get(peer) ?? trust.sealingKeysFor(peer).at(-1);
@@ -76,9 +77,9 @@ export function createSealer(options: SealerOptions): Sealer {
     },
     sealEnvelope(envelope, recipients) {
       const { headers, content } = splitForSealing(envelope);
-      return encodeSealed(headers, seal(content, recipients, sealedAad(headers)));
+      return encodeSealed(headers, seal(content, recipients, sealedAad(headers), sessions));
     },
-    open: (sealed, aad) => open(sealed, host, keys.current, aad),
+    open: (sealed, aad) => open(sealed, host, keys.current, aad, sessions),
     currentKey: () => keys.current.current.publicKeyString,
     learn(peer, key) {
       if (peer !== host) announced.set(peer, key);

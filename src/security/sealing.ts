@@ -25,9 +25,17 @@ import {
  *   to another message, or changed, does not open);
  * - for each recipient host, an ephemeral X25519 key agreement with the host's sealing key; the
  *   shared secret goes through HKDF-SHA256 (salt: both public keys; info: the algorithm, the
- *   host id and the key id), and the key it gives wraps the content key (AES-256-GCM, its own
- *   additional data the host id). An entry copied onto another host's name, or sealed to
- *   another host's key, does not open: the host and the key are in what derives the key.
+ *   host id and the key id), and the key it gives wraps the content key (AES-256-GCM under a
+ *   random nonce, its own additional data the host id). An entry copied onto another host's
+ *   name, or sealed to another host's key, does not open: the host and the key are in what
+ *   derives the key.
+ *
+ * A gateway keeps its ephemeral key per recipient key for a while (`SealingSessions`: at most
+ * `sessionMaxUses` messages and `sessionMaxAgeMs`), and the recipient the wrapping key it derived
+ * for it: a key agreement and a key made per message cost more than the rest of a message's CPU
+ * (node:crypto makes a private key from DER in ~0.3 ms here). Each message still has its own
+ * content key and nonces; what a session shares is the wrapping key, so a sender's memory read
+ * within a session opens that session's messages, as it could read them before they were sealed.
  *
  * This is HPKE's base mode (RFC 9180) in the shape age and JWE use for many recipients, not a
  * new primitive: X25519 (RFC 7748), HKDF (RFC 5869), AES-GCM (NIST SP 800-38D).
@@ -42,8 +50,71 @@ export interface SealRecipient {
 const contentKeyBytes = 32;
 const nonceBytes = 12;
 const tagBytes = 16;
-/** A wrapping key is used once (a fresh ephemeral key each time): a fixed nonce is safe with it. */
-const wrapNonce = Buffer.alloc(nonceBytes);
+
+/** Most messages, and longest time, one ephemeral key seals to one recipient key. */
+export const sessionMaxUses = 10_000;
+export const sessionMaxAgeMs = 60_000;
+/** Most wrapping keys a recipient keeps derived (one per sender session). */
+const openedSessionsKept = 1_024;
+
+interface SealingSession {
+  epk: string;
+  kid: string;
+  wrap: Buffer;
+  uses: number;
+  until: number;
+}
+
+/**
+ * What a gateway keeps between messages: per recipient key the ephemeral key agreement it seals
+ * with (renewed after `sessionMaxUses` messages or `sessionMaxAgeMs`), and per sender session
+ * the wrapping key it derived to open (the newest `openedSessionsKept`).
+ */
+export class SealingSessions {
+  private readonly sealing = new Map<string, SealingSession>();
+  private readonly opening = new Map<string, Buffer>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** The session to seal to `recipient` with: its ephemeral public key, key id and wrapping key. */
+  sessionFor(recipient: SealRecipient): SealingSession {
+    const id = `${recipient.host}\u0000${recipient.key}`;
+    const now = this.now();
+    const kept = this.sealing.get(id);
+    if (kept && kept.uses < sessionMaxUses && now < kept.until) {
+      kept.uses++;
+      return kept;
+    }
+    const session = { ...newSession(recipient), uses: 1, until: now + sessionMaxAgeMs };
+    this.sealing.set(id, session);
+    return session;
+  }
+
+  /** The wrapping key of a sender's session, derived once (`derive`), or undefined if it does not derive. */
+  openingKey(kid: string, epk: string, derive: () => Buffer | undefined): Buffer | undefined {
+    const id = `${kid}.${epk}`;
+    const kept = this.opening.get(id);
+    if (kept) return kept;
+    const wrap = derive();
+    if (!wrap) return undefined;
+    if (this.opening.size >= openedSessionsKept) {
+      const oldest = this.opening.keys().next().value;
+      if (oldest !== undefined) this.opening.delete(oldest);
+    }
+    this.opening.set(id, wrap);
+    return wrap;
+  }
+}
+
+/** A fresh ephemeral key agreement with `recipient`'s key, and the wrapping key it gives. */
+function newSession(recipient: SealRecipient): { epk: string; kid: string; wrap: Buffer } {
+  const kid = sealingKeyId(recipient.key);
+  const ephemeral = newPrivateKey('x25519');
+  const shared = diffieHellman({ privateKey: ephemeral, publicKey: sealingKeyObject(recipient.key) });
+  const epk = keyBytes(sealingKeyString(ephemeral));
+  const wrap = wrappingKey(shared, epk, keyBytes(recipient.key), recipient.host, kid);
+  return { epk: epk.toString('base64url'), kid, wrap };
+}
 
 function wrappingKey(shared: Buffer, epk: Buffer, recipient: Buffer, host: string, kid: string): Buffer {
   const info = Buffer.from(`${sealedAlgorithm}\u0000${host}\u0000${kid}`, 'utf8');
@@ -69,19 +140,25 @@ function decrypt(key: Buffer, iv: Buffer, sealed: Buffer, aad: Buffer): Buffer |
   }
 }
 
-/** Seals `content` to each of `recipients`; `aad` is what the signature also covers of the headers. */
-export function seal(content: Buffer, recipients: readonly SealRecipient[], aad: Buffer): Sealed {
+/**
+ * Seals `content` to each of `recipients`; `aad` is what the signature also covers of the
+ * headers. With `sessions`, a recipient key's ephemeral key agreement is kept between messages
+ * (see `SealingSessions`); without, each seal makes its own.
+ */
+export function seal(
+  content: Buffer,
+  recipients: readonly SealRecipient[],
+  aad: Buffer,
+  sessions?: SealingSessions,
+): Sealed {
   const contentKey = randomBytes(contentKeyBytes);
   const iv = randomBytes(nonceBytes);
   const entries = recipients.map((recipient): SealedRecipient => {
-    const kid = sealingKeyId(recipient.key);
-    const ephemeral = newPrivateKey('x25519');
-    const their = sealingKeyObject(recipient.key);
-    const shared = diffieHellman({ privateKey: ephemeral, publicKey: their });
-    const epk = keyBytes(sealingKeyString(ephemeral));
-    const wrap = wrappingKey(shared, epk, keyBytes(recipient.key), recipient.host, kid);
-    const key = encrypt(wrap, wrapNonce, contentKey, Buffer.from(recipient.host, 'utf8'));
-    return { host: recipient.host, kid, epk: epk.toString('base64url'), key: key.toString('base64url') };
+    const { epk, kid, wrap } = sessions?.sessionFor(recipient) ?? newSession(recipient);
+    const wrapNonce = randomBytes(nonceBytes);
+    const wrapped = encrypt(wrap, wrapNonce, contentKey, Buffer.from(recipient.host, 'utf8'));
+    const key = Buffer.concat([wrapNonce, wrapped]);
+    return { host: recipient.host, kid, epk, key: key.toString('base64url') };
   });
   return {
     alg: sealedAlgorithm,
@@ -91,8 +168,17 @@ export function seal(content: Buffer, recipients: readonly SealRecipient[], aad:
   };
 }
 
-/** Opens what was sealed to `host`, with the sealing keys it keeps; says why when it does not. */
-export function open(sealed: Sealed, host: string, keys: SealingKeys, aad: Buffer): Opened {
+/**
+ * Opens what was sealed to `host`, with the sealing keys it keeps; says why when it does not.
+ * With `sessions`, the wrapping key of a sender's session is derived once.
+ */
+export function open(
+  sealed: Sealed,
+  host: string,
+  keys: SealingKeys,
+  aad: Buffer,
+  sessions?: SealingSessions,
+): Opened {
   const entry = sealed.recipients.find((recipient) => recipient.host === host);
   if (!entry) {
     const to = sealed.recipients.map((recipient) => recipient.host).join(', ');
@@ -117,16 +203,25 @@ export function open(sealed: Sealed, host: string, keys: SealingKeys, aad: Buffe
     reason: OpenFailure.tampered,
     detail: `${what} does not check: changed on the way, or sealed to another host's key`,
   });
-  const epk = Buffer.from(entry.epk, 'base64url');
-  let shared: Buffer;
-  try {
-    const ephemeral = sealingKeyObject(`${sealingKeyPrefix}${entry.epk}`);
-    shared = diffieHellman({ privateKey: mine.privateKey, publicKey: ephemeral });
-  } catch {
-    return tampered('its ephemeral key');
-  }
-  const wrap = wrappingKey(shared, epk, keyBytes(mine.publicKeyString), host, entry.kid);
-  const contentKey = decrypt(wrap, wrapNonce, Buffer.from(entry.key, 'base64url'), Buffer.from(host, 'utf8'));
+  const derive = (): Buffer | undefined => {
+    try {
+      const ephemeral = sealingKeyObject(`${sealingKeyPrefix}${entry.epk}`);
+      const shared = diffieHellman({ privateKey: mine.privateKey, publicKey: ephemeral });
+      const epk = Buffer.from(entry.epk, 'base64url');
+      return wrappingKey(shared, epk, keyBytes(mine.publicKeyString), host, entry.kid);
+    } catch {
+      return undefined;
+    }
+  };
+  const wrap = sessions ? sessions.openingKey(entry.kid, entry.epk, derive) : derive();
+  if (!wrap) return tampered('its ephemeral key');
+  const key = Buffer.from(entry.key, 'base64url');
+  const contentKey = decrypt(
+    wrap,
+    key.subarray(0, nonceBytes),
+    key.subarray(nonceBytes),
+    Buffer.from(host, 'utf8'),
+  );
   if (!contentKey) return tampered('its sealed key');
   const content = decrypt(
     contentKey,

@@ -25,8 +25,8 @@ export const sealedRecipientSchema = z.strictObject({
   kid: z.string().regex(/^[A-Za-z0-9_-]{12}$/),
   /** The ephemeral X25519 public key (32 bytes). */
   epk: base64url(32),
-  /** The content key sealed to this host: 32 bytes and the 16-byte tag. */
-  key: base64url(48),
+  /** The content key sealed to this host: the 12-byte nonce, 32 bytes and the 16-byte tag. */
+  key: base64url(60),
 });
 export type SealedRecipient = z.infer<typeof sealedRecipientSchema>;
 

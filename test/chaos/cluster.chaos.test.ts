@@ -3,6 +3,7 @@ import { startTestCluster, stopUnstoppedClusters, type TestCluster } from '../su
 import { brokerClusterSuite } from './cluster/brokerCluster.js';
 import { clusterNodeLossSuite } from './cluster/clusterNodeLoss.js';
 import { quorumInboxesSuite } from './cluster/quorumInboxes.js';
+import { sealedQuorumSuite } from './cluster/sealedQuorum.js';
 
 /**
  * Every test that needs a RabbitMQ cluster, on one cluster (tools/cluster.mjs: three nodes on
@@ -37,3 +38,5 @@ brokerClusterSuite(sharedCluster);
 // nothing was dead-lettered on the cluster.
 clusterNodeLossSuite(sharedCluster);
 quorumInboxesSuite(sharedCluster);
+// After it: bridge.dlq on the cluster is a quorum queue by then.
+sealedQuorumSuite(sharedCluster);

@@ -2,7 +2,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:cry
 import { describe, expect, it } from 'vitest';
 import type { SealingKeyPair, SealingKeys } from '../../src/security/keys.js';
 import { newPrivateKey, sealingKeyId, sealingKeyString } from '../../src/security/publicKey.js';
-import { open, seal } from '../../src/security/sealing.js';
+import { open, SealingSessions, seal, sessionMaxAgeMs, sessionMaxUses } from '../../src/security/sealing.js';
 import { OpenFailure, type Sealed, sealedSchema } from '../../src/wire/sealed.js';
 
 /** A host's sealing keys as keys.ts loads them: `count` kept, the last one current. */
@@ -52,6 +52,32 @@ describe('sealing a message’s content to its hosts (X25519, HKDF-SHA256, AES-2
     expect(one.ct).not.toBe(two.ct);
     expect(one.iv).not.toBe(two.iv);
     expect(one.recipients[0]?.epk).not.toBe(two.recipients[0]?.epk);
+  });
+
+  it('within a session, messages share the ephemeral key but no content key, nonce or wrapped key; a new session after its uses or its time', () => {
+    let now = 0;
+    const sending = new SealingSessions(() => now);
+    const opening = new SealingSessions(() => now);
+    const seals = Array.from({ length: 3 }, () => seal(content, [to('host-b', b)], headers, sending));
+    const entries = seals.map((sealed) => sealed.recipients[0]!);
+    expect(new Set(entries.map((e) => e.epk)).size).toBe(1);
+    expect(new Set(entries.map((e) => e.key)).size).toBe(3);
+    expect(new Set(seals.map((sealed) => sealed.iv)).size).toBe(3);
+    for (const sealed of seals)
+      expect(open(sealed, 'host-b', b, headers, opening)).toMatchObject({ ok: true, content });
+    // One byte of the wrapped key changed: the session's wrapping key does not open it.
+    const changed = { ...seals[0]!, recipients: [{ ...entries[0]!, key: flip(entries[0]!.key) }] };
+    expect(open(changed, 'host-b', b, headers, opening)).toMatchObject({
+      ok: false,
+      reason: OpenFailure.tampered,
+    });
+    now += sessionMaxAgeMs;
+    const later = seal(content, [to('host-b', b)], headers, sending);
+    expect(later.recipients[0]?.epk).not.toBe(entries[0]?.epk);
+    for (let i = 1; i < sessionMaxUses; i++) seal(Buffer.alloc(0), [to('host-b', b)], headers, sending);
+    const next = seal(content, [to('host-b', b)], headers, sending);
+    expect(next.recipients[0]?.epk).not.toBe(later.recipients[0]?.epk);
+    expect(open(next, 'host-b', b, headers, opening)).toMatchObject({ ok: true, content });
   });
 
   it('replayed to another host: not sealed to it, and it says to whom it was', () => {
