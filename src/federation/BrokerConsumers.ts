@@ -45,6 +45,11 @@ interface ConsumerChannel {
   capacity: number;
   /** basic.qos then basic.consume (and basic.cancel), one at a time: a qos applies to the next consume. */
   ops: Promise<unknown>;
+  /**
+   * The prefetch the channel's last basic.qos set (global false: it applies to each consumer
+   * started after it), so a consumer with the same prefetch needs none of its own.
+   */
+  qos: { channel: Channel; prefetch: number } | undefined;
 }
 
 interface OpenConsumer {
@@ -282,6 +287,7 @@ export class BrokerConsumers {
           members: new Set(),
           capacity: own ? 1 : this.options.consumersPerChannel,
           ops: Promise.resolve(),
+          qos: undefined,
         };
         this.channels.add(at);
         return this.join(at, entry);
@@ -393,7 +399,10 @@ export class BrokerConsumers {
     const queue = spec.queue.name;
     let tag: string | undefined;
     const { consumerTag } = await this.onChannel(at, async () => {
-      await channel.prefetch(spec.prefetch, false);
+      if (at.qos?.channel !== channel || at.qos.prefetch !== spec.prefetch) {
+        await channel.prefetch(spec.prefetch, false);
+        at.qos = { channel, prefetch: spec.prefetch };
+      }
       return channel.consume(
         queue,
         (message) => {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import pino from 'pino';
@@ -352,5 +353,40 @@ describe('broker actor: many inbox consumers on shared channels', () => {
     } finally {
       await outsider.close();
     }
+  });
+
+  it('each consumer on a shared channel gets its own prefetch, a basic.qos sent only when it differs from the last', async () => {
+    const hostId = uniqueHostId('qos');
+    const broker = gateway(hostId, { onFatal: () => undefined, consumersPerChannel: 10 });
+    // Never acked: each consumer holds as many as its prefetch lets the broker hand it.
+    const held = new Map<string, number>();
+    const prefetches = [1, 3, 3, 1];
+    const gids = prefetches.map((_, i) => `${hostId}-p${i}`);
+    queues.push(...gids.map(inboxName));
+    for (const [i, gid] of gids.entries())
+      await broker.consume({
+        ...inboxConsumer(gid, () => held.set(gid, (held.get(gid) ?? 0) + 1)),
+        prefetch: prefetches[i] as number,
+      });
+    await broker.start();
+    await waitFor('all consuming', () =>
+      gids.every((g) => broker.consuming(inboxName(g))) ? true : undefined,
+    );
+    expect(broker.usage()).toEqual({ connections: 1, channels: 1, consumers: 4 });
+    for (const gid of gids)
+      for (let n = 0; n < 5; n++)
+        await broker.publish({
+          exchange: Exchange.msg,
+          routingKey: gid,
+          content: Buffer.from(String(n)),
+          messageId: `${gid}/${n}`,
+          mandatory: true,
+          persistent: false,
+        });
+    await waitFor('each holding its prefetch', () =>
+      gids.every((gid, i) => held.get(gid) === prefetches[i]) ? true : undefined,
+    );
+    await sleep(300);
+    expect(gids.map((gid) => held.get(gid))).toEqual(prefetches);
   });
 });
