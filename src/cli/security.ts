@@ -9,6 +9,7 @@ import {
   rotateSealingKey,
 } from '../security/keys.js';
 import { addTrust, listTrust, removeTrust, trustFilePath } from '../security/TrustStore.js';
+import { presenceTtlMs } from '../wire/presence.js';
 import type { CliValues } from './cliOptions.js';
 import { printResult } from './output.js';
 
@@ -84,7 +85,7 @@ export function runKeys(values: CliValues, rest: string[]): number {
     }
     case 'retire': {
       const { config } = loadConfig({ file: values.config });
-      const overlapMs = config.broker.heartbeatMs * config.broker.presenceTtlBeats;
+      const overlapMs = presenceTtlMs(config.broker);
       const keys = loadKeys(home);
       const currentPath = keys.sealing?.current.path;
       const age = currentPath ? Date.now() - statSync(currentPath).mtimeMs : Number.POSITIVE_INFINITY;

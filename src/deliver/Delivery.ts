@@ -12,8 +12,9 @@ import type { Metrics } from '../metrics/metrics.js';
 import { formatInjection, injectionMarker } from '../panes/formatInjection.js';
 import { DeferReason, type PaneInjector, type PaneMessage } from '../panes/paneInjector.js';
 import { deliveryActorId } from '../store/actorIds.js';
-import { putOutboxDeadLetter } from '../store/deadLetterOutbox.js';
+import { type OutboxDeadLetter, putOutboxDeadLetter } from '../store/deadLetterOutbox.js';
 import { purgeMessage, putMessage, readMessage, storedEnvelope } from '../store/messageBodies.js';
+import type { Store } from '../store/openStore.js';
 import { readActorEvents } from '../store/readEvents.js';
 import { DeadLetterReason } from '../wire/deadLetterReason.js';
 import { signatureHeadersOf } from '../wire/deadLetterView.js';
@@ -419,7 +420,9 @@ export class Delivery {
 
   /** Whether the message came from another host (its dead letter goes to the broker's DLQ). */
   private crossHost(): boolean {
-    return this.cell.context.senderHost !== this.owner.host;
+    // A delivery recorded before its sender's host was has it from its kept envelope.
+    const senderHost = this.cell.context.senderHost ?? this.keptEnvelope()?.from.host;
+    return senderHost !== undefined && senderHost !== this.owner.host;
   }
 
   /**
@@ -431,21 +434,28 @@ export class Delivery {
     const sink = this.deps.deadLetters;
     if (!sink || !this.crossHost()) return;
     const { context } = this.cell;
-    const { store } = this.deps;
-    putOutboxDeadLetter(store, {
+    keepCrossHostDeadLetter(this.deps.store, sink, {
       msgId: this.msgId,
       recipient: this.owner.gid,
       reason: context.reason ?? DeadLetterReason.rejected,
       detail: context.lastError ?? '',
     });
-    // Not an effect of the delivery's: a deregistered entity stops its deliveries at once.
-    store.batch.afterCommit(() => sink.forwardKept());
   }
 
   /** Local deliveries are acked as soon as `injected` is recorded: there is no broker to tell. */
   private ackInjected(): void {
     this.cell.send({ type: 'delivery.acked', via: 'pane' });
   }
+}
+
+/**
+ * Keeps a cross-host message's dead letter in the store's outbox, in the current batch, and has
+ * `sink` publish it once that is committed: not an effect of a delivery's, since a deregistered
+ * entity stops its deliveries at once.
+ */
+export function keepCrossHostDeadLetter(store: Store, sink: DeadLetterSink, letter: OutboxDeadLetter): void {
+  putOutboxDeadLetter(store, letter);
+  store.batch.afterCommit(() => sink.forwardKept());
 }
 
 /**

@@ -16,7 +16,6 @@ import {
 } from '../panes/paneInjector.js';
 import { readActorHead } from '../store/actorHeads.js';
 import { deliveryActorId } from '../store/actorIds.js';
-import { putOutboxDeadLetter } from '../store/deadLetterOutbox.js';
 import type { EntityRecord } from '../store/entities.js';
 import { deleteEntity } from '../store/entities.js';
 import { readActorEvents } from '../store/readEvents.js';
@@ -33,6 +32,7 @@ import {
   type DeliveryOwner,
   deliveryKind,
   type HandoverVia,
+  keepCrossHostDeadLetter,
 } from './Delivery.js';
 import { type DrainWait, DrainWaiters } from './DrainWaiters.js';
 import type { AnswerClaims, Handover, InboundHandle } from './handover.js';
@@ -257,14 +257,12 @@ export class EntityActor {
       // Dead-lettered here once and sent back (a requeue): it goes to the DLQ again rather
       // than be acked into nothing; any other finished one was delivered.
       if (inbound && head.state === 'dead-lettered' && this.deps.deadLetters) {
-        putOutboxDeadLetter(this.deps.store, {
+        keepCrossHostDeadLetter(this.deps.store, this.deps.deadLetters, {
           msgId: envelope.msgId,
           recipient: this.gid,
           reason: DeadLetterReason.rejected,
           detail: 'came again after it was dead-lettered here',
         });
-        const sink = this.deps.deadLetters;
-        this.deps.store.batch.afterCommit(() => sink.forwardKept());
       }
       ackOnCommit();
       return 'duplicate';

@@ -128,7 +128,7 @@ export class DeadLetters {
    * the broker is away it waits in memory for the next connect (the event log has it besides).
    */
   deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void {
-    const wire = this.deps.wireBytes?.(envelope) ?? { ok: true, content: encodeEnvelope(envelope) };
+    const wire = this.encoded(envelope);
     // Never unsealed when it could not be sealed: the letter says why, and the text stays here.
     const content = wire.ok ? wire.content : Buffer.alloc(0);
     if (!wire.ok) detail = `${detail ?? ''} (its text is not in this letter: ${wire.error.message})`.trim();
@@ -162,13 +162,20 @@ export class DeadLetters {
       return;
     }
     this.forwarding = true;
-    void this.forwardOutbox().finally(() => {
-      this.forwarding = false;
-      if (this.forwardAgain) {
-        this.forwardAgain = false;
-        this.forwardKept();
-      }
-    });
+    void this.forwardOutbox()
+      .catch((err: unknown) =>
+        this.deps.logger.error(
+          { err },
+          'could not publish the kept dead letters; trying again at the next connect',
+        ),
+      )
+      .finally(() => {
+        this.forwarding = false;
+        if (this.forwardAgain) {
+          this.forwardAgain = false;
+          this.forwardKept();
+        }
+      });
   }
 
   private async forwardOutbox(): Promise<void> {
@@ -179,8 +186,10 @@ export class DeadLetters {
       // Published, its row's delete not committed yet: the next pass must not publish it again.
       if (this.published.has(key)) continue;
       const wire = readWire(store, letter.msgId, letter.recipient);
+      // A message kept before its bytes were: encoded as this host would publish it (sealed).
       const envelope = wire ? undefined : storedEnvelope(readMessage(store, letter.msgId, letter.recipient));
-      const content = wire?.content ?? (envelope ? encodeEnvelope(envelope) : Buffer.alloc(0));
+      const encoded = envelope && this.encoded(envelope);
+      const content = wire?.content ?? (encoded?.ok ? encoded.content : Buffer.alloc(0));
       const outcome = await this.publish(content, {
         reason: letter.reason,
         detail: letter.detail,
@@ -200,6 +209,11 @@ export class DeadLetters {
       dropOutboxDeadLetter(store, letter.msgId, letter.recipient);
       store.batch.afterCommit(() => this.published.delete(key));
     }
+  }
+
+  /** `envelope` as this host publishes it (its text sealed), or why it cannot be. */
+  private encoded(envelope: Envelope): { ok: true; content: Buffer } | { ok: false; error: Error } {
+    return this.deps.wireBytes?.(envelope) ?? { ok: true, content: encodeEnvelope(envelope) };
   }
 
   /** The broker is back: sends what waited for it. */

@@ -17,12 +17,19 @@ import {
   type RequeueResult,
 } from '../wire/deadLetterView.js';
 import { byteLength } from '../wire/digest.js';
-import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from '../wire/envelope.js';
+import {
+  broadcastPrefix,
+  type Envelope,
+  type SpawnHeader,
+  sealedSince,
+  versionAtLeast,
+  WireKind,
+} from '../wire/envelope.js';
 import { gatewayAddress } from '../wire/gatewayAddress.js';
 import { brokerInboxFull, brokerMayDeliver, inboxPrefetch } from '../wire/inboxCap.js';
 import { type PresenceEntry, presenceAgentOf } from '../wire/presence.js';
 import type { ReceiptSink } from '../wire/receipt.js';
-import { textOfContent } from '../wire/sealedEnvelope.js';
+import { openedText } from '../wire/sealedEnvelope.js';
 import { BrokerActor } from './BrokerActor.js';
 import type { InboundMessage, PublishOutcome } from './brokerMessages.js';
 import { DeadLetters, type LatestDeadLetters } from './DeadLetters.js';
@@ -346,6 +353,23 @@ export class Federation implements DeadLetterSink {
     if (typeof to === 'string' && to.startsWith(broadcastPrefix))
       return { ok: true, content: sealer.sealEnvelope(envelope, sealer.everyone()) };
     const hosts = typeof to === 'string' ? this.hostsOf(to) : to;
+    if (hosts.length > 1) {
+      const error = new BridgeError(
+        ErrorCode.ambiguousRecipient,
+        `${to} is announced by ${hosts.join(' and ')}: a gid lives on one host, so its text is sealed to none of them; ` +
+          'find out which host is wrong (`agentbridge roster`) and stop trusting it (`agentbridge trust remove`)',
+      );
+      return { ok: false, error };
+    }
+    const older = hosts.filter((host) => !this.readsSealed(host));
+    if (older.length > 0) {
+      const error = new BridgeError(
+        ErrorCode.badConfig,
+        `${older.join(', ')} runs a release that cannot open sealed messages (its PRESENCE is schema ` +
+          `${this.roster.versionOf(older[0] as string)}): upgrade it, or set security.encryption: off on this gateway until then`,
+      );
+      return { ok: false, error };
+    }
     if (hosts.length === 0) {
       const error = new BridgeError(
         ErrorCode.unknownRecipient,
@@ -377,22 +401,30 @@ export class Federation implements DeadLetterSink {
     if (!decoded.ok || !decoded.sealed) return undefined;
     const { sealed, aad, size } = decoded.sealed;
     const to = sealed.recipients.map((recipient) => recipient.host);
-    const opened = this.deps.sealer.open(sealed, aad);
-    const text = opened.ok ? textOfContent(opened.content, size) : undefined;
-    if (!text?.ok) {
-      const why = opened.ok ? text?.detail : `${opened.reason}: ${opened.detail}`;
-      return { body: content.toString('utf8'), sealed: { to, opened: false, ...(why ? { why } : {}) } };
+    const text = openedText(this.deps.sealer.open(sealed, aad), size);
+    if (!text.ok) {
+      return {
+        body: content.toString('utf8'),
+        sealed: { to, opened: false, why: `${text.reason}: ${text.detail}` },
+      };
     }
     return { body: JSON.stringify({ ...decoded.envelope, text: text.text }), sealed: { to, opened: true } };
   }
 
-  /** The hosts entity `gid` lives on: this one, where the roster places it, or where it was last announced. */
-  private hostsOf(gid: string): string[] {
+  /** Whether `host` opens sealed envelopes, as far as its PRESENCE says (a host not in the roster: yes). */
+  private readsSealed(host: string): boolean {
+    const version = this.roster.versionOf(host);
+    return version === undefined || versionAtLeast(version, sealedSince);
+  }
+
+  /**
+   * The hosts entity `gid` lives on: this one, those whose PRESENCE lists it, or the one that
+   * last announced it (`RemoteRoster.hostsOfGid`). More than one is a conflict a message is not
+   * sealed into.
+   */
+  hostsOf(gid: string): string[] {
     if (this.deps.findLocal(gid) !== undefined) return [this.hostId];
-    const hosts = new Set(this.roster.find(gid).map((entry) => entry.host));
-    const last = this.roster.lastHostOf(gid);
-    if (hosts.size === 0 && last !== undefined) hosts.add(last);
-    return [...hosts];
+    return this.roster.hostsOfGid(gid);
   }
 
   /** Hosts whose announcements this gateway ignores (untrusted, clock off, …), with why. */

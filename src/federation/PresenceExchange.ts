@@ -14,6 +14,7 @@ import {
   judgePresenceAge,
   type PresenceEntry,
   presenceLimits,
+  presenceTtlMs,
 } from '../wire/presence.js';
 import { boundedDetail, oversized } from '../wire/wireSize.js';
 import type { BrokerActor } from './BrokerActor.js';
@@ -109,7 +110,7 @@ export class PresenceExchange {
       kind: WireKind.presence,
       host: config.hostId,
       hlc: this.deps.hlc.tick(),
-      ttlMs: config.broker.heartbeatMs * config.broker.presenceTtlBeats,
+      ttlMs: presenceTtlMs(config.broker),
       inboxMaxLength: config.broker.inboxMaxLength,
       ...sealingKeyField(this.deps.sealer.currentKey()),
       entities: this.deps.entries(),

@@ -131,9 +131,17 @@ export class RemoteRoster {
     return undefined;
   }
 
-  /** The host that last announced entity `gid`, in the roster or since expired from it. */
-  lastHostOf(gid: string): string | undefined {
-    return this.lastHost.get(gid);
+  /**
+   * The hosts entity `gid` lives on, by its gid alone (never a name that looks like one): those
+   * whose PRESENCE lists it now, or else the one that last announced it (since expired).
+   */
+  hostsOfGid(gid: string): string[] {
+    const now = this.entries()
+      .filter((entry) => entry.gid === gid)
+      .map((entry) => entry.host);
+    if (now.length > 0) return [...new Set(now)];
+    const last = this.lastHost.get(gid);
+    return last === undefined ? [] : [last];
   }
 
   /** The schema version of `host`'s last PRESENCE, while it is in the roster. */

@@ -48,12 +48,23 @@ export interface SealerOptions {
 
 export function createSealer(options: SealerOptions): Sealer {
   const { host, keys, trust, required } = options;
-  /** The key each peer announced last (signed by its trusted key): newer than the trust store's. */
-  const announced = new Map<string, SealingKeyString>();
+  /**
+   * The key each peer announced last (in a PRESENCE its trusted key signed), with its trust entry
+   * as it was then: used while the entry is unchanged (a `trust remove` or a new key given by
+   * hand wins over what was announced before it).
+   */
+  const announced = new Map<string, { key: SealingKeyString; entry: string }>();
+  const entryOf = (peer: string) => [...trust.keysFor(peer), ...trust.sealingKeysFor(peer)].join(' ');
+  const learnedKey = (peer: string): SealingKeyString | undefined => {
+    const learned = announced.get(peer);
+    return learned !== undefined && trust.keysFor(peer).length > 0 && learned.entry === entryOf(peer)
+      ? learned.key
+      : undefined;
+  };
   const sessions = new SealingSessions();
   const keyOf = (peer: string): SealRecipient | undefined => {
     if (peer === host) return { host, key: keys.current.current.publicKeyString };
-    const key = announced.get(peer) ?? trust.sealingKeysFor(peer).at(-1);
+    const key = learnedKey(peer) ?? trust.sealingKeysFor(peer).at(-1);
     return key === undefined ? undefined : { host: peer, key };
   };
   return {
@@ -82,7 +93,7 @@ export function createSealer(options: SealerOptions): Sealer {
     open: (sealed, aad) => open(sealed, host, keys.current, aad, sessions),
     currentKey: () => keys.current.current.publicKeyString,
     learn(peer, key) {
-      if (peer !== host) announced.set(peer, key);
+      if (peer !== host) announced.set(peer, { key, entry: entryOf(peer) });
     },
   };
 }

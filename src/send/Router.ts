@@ -117,8 +117,9 @@ export class Router {
 
   /** The host entity `gid` lives on: this one, the one the roster places it on, or undefined. */
   hostOf(gid: string): string | undefined {
-    if (this.deps.directory.byGidOrUndefined(gid)) return this.deps.host;
-    return this.deps.federation?.roster.find(gid)[0]?.host;
+    const { federation } = this.deps;
+    if (federation) return federation.hostsOf(gid)[0];
+    return this.deps.directory.byGidOrUndefined(gid) ? this.deps.host : undefined;
   }
 
   /** Resolves an address to a local entity or, federated, to one in the roster (R-ID1). */

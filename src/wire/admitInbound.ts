@@ -4,7 +4,7 @@ import { byteLength } from './digest.js';
 import { broadcastPrefix, type Envelope, type SpawnHeader, WireKind } from './envelope.js';
 import { decodeHlc } from './hlc.js';
 import type { Opened, Sealed } from './sealed.js';
-import { sealedKinds, textOfContent } from './sealedEnvelope.js';
+import { openedText, sealedKinds } from './sealedEnvelope.js';
 import type { SignatureCheck } from './signatureHeaders.js';
 import { oversized } from './wireSize.js';
 
@@ -132,13 +132,7 @@ export function admitInbound(arrival: InboundArrival, limits: AdmissionLimits): 
   if (sealed === undefined) {
     if (limits.sealingRequired && sealedKinds.has(envelope.kind)) {
       const why = unsealedDetail(envelope);
-      const { spawn } = envelope;
-      // Its requester is authentic (signed, and from the signing host): it is told, not left waiting.
-      if (target.kind !== 'control' || envelope.kind !== WireKind.spawn || !spawn)
-        return refuse('unsealed', why);
-      const { v, msgId, traceId, hlc, from, to } = envelope;
-      const request: SpawnHeader = { v, msgId, traceId, hlc, from, to, kind: WireKind.spawn, spawn };
-      return { ...refuse('unsealed', why), answerSpawn: { request, why } };
+      return refuseTelling(target, envelope, 'unsealed', why);
     }
     const size = overLimit(envelope.text, limits);
     return size ? refuse('rejected', size) : { verdict: 'admitted', envelope, signer: signature.signer };
@@ -146,11 +140,28 @@ export function admitInbound(arrival: InboundArrival, limits: AdmissionLimits): 
   // Sealed: the size it declares is bound to it; nothing larger than the limit is opened.
   const declared = overLimit(sealed.size, limits);
   if (declared) return refuse('rejected', declared);
-  const opened = arrival.open(sealed.sealed, sealed.aad);
-  if (!opened.ok) return refuse(opened.reason, `${opened.detail}; nothing of it was delivered`);
-  const content = textOfContent(opened.content, sealed.size);
-  if (!content.ok) return refuse('tampered', content.detail);
+  const content = openedText(arrival.open(sealed.sealed, sealed.aad), sealed.size);
+  if (!content.ok)
+    return refuseTelling(target, envelope, content.reason, `${content.detail}; nothing of it was delivered`);
   return { verdict: 'admitted', envelope: { ...envelope, text: content.text }, signer: signature.signer };
+}
+
+/**
+ * Refused for its sealing (unsealed, or it does not open): a SPAWN for this host is answered
+ * too, its requester being authentic by now (signed, and from the signing host), so it is told
+ * rather than left waiting.
+ */
+function refuseTelling(
+  target: AdmissionTarget,
+  envelope: Envelope,
+  reason: DeadLetterReason,
+  why: string,
+): Admission & { verdict: 'refused' } {
+  const { spawn } = envelope;
+  if (target.kind !== 'control' || envelope.kind !== WireKind.spawn || !spawn) return refuse(reason, why);
+  const { v, msgId, traceId, hlc, from, to } = envelope;
+  const request: SpawnHeader = { v, msgId, traceId, hlc, from, to, kind: WireKind.spawn, spawn };
+  return { ...refuse(reason, why), answerSpawn: { request, why } };
 }
 
 function refuse(reason: DeadLetterReason, detail: string): Admission & { verdict: 'refused' } {
@@ -202,6 +213,6 @@ function unsealedDetail(envelope: Envelope): string {
   return (
     `a ${envelope.kind} from ${envelope.from.host} came with its text unsealed, and this gateway requires ` +
     'sealing (security.encryption: required): that gateway publishes in clear (an older release, or its ' +
-    'security.encryption is off); upgrade it or turn its encryption on, then requeue'
+    'security.encryption is off); upgrade it or turn its encryption on, and send again (a requeue sends the same clear bytes)'
   );
 }

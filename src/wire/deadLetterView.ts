@@ -1,3 +1,4 @@
+import { DeadLetterReason } from './deadLetterReason.js';
 import { SignatureHeader } from './signatureHeaders.js';
 
 /** Headers the gateway writes on what it publishes. */
@@ -48,11 +49,17 @@ export interface RequeueResult {
 }
 
 /**
- * Reasons a letter was refused on arrival for what it is (its signature, its content or its
- * address), not for the moment it came: sent back unchanged, it is refused and dead-lettered
+ * Reasons a letter was refused on arrival for what it is (its signature, its sealing, its content
+ * or its address), not for the moment it came: sent back unchanged, it is refused and dead-lettered
  * again. Others (maxlen, expired, recipient-gone, …) may well get through on a second try.
  */
-export const refusedOnArrival: ReadonlySet<string> = new Set(['bad-signature', 'rejected']);
+export const refusedOnArrival: ReadonlySet<string> = new Set<string>([
+  DeadLetterReason.badSignature,
+  DeadLetterReason.rejected,
+  DeadLetterReason.unsealed,
+  DeadLetterReason.notSealedToThisHost,
+  DeadLetterReason.tampered,
+]);
 
 /** Whether a requeue sends back a letter dead for `reason` (`force` sends back any). */
 export function mayRequeue(reason: string, force: boolean): boolean {

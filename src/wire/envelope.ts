@@ -39,6 +39,9 @@ export function versionAtLeast(version: string, since: { major: number; minor: n
   return major > since.major || (major === since.major && minor >= since.minor);
 }
 
+/** The schema whose hosts open sealed envelopes (2.0) and announce their sealing key: a peer before it cannot. */
+export const sealedSince = { major: 1, minor: 6 } as const;
+
 /** The schema that brought OWNER_ANSWER: a peer before it refuses the kind. */
 export const ownerAnswerSince = { major: 1, minor: 5 } as const;
 

@@ -104,6 +104,11 @@ export const presenceSchema = z.object({
 });
 export type Presence = z.infer<typeof presenceSchema>;
 
+/** How long a host's PRESENCE holds (a heartbeat times the beats it may miss): its `ttlMs`. */
+export function presenceTtlMs(broker: { heartbeatMs: number; presenceTtlBeats: number }): number {
+  return broker.heartbeatMs * broker.presenceTtlBeats;
+}
+
 export function encodePresence(presence: Presence): Buffer {
   return Buffer.from(JSON.stringify(presence), 'utf8');
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { byteLength } from './digest.js';
 import { type Envelope, envelopeShape, requirePart, WireKind } from './envelope.js';
-import { type Sealed, sealedSchema } from './sealed.js';
+import { type Opened, OpenFailure, type Sealed, sealedSchema } from './sealed.js';
 
 /**
  * A sealed envelope (issue 34): the envelope without its text, the text's size, and the text
@@ -76,6 +76,16 @@ export function splitForSealing(envelope: Envelope): { headers: SealedHeaders; c
 /** A sealed envelope's bytes: its readable part and its sealed part. */
 export function encodeSealed(headers: SealedHeaders, sealed: Sealed): Buffer {
   return Buffer.from(JSON.stringify({ ...headers, sealed }), 'utf8');
+}
+
+/** What a sealed part says once it was opened (`open`): its text, or why not, as a dead letter's reason. */
+export function openedText(
+  opened: Opened,
+  size: number,
+): { ok: true; text: string } | { ok: false; reason: OpenFailure; detail: string } {
+  if (!opened.ok) return opened;
+  const text = textOfContent(opened.content, size);
+  return text.ok ? text : { ok: false, reason: OpenFailure.tampered, detail: text.detail };
 }
 
 /** The text of an opened content, or why it is not one (it was sealed, so its sender wrote it). */

@@ -176,4 +176,31 @@ describe('sealed envelopes', () => {
     await sleep(200);
     expect(await drained()).toEqual([]);
   });
+
+  it('seals to no host when two announce the same gid, nor to a host whose release cannot open it', async () => {
+    addTrust(home, other.host, other.keys.trustString);
+    const old = fakePeer('seal-old');
+    addTrust(home, old.host, old.keys.trustString);
+    const oldMain = { gid: randomUUID(), name: 'old-main' };
+    // Announced until taken: the trust store is re-read within half a second of the change.
+    await waitFor('both in the roster', async () => {
+      await announcePresence(channel, other, [sender]);
+      await announcePresence(channel, old, [oldMain], old.host, 0, '1.5');
+      const roster = daemon.gateway.services.status.roster();
+      return roster.some((e) => e.host === other.host) && roster.some((e) => e.gid === oldMain.gid)
+        ? true
+        : undefined;
+    });
+    const send = (to: string) =>
+      daemon.gateway.services.sends.send(target, { kind: 'SEND', to, text: 'secret' });
+    // Refused before anything is sealed (the router's resolution, and the sealing's own check).
+    await expect(send(sender.gid)).rejects.toMatchObject({ code: 'AMBIGUOUS_RECIPIENT' });
+    await expect(send(oldMain.gid)).rejects.toMatchObject({
+      code: 'BAD_CONFIG',
+      message: expect.stringMatching(
+        /cannot open sealed messages \(its PRESENCE is schema 1\.5\).*upgrade it/,
+      ),
+    });
+    rmSync(old.home, { recursive: true, force: true });
+  });
 });

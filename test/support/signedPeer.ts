@@ -90,9 +90,10 @@ export function announcePresence(
   entities: ReadonlyArray<{ gid: string; name: string }>,
   host: string = by.host,
   clockOffsetMs = 0,
+  version: string = schemaVersionString,
 ): Promise<void> {
   const presence = {
-    v: schemaVersionString,
+    v: version,
     kind: 'PRESENCE',
     host,
     hlc: nextPresenceStamp(clockOffsetMs),

@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config/loadConfig.js';
 import { initKeys, type SealingKeys } from '../../src/security/keys.js';
 import { createSealer } from '../../src/security/messageSealing.js';
 import { createNoSigner, createSigner } from '../../src/security/messageSigning.js';
+import { newPrivateKey, sealingKeyString } from '../../src/security/publicKey.js';
 import { addTrust, TrustStore } from '../../src/security/TrustStore.js';
 import {
   type Admission,
@@ -34,6 +35,7 @@ import {
   type Target,
 } from '../support/receiveFuzz.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
+import { sealedBytes } from '../support/signedPeer.js';
 
 /**
  * Issue 4's hostile-input fuzz over the pure admission (`admitInbound`, then the roster check
@@ -279,6 +281,34 @@ describe('admitInbound: the cases the fuzz reaches rarely', () => {
     });
     expect(admit(envelopeOf({ kind: 'BROADCAST', to: 'broadcast.ops' }), inbox)).toMatchObject({
       verdict: 'admitted',
+    });
+  });
+
+  it('a SPAWN refused for its sealing (unsealed while required, or not opening here) is answered to its signer', () => {
+    const request = spawnFrom(peer.host) as Envelope & { spawn: { requestId: string } };
+    const spawn: Envelope = { ...request, spawn: { ...request.spawn, profile: 'worker' } };
+    const admitBytes = (content: Buffer, sealingRequired: boolean) =>
+      admitInbound(
+        {
+          content,
+          verify: () => signer.verify(content, signedHeaders(content, peer)),
+          open,
+          target: control,
+          now: Date.now(),
+        },
+        { ...limits, sealingRequired },
+      );
+    const unsealed = admitBytes(Buffer.from(JSON.stringify(spawn)), true);
+    expect(unsealed).toMatchObject({ verdict: 'refused', reason: 'unsealed' });
+    expect(unsealed.verdict === 'refused' && unsealed.answerSpawn?.why).toMatch(/send again/);
+    const stranger = { host: hostId, key: sealingKeyString(newPrivateKey('x25519')) };
+    const unopened = admitBytes(sealedBytes(spawn, [stranger]), true);
+    expect(unopened).toMatchObject({ verdict: 'refused', reason: 'unknown-sealing-key' });
+    expect(unopened.verdict === 'refused' && unopened.answerSpawn?.request.msgId).toBe(spawn.msgId);
+    const mine = { host: hostId, key: (keys.sealing as SealingKeys).current.publicKeyString };
+    expect(admitBytes(sealedBytes(spawn, [mine]), true)).toMatchObject({
+      verdict: 'admitted',
+      envelope: { text: spawn.text },
     });
   });
 

@@ -336,6 +336,22 @@ describe('RemoteRoster', () => {
       expect(roster.entries()).toEqual([]);
     });
 
+    it('hostsOfGid: by gid alone, never a name that looks like one; the last host kept after it expired', () => {
+      const lookalike = { ...bob, gid: '44444444-4444-4444-8444-444444444444', name: alice.gid };
+      roster.apply(presence('host-b', hlcAt(1), [alice]));
+      roster.apply(presence('host-c', hlcAt(1), [lookalike], { ttlMs: 60_000 }));
+      expect(roster.hostsOfGid(alice.gid)).toEqual(['host-b']);
+      roster.apply(presence('host-c', hlcAt(2), [lookalike, alice], { ttlMs: 60_000 }));
+      expect(roster.hostsOfGid(alice.gid)).toEqual(['host-b', 'host-c']);
+      clock.increment(ttlMs);
+      roster.expire();
+      expect(roster.hostsOfGid(alice.gid)).toEqual(['host-c']);
+      roster.apply(presence('host-c', hlcAt(3), [lookalike], { ttlMs: 60_000 }));
+      // Gone from every PRESENCE: the host that announced it last.
+      expect(roster.hostsOfGid(alice.gid)).toEqual(['host-c']);
+      expect(roster.hostsOfGid(bob.gid)).toEqual([]);
+    });
+
     it('expire() drops expired hosts without being asked for entries', () => {
       roster.apply(presence('host-b', hlcAt(1), [alice]));
       roster.apply(presence('host-c', hlcAt(1), [aliceOnC], { ttlMs: 60_000 }));

@@ -12,7 +12,7 @@ import {
 import { createSealer } from '../../src/security/messageSealing.js';
 import { newPrivateKey, sealingKeyString } from '../../src/security/publicKey.js';
 import { SealingKeyring } from '../../src/security/SealingKeyring.js';
-import { addTrust, TrustStore } from '../../src/security/TrustStore.js';
+import { addTrust, removeTrust, TrustStore } from '../../src/security/TrustStore.js';
 import { decodeEnvelope } from '../../src/wire/codec.js';
 import { textOfContent } from '../../src/wire/sealedEnvelope.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
@@ -124,6 +124,28 @@ describe('sealing key rotation (keys rotate, keys retire) and the keys a sealer 
       recipients: [{ host: 'beta', key: announced }],
       missing: ['delta'],
     });
+  });
+
+  it('an announced key is sealed to only while the host’s trust entry is as it was when it was announced', () => {
+    const dir = home();
+    initKeys(dir);
+    const beta = home();
+    initKeys(beta);
+    addTrust(dir, 'beta', initKeysString(beta));
+    const sealer = sealerOf('alpha', dir);
+    const announced = sealingKeyString(newPrivateKey('x25519'));
+    sealer.learn('beta', announced);
+    expect(sealer.recipients(['beta']).recipients).toEqual([{ host: 'beta', key: announced }]);
+    // A key given by hand after the announcement wins over it.
+    const byHand = sealingKeyString(newPrivateKey('x25519'));
+    addTrust(dir, 'beta', byHand);
+    expect(sealer.recipients(['beta']).recipients).toEqual([{ host: 'beta', key: byHand }]);
+    // Announced again under the new entry: taken again. Trust removed: sealed to no key of it.
+    sealer.learn('beta', announced);
+    expect(sealer.recipients(['beta']).recipients).toEqual([{ host: 'beta', key: announced }]);
+    removeTrust(dir, 'beta');
+    expect(sealer.recipients(['beta'])).toEqual({ recipients: [], missing: ['beta'] });
+    expect(sealer.everyone().map((r) => r.host)).toEqual(['alpha']);
   });
 });
 
