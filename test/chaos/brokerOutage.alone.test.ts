@@ -36,8 +36,7 @@ describe('broker outage during traffic', () => {
     gateways.push(g);
     return g;
   };
-  const status = async (g: GatewayProcess) =>
-    JSON.parse((await g.cli(['status', '--json'])).stdout) as { broker: { state: string } };
+  const status = async (g: GatewayProcess) => (await g.status()) as { broker: { state: string } };
 
   beforeAll(async () => {
     alpha = gateway('alpha');
@@ -53,7 +52,7 @@ describe('broker outage during traffic', () => {
       ).token;
     }
     await waitFor('beta in alpha’s roster', async () => {
-      const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      const roster = (await alpha.roster()) as Array<{ name: string }>;
       return roster.some((e) => e.name === 'far') ? true : undefined;
     });
   });
@@ -123,7 +122,7 @@ describe('broker outage during traffic', () => {
       await waitFor('alpha to see the broker gone', async () =>
         (await status(alpha)).broker.state !== 'connected' ? true : undefined,
       );
-      const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{
+      const roster = (await alpha.roster()) as Array<{
         name: string;
         status: string;
       }>;

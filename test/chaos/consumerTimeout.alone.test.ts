@@ -77,7 +77,7 @@ describe('a main that drains only after several consumer timeouts', () => {
     for (const g of gateways) queues.push(controlSpec(g.hostId).name, rosterQueueName(g.hostId));
     queues.push(inboxName(s.gid), ...mains.map((m) => inboxName(m.gid)));
     await waitFor('both leads in alpha’s roster', async () => {
-      const r = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{ host: string }>;
+      const r = (await alpha.roster()) as Array<{ host: string }>;
       return mains.every((m) => r.some((e) => e.host === m.gateway.hostId)) ? true : undefined;
     });
   }, 120_000);
@@ -102,7 +102,7 @@ describe('a main that drains only after several consumer timeouts', () => {
       for (const m of mains) for (const text of ['before 1', 'before 2']) await send(m, text);
       for (const m of mains) {
         await waitFor(`both held on the ${m.mode} main’s gateway`, async () => {
-          const s = JSON.parse((await m.gateway.cli(['status', '--json'])).stdout) as {
+          const s = (await m.gateway.status()) as {
             deliveries: Record<string, number>;
           };
           return (s.deliveries.held ?? 0) === 2 ? true : undefined;

@@ -105,7 +105,7 @@ describe('a main that never drains, under a flood', () => {
       mcp[name] = client;
     }
     await waitFor('the receiver’s mains in the origin’s roster', async () => {
-      const r = JSON.parse((await origin.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      const r = (await origin.roster()) as Array<{ name: string }>;
       return ['sink', 'reader'].every((n) => r.some((e) => e.name === n)) ? true : undefined;
     });
   });
@@ -171,7 +171,7 @@ describe('a main that never drains, under a flood', () => {
 
     // The sink never drains: its held messages and its queued ones expire into the DLQ.
     const receiverStatus = async () =>
-      JSON.parse((await receiver.cli(['status', '--json'])).stdout) as {
+      (await receiver.status()) as {
         deliveries: Record<string, number>;
         broker: { state: string; inboxes: Record<string, number> };
       };

@@ -100,11 +100,10 @@ describe('network partition between a host and the broker', () => {
     return e;
   };
   const status = async (g: GatewayProcess) => {
-    const r = await g.cli(['status', '--json']);
-    return JSON.parse(r.stdout) as { broker: { state: string } };
+    return (await g.status()) as { broker: { state: string } };
   };
   const roster = async (g: GatewayProcess) =>
-    JSON.parse((await g.cli(['roster', '--json'])).stdout) as Array<{
+    (await g.roster()) as Array<{
       gid: string;
       status: string;
       host: string;

@@ -100,8 +100,7 @@ describe('ask turns across two gateway processes', () => {
     // Each side knows the other's entities before asking (the roster check of invariant 6).
     for (const g of [alpha, beta]) {
       await waitFor(`the roster on ${g.hostId}`, async () => {
-        const r = await g.cli(['roster', '--json']);
-        const names = (JSON.parse(r.stdout) as Array<{ name: string }>).map((e) => e.name);
+        const names = (await g.roster()).map((e) => e.name);
         return ['main', 'asker'].every((n) => names.includes(n)) ? true : undefined;
       });
     }
@@ -283,9 +282,7 @@ describe('ask turns across two gateway processes', () => {
     void first;
     await beta.start();
     await waitFor('alpha back in beta’s roster', async () => {
-      const r = await beta.cli(['roster', '--json']);
-      const entries = JSON.parse(r.stdout) as Array<{ name: string }>;
-      return entries.some((e) => e.name === 'main') ? true : undefined;
+      return (await beta.roster()).some((e) => e.name === 'main') ? true : undefined;
     });
 
     // The agent retries its call with the same key: it waits on the same turn, whose deadline

@@ -64,9 +64,7 @@ describe('agentbridge connect and disconnect, read by the real agents', () => {
     expect(printed.stdout).toContain('<the token of lead>');
     expect(readFileSync(join(home, '.claude.json'), 'utf8')).toBe(before);
     expect(existsSync(join(home, '.claude', 'settings.json'))).toBe(false);
-    expect(JSON.parse((await gateway.cli(['roster', '--json'])).stdout)).not.toContainEqual(
-      expect.objectContaining({ name: 'lead' }),
-    );
+    expect(await gateway.roster()).not.toContainEqual(expect.objectContaining({ name: 'lead' }));
 
     // Connected and undone untouched: both files as they were, byte for byte (mode too).
     const first = await cli(['connect', 'claude', '--as', 'main', 'lead']);
@@ -117,9 +115,7 @@ describe('agentbridge connect and disconnect, read by the real agents', () => {
     const { mcpServers: _ours, ...rest } = rewritten;
     expect(JSON.parse(readFileSync(join(home, '.claude.json'), 'utf8'))).toEqual(rest);
     expect(existsSync(join(home, '.claude', 'settings.json'))).toBe(false);
-    expect(JSON.parse((await gateway.cli(['roster', '--json'])).stdout)).not.toContainEqual(
-      expect.objectContaining({ name: 'lead' }),
-    );
+    expect(await gateway.roster()).not.toContainEqual(expect.objectContaining({ name: 'lead' }));
   });
 
   it('Codex CLI: its TOML gets one block (token in a 0600 file, the server approved), Codex reads it; a line the user added since is kept on disconnect', async () => {

@@ -118,7 +118,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
     const reader = await register(beta, 'main', 'reader');
     const lead = await register(alpha, 'main', 'lead-2');
     await waitFor("reader in A's roster", async () => {
-      const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      const roster = (await alpha.roster()) as Array<{ name: string }>;
       return roster.some((entry) => entry.name === 'reader') ? true : undefined;
     });
     // B down (no goodbye: its roster entries stay until their TTL), sends to its main until its
@@ -178,7 +178,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
     await register(alpha, 'main', 'decider');
     const asker = await register(beta, 'worker', 'asker');
     await waitFor("decider in B's roster", async () => {
-      const roster = JSON.parse((await beta.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      const roster = (await beta.roster()) as Array<{ name: string }>;
       return roster.some((entry) => entry.name === 'decider') ? true : undefined;
     });
     const worker = await connectMcp(beta.mcpUrl, asker.token);
@@ -248,7 +248,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
       await page.locator('#flow').screenshot({ path: join(artifacts, 'console-flow.png') });
       expect(await page.locator('#asks-error').textContent()).toBe('');
       // On the record: the ASK's delivery on A was handed over at the console, by the operator.
-      const roster = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{
+      const roster = (await alpha.roster()) as Array<{
         name: string;
         gid: string;
       }>;

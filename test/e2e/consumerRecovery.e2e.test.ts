@@ -40,7 +40,7 @@ describe('a consumer whose channel the broker closes is recovered', () => {
     sender = await connectMcp(alpha.mcpUrl, s.token);
     lead = await connectMcp(beta.mcpUrl, l.token);
     await waitFor('lead in alpha’s roster', async () => {
-      const r = JSON.parse((await alpha.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      const r = (await alpha.roster()) as Array<{ name: string }>;
       return r.some((e) => e.name === 'lead') ? true : undefined;
     });
   });
@@ -56,7 +56,7 @@ describe('a consumer whose channel the broker closes is recovered', () => {
     const first = await callTool(sender, 'bridge_send', { to, text: 'before' });
     expect(first.isError, JSON.stringify(first.content)).toBeFalsy();
     await waitFor('the first message held on beta', async () => {
-      const s = JSON.parse((await beta.cli(['status', '--json'])).stdout) as {
+      const s = (await beta.status()) as {
         deliveries: Record<string, number>;
       };
       return (s.deliveries.held ?? 0) === 1 ? true : undefined;
@@ -94,14 +94,14 @@ describe('a consumer whose channel the broker closes is recovered', () => {
     // The roster consumer works again: an entity alpha registers now shows on beta.
     await register(alpha, 'late');
     await waitFor('late in beta’s roster', async () => {
-      const r = JSON.parse((await beta.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+      const r = (await beta.roster()) as Array<{ name: string }>;
       return r.some((e) => e.name === 'late') ? true : undefined;
     });
     expect(await beta.healthy()).toBe(true);
 
     // Status shows what beta holds on the broker again: the inbox on its shared channel, control
     // and roster on one each, all on the one connection.
-    const status = JSON.parse((await beta.cli(['status', '--json'])).stdout) as {
+    const status = (await beta.status()) as {
       broker: { usage: { connections: number; channels: number; consumers: number } };
     };
     expect(status.broker.usage).toEqual({ connections: 1, channels: 3, consumers: 3 });

@@ -574,7 +574,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', { timeou
     const { a, b, source, target, address } = pair;
     await send(a, source.token, address, 3);
     await waitFor('3 messages held on B', async () => {
-      const roster = JSON.parse((await b.cli(['roster', '--json'])).stdout) as Array<{
+      const roster = (await b.roster()) as Array<{
         gid: string;
         depth?: number;
       }>;

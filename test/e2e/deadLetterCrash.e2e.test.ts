@@ -37,8 +37,7 @@ describe('a dead letter made while the broker is away survives a SIGKILL', () =>
   };
 
   const brokerState = async (g: GatewayProcess): Promise<string> => {
-    const status = await g.cli(['status', '--json']);
-    return (JSON.parse(status.stdout) as { broker: { state: string } }).broker.state;
+    return ((await g.status()) as { broker: { state: string } }).broker.state;
   };
 
   beforeAll(async () => {

@@ -83,7 +83,7 @@ describe('a cross-host delivery that keeps failing', () => {
     expect(letter).toMatchObject({ reason: 'delivery-limit', host: doomed.hostId });
     expect(letter.detail).toMatch(/pane|tmux/);
 
-    const status = JSON.parse((await doomed.cli(['status', '--json'])).stdout) as {
+    const status = (await doomed.status()) as {
       broker: { inboxes: Record<string, number> };
       deliveries: Record<string, number>;
       deadLetters: Record<string, number>;

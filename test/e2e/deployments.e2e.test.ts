@@ -57,8 +57,7 @@ describe('two deployments on one broker', () => {
     return (JSON.parse(r.stdout) as Array<{ text: string }>).map((m) => m.text);
   };
   const roster = async (g: GatewayProcess): Promise<string[]> => {
-    const r = await g.cli(['roster', '--json']);
-    return (JSON.parse(r.stdout) as Array<{ host: string }>).map((e) => e.host);
+    return (await g.roster()).map((e) => e.host);
   };
 
   beforeAll(async () => {
@@ -179,9 +178,7 @@ describe('two deployments in two vhosts of one broker', () => {
   it("a broadcast reaches its vhost's inboxes only; the other vhost's roster and DLQ stay empty of it", async () => {
     const [a1, a2, b1] = gateways as [GatewayProcess, GatewayProcess, GatewayProcess];
     await waitFor('a2 in a1’s roster', async () => {
-      const hosts = (JSON.parse((await a1.cli(['roster', '--json'])).stdout) as Array<{ host: string }>).map(
-        (e) => e.host,
-      );
+      const hosts = ((await a1.roster()) as Array<{ host: string }>).map((e) => e.host);
       return hosts.includes(a2.hostId) ? true : undefined;
     });
     const sent = await a1.cli(['broadcast', `vhost hello ${suffix}`, '--json'], { BRIDGE_TOKEN: tokens.a1 });
@@ -198,9 +195,7 @@ describe('two deployments in two vhosts of one broker', () => {
       return got.includes(`vhost hello ${suffix}`) ? true : undefined;
     });
     expect(await drainOf(b1, 'b1', 2_000)).toEqual([]);
-    const bHosts = (JSON.parse((await b1.cli(['roster', '--json'])).stdout) as Array<{ host: string }>).map(
-      (e) => e.host,
-    );
+    const bHosts = ((await b1.roster()) as Array<{ host: string }>).map((e) => e.host);
     expect(bHosts).not.toContain(a1.hostId);
     expect(bHosts).not.toContain(a2.hostId);
     // b's vhost has a bridge.dlq of its own, and nothing of a's traffic is in it.
@@ -345,9 +340,7 @@ describe('npm run demo beside a deployment whose hosts are alpha and beta', () =
     expect(await drained(beta, 'peer')).toEqual([`held ${suffix}`]);
     // Neither roster shows the demo's hosts, and the vhost's dead letters hold nothing of the team's.
     for (const g of [alpha, beta]) {
-      const hosts = (JSON.parse((await g.cli(['roster', '--json'])).stdout) as Array<{ host: string }>).map(
-        (e) => e.host,
-      );
+      const hosts = ((await g.roster()) as Array<{ host: string }>).map((e) => e.host);
       expect(hosts.filter((h) => h !== 'alpha' && h !== 'beta')).toEqual([]);
     }
     const letters = await alpha.cli(['dlq', 'list', '--json']);

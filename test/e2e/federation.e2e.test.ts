@@ -78,10 +78,7 @@ describe('three federated gateways', () => {
     });
   };
   const rosterNames = async (g: GatewayProcess) => {
-    const r = await g.cli(['roster', '--json']);
-    return (JSON.parse(r.stdout) as Array<{ name: string; host: string; status: string }>).map(
-      (e) => `${e.name}@${e.host}`,
-    );
+    return (await g.roster()).map((e) => `${e.name}@${e.host}`);
   };
 
   let panes: Record<string, string> = {};

@@ -270,10 +270,7 @@ describe('hostile spawn requests and groups across the broker', () => {
     queues.push(inbox);
     await listenAsPeerEntity(channel, peer, peerMain, inbox, peerInbox);
     await waitFor(`${peerMain.name} in ${b.hostId}'s roster`, async () => {
-      const r = await b.cli(['roster', '--json']);
-      return (JSON.parse(r.stdout) as Array<{ gid: string }>).some((e) => e.gid === peerMain.gid)
-        ? true
-        : undefined;
+      return (await b.roster()).some((e) => e.gid === peerMain.gid) ? true : undefined;
     });
   });
 

@@ -92,9 +92,9 @@ describe('idempotency keys name one call; replies name only messages one receive
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
     await waitFor('catty in alpha’s roster and sender in beta’s', async () => {
-      const a = await alpha.cli(['roster', '--json']);
-      const b = await beta.cli(['roster', '--json']);
-      return a.stdout.includes('"catty"') && b.stdout.includes('"sender"') ? true : undefined;
+      const a = await alpha.roster();
+      const b = await beta.roster();
+      return a.some((e) => e.name === 'catty') && b.some((e) => e.name === 'sender') ? true : undefined;
     });
   });
 
@@ -249,7 +249,7 @@ describe('idempotency keys name one call; replies name only messages one receive
     // The peer's entity is in alpha's roster, so only the reply check can refuse it.
     await announcePresence(channel, evil, [mallet]);
     await waitFor('mallet in alpha’s roster', async () =>
-      (await alpha.cli(['roster', '--json'])).stdout.includes('"mallet"') ? true : undefined,
+      (await alpha.roster()).some((e) => e.name === 'mallet') ? true : undefined,
     );
 
     // lead waits on its send to catty for the reply.

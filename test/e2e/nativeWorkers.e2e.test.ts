@@ -368,7 +368,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       // The worker reads as blocked, on B and in A's roster (B's presence), with its path and
       // agent; no attach command crosses (it names a socket on B).
       const seen = await waitFor('A’s roster to show the worker blocked', async () => {
-        const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
+        const roster = (await a.roster()) as unknown as Array<{
           name: string;
           host: string;
           status: string;
@@ -498,7 +498,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       waitFor(
         'A’s roster to show the spawned worker blocked',
         async () => {
-          const roster = JSON.parse((await a.cli(['roster', '--json'])).stdout) as Array<{
+          const roster = (await a.roster()) as Array<{
             name: string;
             host: string;
             status: string;

@@ -39,9 +39,7 @@ describe('a replayed PRESENCE does not resurrect a dead host', () => {
   let capturing = true;
 
   const rosterNames = async (g: GatewayProcess): Promise<string[]> => {
-    const r = await g.cli(['roster', '--json']);
-    expect(r.code, r.stderr || r.stdout).toBe(0);
-    return (JSON.parse(r.stdout) as Array<{ name: string; host: string }>).map((e) => `${e.name}@${e.host}`);
+    return (await g.roster()).map((e) => `${e.name}@${e.host}`);
   };
   const mainB = () => `mainB@${beta.hostId}`;
   const replay = async (copy: Captured) =>

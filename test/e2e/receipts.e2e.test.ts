@@ -134,12 +134,7 @@ describe('receipts to the sender, across two gateway processes', () => {
   const admin = (g: GatewayProcess, route: string, body?: unknown): Promise<unknown> => g.admin(route, body);
   const inRoster = (g: GatewayProcess, name: string) =>
     waitFor(`${name} in ${g.hostId}'s roster`, async () => {
-      const r = await g.cli(['roster', '--json']);
-      return (JSON.parse(r.stdout) as Array<{ name: string; status: string }>).some(
-        (e) => e.name === name && e.status !== 'unknown',
-      )
-        ? true
-        : undefined;
+      return (await g.roster()).some((e) => e.name === name && e.status !== 'unknown') ? true : undefined;
     });
 
   beforeAll(async () => {
@@ -274,7 +269,7 @@ describe('receipts to the sender, across two gateway processes', () => {
     const dead = await status('lead', msgId);
     expect(dead.stages.at(-1)).toMatchObject({ stage: 'dead-lettered', reason: 'recipient-gone' });
     // The operator's view: `agentbridge roster` lists it no more, and `agentbridge deregister` finds it gone.
-    const roster = JSON.parse((await b.cli(['roster', '--json'])).stdout) as Array<{ name: string }>;
+    const roster = (await b.roster()) as Array<{ name: string }>;
     expect(roster.map((e) => e.name)).not.toContain('leaving');
     const again = await b.cli(['deregister', 'leaving']);
     expect(again.code).not.toBe(0);

@@ -114,17 +114,7 @@ describe('spawn / stop (U4)', () => {
     expect(result.code, result.stderr || result.stdout).toBe(0);
     return JSON.parse(result.stdout) as Registered;
   };
-  const roster = async (g: GatewayProcess) => {
-    const r = await g.cli(['roster', '--json']);
-    expect(r.code, r.stderr || r.stdout).toBe(0);
-    return JSON.parse(r.stdout) as Array<{
-      gid: string;
-      name: string;
-      host: string;
-      status: string;
-      spawned?: boolean;
-    }>;
-  };
+  const roster = (g: GatewayProcess) => g.roster();
   const inRoster = (g: GatewayProcess, gid: string, present: boolean) =>
     waitFor(`${gid} ${present ? 'in' : 'gone from'} ${g.hostId}'s roster`, async () => {
       const entries = await roster(g);
@@ -548,9 +538,7 @@ describe('spawn / stop on a single-host gateway (no broker)', () => {
     (await tmux.run('list-windows', '-t', `=${session}`, '-F', '#{window_name}').catch(() => '')).split('\n');
   /** Whether the solo gateway's roster holds an entity that `is`. */
   const inRoster = async (is: (e: { gid: string; name: string }) => boolean): Promise<boolean> =>
-    (JSON.parse((await solo.cli(['roster', '--json'])).stdout) as Array<{ gid: string; name: string }>).some(
-      is,
-    );
+    ((await solo.roster()) as Array<{ gid: string; name: string }>).some(is);
 
   it('spawns on its own host, delivers the brief, answers, and stops', async () => {
     const result = await callTool(mcp, 'bridge_spawn', {

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { callAdmin } from '../../src/cli/adminClient.js';
+import type { RosterEntry } from '../../src/gateway/GatewayStatus.js';
+import { adminRoutes } from '../../src/interfaces/adminProtocol.js';
 import { initKeys, loadKeys } from '../../src/security/keys.js';
 import { addTrust } from '../../src/security/TrustStore.js';
 import { uniqueHostId } from './broker.js';
@@ -133,15 +135,25 @@ export class GatewayProcess {
     return runCli(args, this.cliEnv(extra));
   }
 
+  /**
+   * This gateway's roster, as `agentbridge roster --json` prints it, read from the admin socket
+   * without starting a CLI process (a poll loop of CLI processes costs a core on a busy machine).
+   */
+  async roster(): Promise<RosterEntry[]> {
+    return (await this.admin(adminRoutes.roster)) as RosterEntry[];
+  }
+
+  /** This gateway's status, as `agentbridge status --json` prints it, from the admin socket. */
+  status(): Promise<unknown> {
+    return this.admin(adminRoutes.status);
+  }
+
   /** Waits until this gateway's roster lists `name` on `host` (another gateway's, by presence). */
   async waitForInRoster(name: string, host: string, timeoutMs?: number): Promise<void> {
     await waitFor(
       `${name}@${host} in ${this.hostId}'s roster`,
       async () => {
-        const roster = JSON.parse((await this.cli(['roster', '--json'])).stdout) as Array<{
-          name: string;
-          host: string;
-        }>;
+        const roster = await this.roster();
         return roster.some((e) => e.name === name && e.host === host) ? true : undefined;
       },
       timeoutMs,
