@@ -108,10 +108,16 @@ describe('sealing key rotation under a stream', () => {
       draining = false;
       stopped = true;
     });
-    for (let i = 0; i < streamed; i++) {
-      const text = `stream ${i} ${randomUUID()}`;
-      sent.set(await send(text), text);
-      if (i === Math.floor(streamed / 4)) {
+    // Eight sends in flight at a time; the rotation and the retire come between two batches.
+    const inFlight = 8;
+    for (let i = 0; i < streamed; i += inFlight) {
+      const texts = Array.from(
+        { length: Math.min(inFlight, streamed - i) },
+        (_, j) => `stream ${i + j} ${randomUUID()}`,
+      );
+      const ids = await Promise.all(texts.map((text) => send(text)));
+      for (const [j, id] of ids.entries()) sent.set(id, texts[j] as string);
+      if (i === Math.floor(streamed / 4 / inFlight) * inFlight) {
         const rotated = await keys(['rotate']);
         expect(rotated.code, rotated.err).toBe(0);
         old = (JSON.parse(rotated.out) as { previousSealingKeyId: string }).previousSealingKeyId;
@@ -121,7 +127,7 @@ describe('sealing key rotation under a stream', () => {
         expect(early.code).not.toBe(0);
         expect(early.out + early.err).toMatch(/PRESENCE/);
       }
-      if (i === Math.floor((streamed * 3) / 4)) {
+      if (i === Math.floor((streamed * 3) / 4 / inFlight) * inFlight) {
         const retired = await waitFor(
           'the retire taken after the overlap',
           async () => {
