@@ -68,7 +68,7 @@ interface OpenConsumer {
 }
 
 /** Consumers `openAll` opens side by side: enough to keep a connection's probe lanes busy. */
-const openAtOnce = 8;
+const openAtOnce = 32;
 
 /**
  * The broker actor's consumers, `consumersPerChannel` to a channel and `channelsPerConnection`
