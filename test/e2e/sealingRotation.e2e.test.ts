@@ -9,7 +9,10 @@ import { callTool, connectMcp } from '../support/mcpClient.js';
 
 const streamed = Number(process.env.BRIDGE_ROTATION_MESSAGES ?? 2_000);
 const heartbeatMs = 300;
-const presenceTtlBeats = 3;
+// The overlap keys retire waits out is heartbeatMs × presenceTtlBeats: 6 s, so that the retire
+// right after the rotation is refused however long a CLI process takes to start on a busy
+// machine (at 3 beats, 0.9 s, it was not always: a CLI start under load takes longer).
+const presenceTtlBeats = 20;
 
 interface Registered {
   gid: string;
