@@ -1,5 +1,5 @@
-import { statSync } from 'node:fs';
 import { loadConfig } from '../config/loadConfig.js';
+import type { Config } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
 import {
   type GatewayKeys,
@@ -15,9 +15,8 @@ import { printResult } from './output.js';
 
 // `agentbridge keys` and `agentbridge trust` work on the files in BRIDGE_HOME; no running gateway needed.
 
-function configOf(values: CliValues): { home: string; hostId: string } {
-  const { config } = loadConfig({ file: values.config });
-  return { home: config.home, hostId: config.hostId };
+function configOf(values: CliValues): Pick<Config, 'home' | 'hostId' | 'broker'> {
+  return loadConfig({ file: values.config }).config;
 }
 
 function keysView(hostId: string, keys: GatewayKeys) {
@@ -39,7 +38,7 @@ export function runKeys(values: CliValues, rest: string[]): number {
   const [id, ...extra] = sub === 'retire' ? others : [undefined, ...others];
   if (extra.length > 0)
     throw new BridgeError(ErrorCode.badRequest, `unexpected "${extra.join(' ')}" after keys ${sub}`);
-  const { home, hostId } = configOf(values);
+  const { home, hostId, broker } = configOf(values);
   switch (sub) {
     case 'init': {
       const keys = initKeys(home, { force: values.force });
@@ -84,20 +83,10 @@ export function runKeys(values: CliValues, rest: string[]): number {
       );
     }
     case 'retire': {
-      const { config } = loadConfig({ file: values.config });
-      const overlapMs = presenceTtlMs(config.broker);
-      const keys = loadKeys(home);
-      const currentPath = keys.sealing?.current.path;
-      const age = currentPath ? Date.now() - statSync(currentPath).mtimeMs : Number.POSITIVE_INFINITY;
-      if (age < overlapMs && !values.force) {
-        throw new BridgeError(
-          ErrorCode.badRequest,
-          `the current sealing key is ${Math.round(age / 1000)} s old: peers learn it from this gateway's PRESENCE ` +
-            `(within ${Math.round(overlapMs / 1000)} s) and seal to the old key until then; retire after that, ` +
-            'or now with --force (what is sealed to a retired key is dead-lettered as unknown-sealing-key)',
-        );
-      }
-      const result = retireSealingKeys(home, id);
+      const result = retireSealingKeys(home, id, {
+        overlapMs: presenceTtlMs(broker),
+        force: values.force ?? false,
+      });
       return printResult(
         values,
         { host: hostId, ...result },

@@ -34,11 +34,9 @@ export interface DeadLettersDeps {
   signer: Signer;
   /**
    * A message of this host's as it would have been published (its text sealed), for its dead
-   * letter; or why it cannot be (default: unsealed, as it is).
+   * letter; throws when it cannot be (default: unsealed, as it is).
    */
-  wireBytes?:
-    | ((envelope: Envelope) => { ok: true; content: Buffer } | { ok: false; error: Error })
-    | undefined;
+  wireBytes?: ((envelope: Envelope) => Buffer) | undefined;
   /** A sealed letter opened with this gateway's keys, if it is sealed (see `DeadLetterView.sealed`). */
   openLetter?: ((content: Buffer) => OpenedLetter | undefined) | undefined;
   /** Where cross-host dead letters wait to be published, with the bytes their messages came in. */
@@ -213,7 +211,11 @@ export class DeadLetters {
 
   /** `envelope` as this host publishes it (its text sealed), or why it cannot be. */
   private encoded(envelope: Envelope): { ok: true; content: Buffer } | { ok: false; error: Error } {
-    return this.deps.wireBytes?.(envelope) ?? { ok: true, content: encodeEnvelope(envelope) };
+    try {
+      return { ok: true, content: this.deps.wireBytes?.(envelope) ?? encodeEnvelope(envelope) };
+    } catch (err) {
+      return { ok: false, error: err as Error };
+    }
   }
 
   /** The broker is back: sends what waited for it. */

@@ -7,6 +7,7 @@ import type { RuntimeDeps } from '../kernel/ActorCell.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Sealer } from '../security/messageSealing.js';
 import type { Signer } from '../security/messageSigning.js';
+import type { SealRecipient } from '../security/sealing.js';
 import type { AdmissionLimits } from '../wire/admitInbound.js';
 import { decodeEnvelope, encodeEnvelope } from '../wire/codec.js';
 import type { DeadLetterReason } from '../wire/deadLetterReason.js';
@@ -319,9 +320,7 @@ export class Federation implements DeadLetterSink {
     exchange: 'msg' | 'control' = 'msg',
   ): Promise<PublishOutcome> {
     const ttl = envelope.expiresAt === undefined ? undefined : envelope.expiresAt - this.deps.clock.now();
-    const wire = this.wireBytes(envelope, exchange === 'control' ? [to] : to);
-    if (!wire.ok) throw wire.error;
-    const { content } = wire;
+    const content = this.wireBytes(envelope, exchange === 'control' ? [to] : to);
     return this.broker.publish({
       exchange: exchange === 'control' ? Exchange.control : Exchange.msg,
       routingKey:
@@ -341,55 +340,56 @@ export class Federation implements DeadLetterSink {
 
   /**
    * An envelope's bytes as they cross the broker: its text sealed (security.encryption) to the
-   * hosts that may read it: `to`'s host, the named hosts (control), every trusted host and this
-   * one (a broadcast). Or why it cannot be sealed: a host this gateway has no sealing key for.
+   * hosts that may read it. Throws when it cannot be sealed (see `sealedTo`).
    */
-  wireBytes(
-    envelope: Envelope,
-    to: string | readonly string[],
-  ): { ok: true; content: Buffer } | { ok: false; error: BridgeError } {
+  wireBytes(envelope: Envelope, to: string | readonly string[]): Buffer {
     const { sealer } = this.deps;
-    if (!sealer.seals(envelope)) return { ok: true, content: encodeEnvelope(envelope) };
-    if (typeof to === 'string' && to.startsWith(broadcastPrefix))
-      return { ok: true, content: sealer.sealEnvelope(envelope, sealer.everyone()) };
+    if (!sealer.seals(envelope)) return encodeEnvelope(envelope);
+    return sealer.sealEnvelope(envelope, this.sealedTo(to));
+  }
+
+  /**
+   * Whom a message to `to` is sealed to: every trusted host and this one (a broadcast), the named
+   * hosts (control), or the one host `to` lives on. Throws, saying what to do, for a gid no host
+   * or two hosts announce, a host of a release that cannot open it, or one without a key here.
+   */
+  private sealedTo(to: string | readonly string[]): SealRecipient[] {
+    const { sealer } = this.deps;
+    if (typeof to === 'string' && to.startsWith(broadcastPrefix)) return sealer.everyone();
     const hosts = typeof to === 'string' ? this.hostsOf(to) : to;
-    if (hosts.length > 1) {
-      const error = new BridgeError(
-        ErrorCode.ambiguousRecipient,
-        `${to} is announced by ${hosts.join(' and ')}: a gid lives on one host, so its text is sealed to none of them; ` +
-          'find out which host is wrong (`agentbridge roster`) and stop trusting it (`agentbridge trust remove`)',
-      );
-      return { ok: false, error };
-    }
-    const older = hosts.filter((host) => !this.readsSealed(host));
-    if (older.length > 0) {
-      const error = new BridgeError(
-        ErrorCode.badConfig,
-        `${older.join(', ')} runs a release that cannot open sealed messages (its PRESENCE is schema ` +
-          `${this.roster.versionOf(older[0] as string)}): upgrade it, or set security.encryption: off on this gateway until then`,
-      );
-      return { ok: false, error };
-    }
     if (hosts.length === 0) {
-      const error = new BridgeError(
+      throw new BridgeError(
         ErrorCode.unknownRecipient,
         `${to} is in no host's roster here: a message's text is sealed to its recipient's host, which must ` +
           'have announced it; check the address, or send once its host is in `agentbridge roster`',
       );
-      return { ok: false, error };
+    }
+    if (hosts.length > 1) {
+      throw new BridgeError(
+        ErrorCode.ambiguousRecipient,
+        `${to} is announced by ${hosts.join(' and ')}: a gid lives on one host, so its text is sealed to none of them; ` +
+          'find out which host is wrong (`agentbridge roster`) and stop trusting it (`agentbridge trust remove`)',
+      );
+    }
+    const older = hosts.find((host) => !this.readsSealed(host));
+    if (older !== undefined) {
+      throw new BridgeError(
+        ErrorCode.badConfig,
+        `${older} runs a release that cannot open sealed messages (its PRESENCE is schema ` +
+          `${this.roster.versionOf(older)}): upgrade it, or set security.encryption: off on this gateway until then`,
+      );
     }
     const { recipients, missing } = sealer.recipients(hosts);
     const host = missing[0];
     if (host !== undefined) {
-      const error = new BridgeError(
+      throw new BridgeError(
         ErrorCode.keyMissing,
         `cannot seal to ${missing.join(', ')}: this gateway's trust store has no sealing key of ${host} ` +
           `(security.encryption is required): on ${host} run \`agentbridge keys show\`, then here ` +
           `\`agentbridge trust add ${host} <what it printed>\``,
       );
-      return { ok: false, error };
     }
-    return { ok: true, content: sealer.sealEnvelope(envelope, recipients) };
+    return recipients;
   }
 
   /**

@@ -190,6 +190,9 @@ export class TrustStore {
   private racy = false;
   private nextCheckAt = 0;
   private lastProblem: BridgeError | undefined;
+  /** What was loaded last, to tell a change of the keys from a re-read of the same file. */
+  private loaded: string | undefined;
+  private changes = 0;
   private readonly checkIntervalMs: number;
   private readonly now: () => number;
   private readonly onError: ((err: BridgeError) => void) | undefined;
@@ -219,6 +222,12 @@ export class TrustStore {
   hostsWithSealingKeys(): string[] {
     this.current('');
     return [...this.hosts].filter(([, keys]) => keys.sealing.length > 0).map(([host]) => host);
+  }
+
+  /** How many times the trusted keys changed since this store was made (a host's, any host's). */
+  get generation(): number {
+    this.current('');
+    return this.changes;
   }
 
   private current(host: string): HostKeys | undefined {
@@ -261,13 +270,20 @@ export class TrustStore {
       const file = readTrustFile(this.home);
       this.hosts = new Map(Object.entries(file.hosts).map(([host, keys]) => [host, splitKeys(keys)]));
       this.lastProblem = undefined;
+      this.keysLoaded(JSON.stringify(file.hosts));
     } catch (err) {
       const error = err instanceof BridgeError ? err : badTrustStore(this.path, (err as Error).message, err);
       if (initial) throw error;
       this.hosts = new Map();
+      this.keysLoaded('');
       const fresh = changed || this.lastProblem?.message !== error.message;
       this.lastProblem = error;
       if (fresh) this.onError?.(error);
     }
+  }
+
+  private keysLoaded(keys: string): void {
+    if (keys !== this.loaded) this.changes++;
+    this.loaded = keys;
   }
 }

@@ -160,17 +160,29 @@ export function rotateSealingKey(home: string): { keys: GatewayKeys; previous: s
 
 /**
  * `keys retire [keyId]`: deletes the kept sealing keys that are not the current one (all of them,
- * or the one named). What is still sealed to a retired key no longer opens here
+ * or the one named), refused while the current key is younger than `guard.overlapMs` (peers
+ * may still seal to the old one) unless `guard.force`. What is still sealed to a retired key no longer opens here
  * (`unknown-sealing-key`). Returns the ids retired, the current key and when it became current.
  */
 export function retireSealingKeys(
   home: string,
-  keyId?: string,
+  keyId: string | undefined,
+  guard: { overlapMs: number; force: boolean },
 ): { retired: string[]; current: string; currentSinceMs: number } {
   const keys = loadSealingKeys(home);
   if (!keys)
     throw new BridgeError(ErrorCode.keyMissing, 'this gateway has no sealing keys: nothing to retire');
   const { current, byId } = keys;
+  const currentSinceMs = statSync(current.path).mtimeMs;
+  const age = Date.now() - currentSinceMs;
+  if (age < guard.overlapMs && !guard.force) {
+    throw new BridgeError(
+      ErrorCode.badRequest,
+      `the current sealing key is ${Math.round(age / 1000)} s old: peers learn it from this gateway's PRESENCE ` +
+        `(within ${Math.round(guard.overlapMs / 1000)} s) and seal to the old key until then; retire after that, ` +
+        'or now with --force (what is sealed to a retired key is dead-lettered as unknown-sealing-key)',
+    );
+  }
   if (keyId === current.keyId) {
     throw new BridgeError(
       ErrorCode.badRequest,
@@ -187,11 +199,7 @@ export function retireSealingKeys(
     (pair) => pair !== current && (keyId === undefined || pair.keyId === keyId),
   );
   for (const pair of retired) rmSync(pair.path);
-  return {
-    retired: retired.map((pair) => pair.keyId),
-    current: current.keyId,
-    currentSinceMs: statSync(current.path).mtimeMs,
-  };
+  return { retired: retired.map((pair) => pair.keyId), current: current.keyId, currentSinceMs };
 }
 
 /** Makes a new sealing key pair the current one (the one given to peers). */

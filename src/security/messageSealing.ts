@@ -49,17 +49,14 @@ export interface SealerOptions {
 export function createSealer(options: SealerOptions): Sealer {
   const { host, keys, trust, required } = options;
   /**
-   * The key each peer announced last (in a PRESENCE its trusted key signed), with its trust entry
-   * as it was then: used while the entry is unchanged (a `trust remove` or a new key given by
-   * hand wins over what was announced before it).
+   * The key each peer announced last (in a PRESENCE its trusted key signed), used while the
+   * trust store is as it was then: a `trust remove`, or a key given by hand after, wins over it
+   * until the peer's next PRESENCE.
    */
-  const announced = new Map<string, { key: SealingKeyString; entry: string }>();
-  const entryOf = (peer: string) => [...trust.keysFor(peer), ...trust.sealingKeysFor(peer)].join(' ');
+  const announced = new Map<string, { key: SealingKeyString; generation: number }>();
   const learnedKey = (peer: string): SealingKeyString | undefined => {
     const learned = announced.get(peer);
-    return learned !== undefined && trust.keysFor(peer).length > 0 && learned.entry === entryOf(peer)
-      ? learned.key
-      : undefined;
+    return learned?.generation === trust.generation ? learned.key : undefined;
   };
   const sessions = new SealingSessions();
   const keyOf = (peer: string): SealRecipient | undefined => {
@@ -93,7 +90,7 @@ export function createSealer(options: SealerOptions): Sealer {
     open: (sealed, aad) => open(sealed, host, keys.current, aad, sessions),
     currentKey: () => keys.current.current.publicKeyString,
     learn(peer, key) {
-      if (peer !== host) announced.set(peer, { key, entry: entryOf(peer) });
+      if (peer !== host) announced.set(peer, { key, generation: trust.generation });
     },
   };
 }

@@ -73,35 +73,29 @@ export function decodeEnvelope(bytes: Buffer, maxBytes: number): Decoded {
   if (versionParts(version.data.v).major === sealedSchemaVersion.major) return decodeSealed(raw);
   // Within a major, unknown fields are dropped: a newer minor's additions are ignored.
   const parsed = envelopeSchema.safeParse(raw);
-  if (!parsed.success) {
-    const detail = describeIssues(parsed.error);
-    const spawn = spawnHeaderSchema.safeParse(raw);
-    return {
-      ok: false,
-      reason: DecodeFailure.invalid,
-      detail,
-      ...(spawn.success ? { refusedSpawn: spawn.data } : {}),
-    };
-  }
+  if (!parsed.success) return invalid(raw, parsed.error);
   return { ok: true, envelope: parsed.data };
 }
 
 /** A sealed envelope (schema 2.x): its readable part checked, its sealed part left to open. */
 function decodeSealed(raw: unknown): Decoded {
   const parsed = sealedEnvelopeSchema.safeParse(raw);
-  if (!parsed.success) {
-    const spawn = spawnHeaderSchema.safeParse(raw);
-    return {
-      ok: false,
-      reason: DecodeFailure.invalid,
-      detail: describeIssues(parsed.error),
-      ...(spawn.success ? { refusedSpawn: spawn.data } : {}),
-    };
-  }
+  if (!parsed.success) return invalid(raw, parsed.error);
   const { sealed, size, ...rest } = parsed.data;
   return {
     ok: true,
     envelope: { ...rest, text: '' },
     sealed: { sealed, size, aad: sealedAad({ ...rest, size }) },
+  };
+}
+
+/** An envelope that does not parse: its issues, and enough of a SPAWN to answer its requester. */
+function invalid(raw: unknown, error: z.ZodError): Decoded {
+  const spawn = spawnHeaderSchema.safeParse(raw);
+  return {
+    ok: false,
+    reason: DecodeFailure.invalid,
+    detail: describeIssues(error),
+    ...(spawn.success ? { refusedSpawn: spawn.data } : {}),
   };
 }

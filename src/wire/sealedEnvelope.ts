@@ -89,7 +89,7 @@ export function openedText(
 }
 
 /** The text of an opened content, or why it is not one (it was sealed, so its sender wrote it). */
-export function textOfContent(
+function textOfContent(
   content: Buffer,
   size: number,
 ): { ok: true; text: string } | { ok: false; detail: string } {

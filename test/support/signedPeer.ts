@@ -13,10 +13,10 @@ import { type Envelope, schemaVersionString } from '../../src/wire/envelope.js';
 import { encodeHlc } from '../../src/wire/hlc.js';
 import {
   encodeSealed,
+  openedText,
   sealedAad,
   sealedKinds,
   splitForSealing,
-  textOfContent,
 } from '../../src/wire/sealedEnvelope.js';
 import { SignatureHeader } from '../../src/wire/signatureHeaders.js';
 import { uniqueHostId } from './broker.js';
@@ -161,9 +161,10 @@ export function openedAsPeer(peer: FakePeer, content: Buffer): Envelope {
   if (!decoded.sealed) return decoded.envelope;
   const keys = loadSealingKeys(peer.home);
   if (!keys) throw new Error(`${peer.host} has no sealing key`);
-  const opened = open(decoded.sealed.sealed, peer.host, keys, decoded.sealed.aad);
-  if (!opened.ok) throw new Error(`${peer.host} cannot open what it got: ${opened.detail}`);
-  const text = textOfContent(opened.content, decoded.sealed.size);
-  if (!text.ok) throw new Error(text.detail);
+  const text = openedText(
+    open(decoded.sealed.sealed, peer.host, keys, decoded.sealed.aad),
+    decoded.sealed.size,
+  );
+  if (!text.ok) throw new Error(`${peer.host} cannot open what it got: ${text.detail}`);
   return { ...decoded.envelope, text: text.text };
 }
