@@ -409,7 +409,7 @@ const cliPath = new URL('../../dist/cli/main.js', import.meta.url).pathname;
 /** The delivery's stages of `msgId` in a gateway's event log: wall ms of accepted, typed, submitted. */
 function stagesOf(db, msgId) {
   const rows = db
-    .prepare('SELECT actor_kind, to_state, hlc FROM events WHERE msg_id = ? ORDER BY seq')
+    .prepare('SELECT actor_kind, to_state, hlc FROM event_log WHERE msg_id = ? ORDER BY hlc')
     .all(msgId);
   const at = (kind, state) => {
     const found = rows.find((r) => r.actor_kind === kind && r.to_state === state);

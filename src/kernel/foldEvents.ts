@@ -39,10 +39,10 @@ function recorded(kind: ActorKind, row: EventRow): RecordedEvent<ActorKind> {
 }
 
 function unfolded(kind: ActorKind, row: EventRow, problem: string): BridgeError {
-  const at = row.seq === undefined ? '' : ` #${row.seq}`;
+  const at = row.seq === undefined ? '' : ` (events row seq=${row.seq})`;
   return new BridgeError(
     ErrorCode.badStore,
-    `the ${kind} actor ${row.actorId} does not fold into its machine: its recorded event${at} ${row.event} ${problem}`,
+    `the ${kind} actor ${row.actorId} does not fold into its machine: its recorded event ${row.event}${at} ${problem}`,
   );
 }
 

@@ -1,7 +1,8 @@
 import type { InputFrom } from 'xstate';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind, MachineOf } from '../machines/index.js';
-import { parseEventRow } from '../store/eventRow.js';
+import type { EventRow } from '../store/eventRow.js';
+import { parseStoredRow } from '../store/eventRow.js';
 import type { Store } from '../store/openStore.js';
 import { initEvent, parseRecordedEvent, type RecordedInit } from './parseRecordedEvent.js';
 
@@ -22,7 +23,7 @@ export function readActorInput<K extends ActorKind>(
     .prepare('SELECT * FROM events WHERE actor_kind = ? AND actor_id = ? ORDER BY seq LIMIT 1')
     .get(kind, id);
   if (raw === undefined) return undefined;
-  const row = parseEventRow(raw);
+  const [row] = parseStoredRow(raw) as [EventRow];
   const where = `the event log ${store.file} has a damaged row, events seq=${row.seq} (the first of ${kind} ${id})`;
   if (row.event !== initEvent) {
     throw new BridgeError(ErrorCode.badStore, `${where}: it is a ${row.event}, not the actor's creation`);

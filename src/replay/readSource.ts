@@ -2,7 +2,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import Database from 'better-sqlite3';
 import { BridgeError, ErrorCode } from '../errors.js';
-import { eventColumns, parseEventRowValues } from '../store/eventRow.js';
+import { eventColumns, inLogOrder, parseStoredRowValues } from '../store/eventRow.js';
 import { exportEventSchema, exportHeaderSchema, type ReplayEvent } from './replayEvent.js';
 
 /** One host's side of a flow: an event log file, or an `agentbridge export` of one. */
@@ -44,18 +44,30 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
   try {
     const where = traceId === undefined ? '' : ' WHERE trace_id = ?';
     const args = traceId === undefined ? [] : [traceId];
-    const count = db.prepare(`SELECT count(*) AS n FROM events${where}`).get(...args) as { n: number };
+    // A log from before schema migration 7 has no later events; one opened read-only is not migrated.
+    const hasLater =
+      db.prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = 'later'").get() !== undefined;
+    const events = hasLater ? '1 + iif(json_valid(later), json_array_length(later), 0)' : '1';
+    const count = db.prepare(`SELECT coalesce(sum(${events}), 0) AS n FROM events${where}`).get(...args) as {
+      n: number;
+    };
     const first = db.prepare('SELECT host FROM events LIMIT 1').get() as { host: string } | undefined;
     // Rows as arrays (`.raw()`): about twice as fast to read as row objects, and one object
     // fewer per event to collect.
-    const select = db.prepare(`SELECT ${eventColumns.join(', ')} FROM events${where} ORDER BY seq`).raw(true);
+    const columns = eventColumns.map((column) => (column === 'later' && !hasLater ? 'NULL' : column));
+    const select = db.prepare(`SELECT ${columns.join(', ')} FROM events${where} ORDER BY seq`).raw(true);
     return {
       path,
       format: 'sqlite',
       host: first?.host ?? '?',
       total: count.n,
       *events() {
-        for (const values of select.iterate(...args)) yield parseEventRowValues(values as unknown[]);
+        const rows = select.iterate(...args) as IterableIterator<unknown[]>;
+        yield* inLogOrder(
+          (function* () {
+            for (const values of rows) yield parseStoredRowValues(values);
+          })(),
+        );
       },
       close: () => db.close(),
     };

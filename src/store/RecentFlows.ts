@@ -56,7 +56,30 @@ interface EventRow {
   event: string;
   to_state: string;
   peer: string | null;
+  later: string | null;
 }
+
+/** A row's later events (eventRow.ts), as far as a flow's summary needs them: hlc, event, state. */
+function laterSteps(later: string | null): Array<{ hlc: string; event: string; toState: string }> {
+  if (later === null) return [];
+  try {
+    const list = JSON.parse(later) as unknown;
+    if (!Array.isArray(list)) return [];
+    return list.flatMap((entry: unknown) => {
+      const [hlc, event, , toState] = Array.isArray(entry) ? entry : [];
+      return typeof hlc === 'string' && typeof event === 'string' && typeof toState === 'string'
+        ? [{ hlc, event, toState }]
+        : [];
+    });
+  } catch {
+    return []; // a damaged row: its first event still counts
+  }
+}
+
+/** SQL over a row whose \`later\` may be damaged: its later events' count, and its last one's field. */
+const laterCount = 'iif(json_valid(later), json_array_length(later), 0)';
+const lastOf = (row: string, index: number) =>
+  `iif(json_valid(${row}.later), ${row}.later ->> '$[#-1][${index}]', NULL)`;
 
 /** Events grouped per slice of the first read, between which the event loop runs. */
 const seedSliceRows = 20_000;
@@ -92,7 +115,7 @@ export class RecentFlows {
       await this.seeding;
     }
     const next = this.store.prepare<[number, number], EventRow>(
-      `SELECT seq, hlc, host, trace_id, actor_kind, event, to_state, ${peerColumn} AS peer
+      `SELECT seq, hlc, host, trace_id, actor_kind, event, to_state, ${peerColumn} AS peer, later
          FROM events WHERE seq > ? ORDER BY seq LIMIT ?`,
     );
     for (;;) {
@@ -118,17 +141,24 @@ export class RecentFlows {
   private async seed(since: string): Promise<void> {
     const first = this.firstSeqAt(since);
     const last = this.store.prepare<[], { hi: number | null }>('SELECT max(seq) AS hi FROM events').get()?.hi;
-    const slice = this.store.prepare<[number, number], SeedRow>(
-      `SELECT g.*, e.actor_kind, e.event, e.to_state FROM (
-         SELECT trace_id, min(hlc) AS first_hlc, max(hlc) AS last_hlc, count(*) AS events,
+    // A flow's last event is the latest of its rows' last ones (the rows of one commit are in the
+    // order their actors first moved, so the last row may not hold it).
+    const lastHlcOf = (row: string) => `coalesce(${row}.last_hlc, ${row}.hlc)`;
+    const slice = this.store.prepare<[{ from: number; to: number }], SeedRow>(
+      `SELECT g.*, e.actor_kind, coalesce(${lastOf('e', 1)}, e.event) AS event,
+              coalesce(${lastOf('e', 3)}, e.to_state) AS to_state FROM (
+         SELECT trace_id, min(hlc) AS first_hlc, max(${lastHlcOf('events')}) AS last_hlc,
+                sum(1 + ${laterCount}) AS events,
                 group_concat(DISTINCT actor_kind) AS kinds, group_concat(DISTINCT host) AS hosts,
                 group_concat(DISTINCT ${peerColumn}) AS peers, max(seq) AS last_seq
-           FROM events WHERE seq >= ? AND seq < ? GROUP BY trace_id
-       ) AS g JOIN events AS e ON e.seq = g.last_seq`,
+           FROM events WHERE seq >= @from AND seq < @to GROUP BY trace_id
+       ) AS g JOIN events AS e ON e.seq = (
+         SELECT seq FROM events AS t WHERE t.trace_id = g.trace_id AND t.seq >= @from AND t.seq < @to
+          ORDER BY ${lastHlcOf('t')} DESC LIMIT 1)`,
     );
     const end = (last ?? first - 1) + 1;
     for (let from = first; from < end; from += seedSliceRows) {
-      for (const row of slice.all(from, Math.min(end, from + seedSliceRows))) this.merge(row);
+      for (const row of slice.all({ from, to: Math.min(end, from + seedSliceRows) })) this.merge(row);
       await new Promise((resolve) => setImmediate(resolve));
     }
     this.cursor = end - 1;
@@ -158,11 +188,11 @@ export class RecentFlows {
     const { flow } = known;
     flow.events += row.events;
     if (row.first_hlc < flow.firstHlc) flow.firstHlc = row.first_hlc;
-    if (row.last_hlc > flow.lastHlc) flow.lastHlc = row.last_hlc;
-    if (row.last_seq > known.lastSeq) {
-      known.lastSeq = row.last_seq;
+    if (row.last_hlc > flow.lastHlc) {
+      flow.lastHlc = row.last_hlc;
       flow.last = last;
     }
+    if (row.last_seq > known.lastSeq) known.lastSeq = row.last_seq;
     for (const host of hosts) if (!flow.hosts.includes(host)) flow.hosts.push(host);
     for (const kind of kinds) if (!flow.actorKinds.includes(kind)) flow.actorKinds.push(kind);
   }
@@ -186,9 +216,15 @@ export class RecentFlows {
     }
     const { flow } = known;
     known.lastSeq = row.seq;
-    if (row.hlc > flow.lastHlc) flow.lastHlc = row.hlc;
-    flow.events++;
-    flow.last = { actorKind: row.actor_kind, event: row.event, toState: row.to_state };
+    for (const step of [
+      { hlc: row.hlc, event: row.event, toState: row.to_state },
+      ...laterSteps(row.later),
+    ]) {
+      flow.events++;
+      if (step.hlc < flow.lastHlc) continue;
+      flow.lastHlc = step.hlc;
+      flow.last = { actorKind: row.actor_kind, event: step.event, toState: step.toState };
+    }
     if (!flow.actorKinds.includes(row.actor_kind)) flow.actorKinds.push(row.actor_kind);
     for (const host of [row.host, row.peer]) {
       if (host !== null && !flow.hosts.includes(host)) flow.hosts.push(host);

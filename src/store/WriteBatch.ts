@@ -36,14 +36,22 @@ export class WriteBatch {
   ) {}
 
   /**
-   * Adds a write to the next transaction. A write with a `key` replaces the pending one with the
-   * same key, in its place, rather than being added: for a row whose last value is all that
-   * needs to be durable (an actor's head, upserted at each transition; the events keep each).
+   * Adds a write to the next transaction. A write with a `key` stands in for the pending one
+   * with the same key, in its place, rather than being added: for a row whose last value is all
+   * that needs to be durable (an actor's head, upserted at each transition), or a row that a
+   * later write of the batch undoes (a body put and purged: the purge takes the put's place, so
+   * the body never reaches the disk). With `merge`, the pending write is kept and `merge` folds
+   * this one into its parameters instead (an actor's events of one batch, one row).
    */
-  write(sql: string, params: unknown[], key?: string): void {
+  write(sql: string, params: unknown[], key?: string, merge?: (pending: unknown[]) => void): void {
     if (key !== undefined) {
       const pending = this.keyed.get(key);
+      if (pending && merge) {
+        merge(pending.params);
+        return;
+      }
       if (pending) {
+        pending.sql = sql;
         pending.params = params;
         return;
       }

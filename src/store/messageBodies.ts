@@ -17,6 +17,7 @@ export function putMessage(store: Store, recipient: string, envelope: Envelope, 
   store.batch.write(
     'INSERT OR IGNORE INTO messages (msg_id, recipient, envelope, wire, wire_headers) VALUES (?, ?, ?, ?, ?)',
     [envelope.msgId, recipient, json, wire?.content ?? null, wire ? JSON.stringify(wire.headers) : null],
+    bodyKey(envelope.msgId, recipient),
   );
 }
 
@@ -78,10 +79,20 @@ export function storedEnvelope(message: StoredMessage): Envelope | undefined {
   return message.ok ? message.envelope : undefined;
 }
 
-/** Drops a delivered message's body, in the current batch: the log keeps digest and size only. */
+/**
+ * Drops a delivered message's body, in the current batch: the log keeps digest and size only.
+ * A body put in the same batch is never written: the delete takes its insert's place.
+ */
 export function purgeMessage(store: Store, msgId: string, recipient: string): void {
-  store.batch.write('DELETE FROM messages WHERE msg_id = ? AND recipient = ?', [msgId, recipient]);
+  store.batch.write(
+    'DELETE FROM messages WHERE msg_id = ? AND recipient = ?',
+    [msgId, recipient],
+    bodyKey(msgId, recipient),
+  );
 }
+
+/** The batch key of a body's row: its put and its purge in one batch are one write. */
+const bodyKey = (msgId: string, recipient: string) => `body\0${msgId}\0${recipient}`;
 
 /** The trace a message belongs to, for replies that name it in `in_reply_to`. */
 export function readTraceOfMessage(store: Store, msgId: string): string | undefined {

@@ -113,4 +113,24 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (msg_id, recipient)
   );
   `,
+  `
+  -- An actor's events of one commit are one row: its columns hold the first, \`later\` the ones
+  -- after it, in order, as a JSON list of [hlc, event, from_state, to_state, data], and
+  -- \`last_hlc\` the time of its last (what a restarted clock starts from); the host, actor, trace
+  -- and msgId are the row's. Rows from before hold one event each. The gateway's readers expand
+  -- rows (eventRow.ts); \`event_log\` does it for a query by hand, one row per event as the
+  -- table was (\`part\` 0 is a row's first event).
+  ALTER TABLE events ADD COLUMN later TEXT;
+  ALTER TABLE events ADD COLUMN last_hlc TEXT;
+  CREATE VIEW event_log AS
+    SELECT seq, 0 AS part, hlc, host, actor_kind, actor_id, trace_id, msg_id, event, from_state, to_state, data
+      FROM events
+    UNION ALL
+    SELECT e.seq, l.key + 1, l.value ->> 0, e.host, e.actor_kind, e.actor_id, e.trace_id, e.msg_id,
+           l.value ->> 1, l.value ->> 2, l.value ->> 3, l.value ->> 4
+      FROM events AS e, json_each(e.later) AS l
+     WHERE e.later IS NOT NULL;
+  -- findSpawnOfGid reads a spawn's own rows (events_by_actor), its launch among their later events.
+  DROP INDEX events_spawn_by_gid;
+  `,
 ];

@@ -47,7 +47,7 @@ parentPort?.on('message', (message: WriterRequest) => {
     return;
   }
   try {
-    run(message.ops);
+    run(message.batch);
     reply = { id: message.id, ok: true };
     scrubSoon();
   } catch (err) {

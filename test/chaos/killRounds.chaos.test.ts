@@ -291,7 +291,7 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
       try {
         const rows = db
           .prepare(
-            "SELECT msg_id AS msgId, json_extract(data, '$.where') AS found, count(*) AS n FROM events WHERE event = 'delivery.located' GROUP BY msg_id, found",
+            "SELECT msg_id AS msgId, json_extract(data, '$.where') AS found, count(*) AS n FROM event_log WHERE event = 'delivery.located' GROUP BY msg_id, found",
           )
           .all() as Array<{ msgId: string; found: string; n: number }>;
         const absent = new Map<string, number>();
@@ -403,7 +403,7 @@ describe('SIGKILL of sending and receiving gateways at random moments, many roun
         try {
           return db
             .prepare(
-              'SELECT seq, hlc, actor_kind AS kind, event, from_state AS "from", to_state AS "to", data FROM events WHERE msg_id = ? ORDER BY seq',
+              'SELECT seq, hlc, actor_kind AS kind, event, from_state AS "from", to_state AS "to", data FROM event_log WHERE msg_id = ? ORDER BY hlc',
             )
             .all(msgId)
             .map((row) => {

@@ -31,7 +31,7 @@ const heartbeatMs = 300;
 function traceEvents(gateway: GatewayProcess, traceId: string): EventRow[] {
   const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
   try {
-    return db.prepare('SELECT * FROM events WHERE trace_id = ? ORDER BY seq').all(traceId) as EventRow[];
+    return db.prepare('SELECT * FROM event_log WHERE trace_id = ? ORDER BY hlc').all(traceId) as EventRow[];
   } finally {
     db.close();
   }

@@ -258,7 +258,7 @@ describe('operator console in Chromium, over two federated gateways', () => {
         (db) =>
           db
             .prepare(
-              "SELECT event, data FROM events WHERE actor_kind = 'delivery' AND msg_id = ? AND event IN ('delivery.handedOver', 'delivery.acked') ORDER BY seq",
+              "SELECT event, data FROM event_log WHERE actor_kind = 'delivery' AND msg_id = ? AND event IN ('delivery.handedOver', 'delivery.acked') ORDER BY hlc",
             )
             .all((result.structuredContent as { askId: string }).askId) as Array<{
             event: string;

@@ -130,7 +130,7 @@ describe('SIGKILL during a same-host stream', { timeout: 480_000 }, () => {
         const db = new Database(join(gateway.home, 'events.db'), { readonly: true });
         const recovery = db
           .prepare(
-            "SELECT json_extract(data, '$.where') AS found, count(*) AS n FROM events WHERE event = 'delivery.located' GROUP BY found",
+            "SELECT json_extract(data, '$.where') AS found, count(*) AS n FROM event_log WHERE event = 'delivery.located' GROUP BY found",
           )
           .all();
         db.close();

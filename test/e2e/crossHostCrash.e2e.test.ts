@@ -275,7 +275,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', { timeou
     try {
       const recovery = db
         .prepare(
-          "SELECT json_extract(data, '$.where') AS found, count(*) AS n FROM events WHERE event = 'delivery.located' GROUP BY found",
+          "SELECT json_extract(data, '$.where') AS found, count(*) AS n FROM event_log WHERE event = 'delivery.located' GROUP BY found",
         )
         .all();
       return { resumedAtRestart: resumed.slice(1), recovery };
@@ -341,7 +341,7 @@ describe('SIGKILL of the receiving gateway during a cross-host stream', { timeou
           .get(msgId) as { state: string } | undefined;
         const delivery = dbB
           .prepare(
-            "SELECT hlc, event, from_state AS 'from', to_state AS 'to', data FROM events WHERE actor_kind = 'delivery' AND msg_id = ? ORDER BY seq",
+            "SELECT hlc, event, from_state AS 'from', to_state AS 'to', data FROM event_log WHERE actor_kind = 'delivery' AND msg_id = ? ORDER BY hlc",
           )
           .all(msgId)
           .map((e) => {

@@ -129,7 +129,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     try {
       const rows = db
         .prepare(
-          "SELECT to_state, data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
+          "SELECT to_state, data FROM event_log WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY hlc",
         )
         .all(msgId) as Array<{ to_state: string; data: string | null }>;
       return { trail: rows.map((r) => r.to_state), events: rows.map((r) => r.data ?? '').join('\n') };
@@ -411,7 +411,9 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       const db = new Database(join(b.home, 'events.db'), { readonly: true });
       try {
         const rows = db
-          .prepare("SELECT data FROM events WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered'")
+          .prepare(
+            "SELECT data FROM event_log WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered'",
+          )
           .all() as Array<{ data: string }>;
         expect(rows.map((r) => JSON.parse(r.data))).toContainEqual(
           expect.objectContaining({ decision: 'allow', by: expect.stringContaining(by) }),
@@ -441,7 +443,7 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
       const sent = await send(name, text, { wait_for: 'queued' });
       const db = new Database(join(b.home, 'events.db'), { readonly: true });
       try {
-        const typed = db.prepare("SELECT 1 FROM events WHERE msg_id = ? AND event = 'delivery.typed'");
+        const typed = db.prepare("SELECT 1 FROM event_log WHERE msg_id = ? AND event = 'delivery.typed'");
         const deadline = Date.now() + 30_000;
         while (!typed.get(sent.msgId) && Date.now() < deadline) await sleep(10);
       } finally {
@@ -564,13 +566,13 @@ describe('workers on their agents’ own protocols (ACP, Claude stream-json, Cod
     try {
       const onWorker = db
         .prepare(
-          "SELECT data FROM events WHERE actor_kind = 'entity' AND actor_id = ? AND event = 'entity.ownerAnswered' ORDER BY seq",
+          "SELECT data FROM event_log WHERE actor_kind = 'entity' AND actor_id = ? AND event = 'entity.ownerAnswered' ORDER BY hlc",
         )
         .all(gid) as Array<{ data: string }>;
       expect(onWorker.map((r) => JSON.parse(r.data).by)).toEqual([`lead@${a.hostId}`, `owner-a@${a.hostId}`]);
       const onSpawn = db
         .prepare(
-          "SELECT event FROM events WHERE actor_kind = 'spawn' AND event LIKE 'spawn.ownerAnswer%' ORDER BY seq",
+          "SELECT event FROM event_log WHERE actor_kind = 'spawn' AND event LIKE 'spawn.ownerAnswer%' ORDER BY hlc",
         )
         .all() as Array<{ event: string }>;
       expect(onSpawn.map((r) => r.event)).toEqual([

@@ -110,7 +110,7 @@ describe('delivery to real agent TUIs (Claude Code, Codex CLI, Gemini CLI) in tm
       (db) =>
         db
           .prepare(
-            "SELECT to_state, data FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
+            "SELECT to_state, data FROM event_log WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY hlc",
           )
           .all(msgId) as Array<{ to_state: string; data: string | null }>,
     );
@@ -476,7 +476,7 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
       await waitFor(
         'the delivery to be typed',
         () =>
-          db.prepare("SELECT 1 FROM events WHERE msg_id = ? AND event = 'delivery.typed'").get(sent.msgId)
+          db.prepare("SELECT 1 FROM event_log WHERE msg_id = ? AND event = 'delivery.typed'").get(sent.msgId)
             ? true
             : undefined,
         30_000,
@@ -517,7 +517,7 @@ describe('SIGKILL of the gateway between typing into a real agent and submitting
         const trail = (
           log
             .prepare(
-              "SELECT event, to_state FROM events WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY seq",
+              "SELECT event, to_state FROM event_log WHERE msg_id = ? AND actor_kind = 'delivery' ORDER BY hlc",
             )
             .all(sent.msgId) as Array<{ event: string; to_state: string }>
         ).map((r) => r.to_state);

@@ -102,7 +102,7 @@ describe('receipts to the sender, across two gateway processes', () => {
     try {
       const rows = db
         .prepare(
-          "SELECT data FROM events WHERE actor_kind = 'send' AND actor_id = ? AND event = 'send.receipt' ORDER BY seq",
+          "SELECT data FROM event_log WHERE actor_kind = 'send' AND actor_id = ? AND event = 'send.receipt' ORDER BY hlc",
         )
         .all(msgId) as Array<{ data: string }>;
       return rows.map((row) => (JSON.parse(row.data) as { stage: string }).stage);

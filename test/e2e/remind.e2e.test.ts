@@ -97,8 +97,8 @@ describe('remind/backoff: mains that have not drained are nudged (U3, R-DL3)', (
     try {
       const rows = db
         .prepare(
-          `SELECT seq, event, from_state AS "from", to_state AS "to", data FROM events
-           WHERE actor_kind = 'remind' AND actor_id = ? ORDER BY seq`,
+          `SELECT seq, event, from_state AS "from", to_state AS "to", data FROM event_log
+           WHERE actor_kind = 'remind' AND actor_id = ? ORDER BY hlc`,
         )
         .all(remindActorId(gid)) as Array<Omit<RemindRow, 'at'> & { data: string | null }>;
       return rows.map(({ data, ...row }) => {

@@ -78,7 +78,7 @@ function actorEvents(home: string, kind: string, id: string): EventRow[] {
   try {
     return db
       .prepare<[string, string], EventRow>(
-        'SELECT actor_id, trace_id, event, from_state, to_state FROM events WHERE actor_kind = ? AND actor_id = ? ORDER BY seq',
+        'SELECT actor_id, trace_id, event, from_state, to_state FROM event_log WHERE actor_kind = ? AND actor_id = ? ORDER BY hlc',
       )
       .all(kind, id);
   } finally {
@@ -486,7 +486,7 @@ describe('spawn / stop (U4)', () => {
     try {
       const deliveries = db
         .prepare<[string], { actor_id: string }>(
-          "SELECT actor_id FROM events WHERE actor_kind = 'delivery' AND trace_id = ?",
+          "SELECT actor_id FROM event_log WHERE actor_kind = 'delivery' AND trace_id = ?",
         )
         .all(spawned.traceId);
       const toAgent = deliveries.filter(

@@ -258,7 +258,9 @@ describe('agentbridge viz in Chromium', () => {
 function events(db: string, traceId: string): string[] {
   const handle = new Database(db, { readonly: true });
   try {
-    const rows = handle.prepare('SELECT event FROM events WHERE trace_id = ? ORDER BY seq').all(traceId) as {
+    const rows = handle
+      .prepare('SELECT event FROM event_log WHERE trace_id = ? ORDER BY hlc')
+      .all(traceId) as {
       event: string;
     }[];
     return rows.map((row) => row.event);

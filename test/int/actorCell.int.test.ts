@@ -64,7 +64,7 @@ function reader(): Database {
 
 function committedStates(db: Database, actorId: string): string[] {
   return db
-    .prepare<[string], { to_state: string }>('SELECT to_state FROM events WHERE actor_id = ? ORDER BY seq')
+    .prepare<[string], { to_state: string }>('SELECT to_state FROM event_log WHERE actor_id = ? ORDER BY hlc')
     .all(actorId)
     .map((row) => row.to_state);
 }

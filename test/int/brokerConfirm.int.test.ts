@@ -117,7 +117,7 @@ describe('broker actor: publishes the broker does not confirm', () => {
     const events = (type: string) =>
       (
         store!.db
-          .prepare("SELECT count(*) AS n FROM events WHERE actor_kind = 'broker' AND event = ?")
+          .prepare("SELECT count(*) AS n FROM event_log WHERE actor_kind = 'broker' AND event = ?")
           .get(type) as { n: number }
       ).n;
     expect(await publish('before')).toEqual({ ok: true });

@@ -74,7 +74,9 @@ describe('gateway in-process on an event log file (real SQLite, simulated clock)
     db.exec('ALTER TABLE idempotency DROP COLUMN kind');
     db.exec('ALTER TABLE idempotency DROP COLUMN recipient');
     db.exec('ALTER TABLE idempotency DROP COLUMN digest');
-    db.exec('DROP INDEX events_spawn_by_gid');
+    db.exec('DROP VIEW event_log');
+    db.exec('ALTER TABLE events DROP COLUMN later');
+    db.exec('ALTER TABLE events DROP COLUMN last_hlc');
     db.exec('ALTER TABLE messages DROP COLUMN wire');
     db.exec('ALTER TABLE messages DROP COLUMN wire_headers');
     db.exec('DROP TABLE dead_letter_outbox');

@@ -35,7 +35,7 @@ function rewriteFirstRow(
   const db = new Database(file);
   try {
     const first = db
-      .prepare('SELECT seq FROM events WHERE actor_kind = ? AND actor_id = ? ORDER BY seq LIMIT 1')
+      .prepare('SELECT seq FROM event_log WHERE actor_kind = ? AND actor_id = ? ORDER BY hlc LIMIT 1')
       .get(kind, id) as { seq: number };
     if (set.event !== undefined)
       db.prepare('UPDATE events SET event = ? WHERE seq = ?').run(set.event, first.seq);
@@ -141,7 +141,7 @@ describe('bridge_answer reads the ASK from its delivery input', () => {
         const db = new Database(join(home, 'events.db'), { readonly: true });
         const row = db
           .prepare(
-            "SELECT msg_id FROM events WHERE actor_kind = 'delivery' AND event = 'xstate.init' LIMIT 1",
+            "SELECT msg_id FROM event_log WHERE actor_kind = 'delivery' AND event = 'xstate.init' LIMIT 1",
           )
           .get() as { msg_id: string } | undefined;
         db.close();
@@ -154,7 +154,7 @@ describe('bridge_answer reads the ASK from its delivery input', () => {
       const db = new Database(join(home, 'events.db'));
       const first = db
         .prepare(
-          "SELECT seq, data FROM events WHERE actor_kind = 'delivery' AND actor_id = ? ORDER BY seq LIMIT 1",
+          "SELECT seq, data FROM event_log WHERE actor_kind = 'delivery' AND actor_id = ? ORDER BY hlc LIMIT 1",
         )
         .get(id) as { seq: number; data: string };
       db.prepare('UPDATE events SET data = ? WHERE seq = ?').run(

@@ -100,7 +100,7 @@ describe('receipt admission at the sender', () => {
     try {
       return db
         .prepare(
-          "SELECT event, to_state, data FROM events WHERE actor_kind = 'send' AND actor_id = ? ORDER BY seq",
+          "SELECT event, to_state, data FROM event_log WHERE actor_kind = 'send' AND actor_id = ? ORDER BY hlc",
         )
         .all(msgId) as Array<{ event: string; to_state: string; data: string | null }>;
     } finally {

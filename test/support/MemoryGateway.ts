@@ -87,7 +87,7 @@ export class MemoryGateway {
   deliveryTrail(msgId: string): string[] {
     return (
       this.events(
-        `SELECT to_state FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq`,
+        `SELECT to_state FROM event_log WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY hlc`,
       ) as Array<{ to_state: string }>
     ).map((row) => row.to_state);
   }

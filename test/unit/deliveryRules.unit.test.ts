@@ -109,10 +109,10 @@ describe('delivery rules in memory', () => {
     expect(envelope.msgId).toBe(msgId);
     taken.confirm();
     await memory.settle();
-    const rows = memory.events('SELECT count(*) AS n FROM events');
+    const rows = memory.events('SELECT count(*) AS n FROM event_log');
     expect(entity('b').accept(envelope)).toBe('duplicate');
     await memory.settle();
-    expect(memory.events('SELECT count(*) AS n FROM events')).toEqual(rows);
+    expect(memory.events('SELECT count(*) AS n FROM event_log')).toEqual(rows);
     expect((await gateway.services.drains.drain(entity('b'))).envelopes).toEqual([]);
     expect(memory.deliveryTrail(msgId)).toEqual(['pending', 'held', 'handed-over', 'acked']);
   });

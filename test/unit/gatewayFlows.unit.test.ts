@@ -113,7 +113,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
       { decision: 'allow', request: 1 },
     ]);
     const recorded = events(
-      "SELECT data FROM events WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered' ORDER BY seq",
+      "SELECT data FROM event_log WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered' ORDER BY hlc",
     ) as Array<{ data: string }>;
     expect(recorded.map((r) => JSON.parse(r.data))).toEqual([
       { request: 2, decision: 'deny', by: 'ana' },
@@ -149,7 +149,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     }
     expect(pane.typed).toEqual([]);
     expect(pane.input).toBeUndefined();
-    const rowsWhileHeld = events(`SELECT count(*) AS n FROM events WHERE actor_kind = 'delivery'`);
+    const rowsWhileHeld = events(`SELECT count(*) AS n FROM event_log WHERE actor_kind = 'delivery'`);
     pane.hold = undefined;
     clock.increment(1_000);
     await settle();
@@ -175,7 +175,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     // Looking at a held pane writes nothing: after the five looks above, the log holds only
     // the first message's creation, injecting and waiting-pane, and the second's creation.
     expect(rowsWhileHeld).toEqual([{ n: 4 }]);
-    const deferred = events(`SELECT data FROM events WHERE event = 'delivery.deferred'`);
+    const deferred = events(`SELECT data FROM event_log WHERE event = 'delivery.deferred'`);
     expect(JSON.parse((deferred[0] as { data: string }).data)).toMatchObject({ reason: 'blocked' });
   });
 
@@ -209,7 +209,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     ]);
     expect(pane.typed).toEqual([]);
     const details = events(
-      `SELECT json_extract(data, '$.detail') AS detail FROM events WHERE event = 'delivery.notSubmitted'`,
+      `SELECT json_extract(data, '$.detail') AS detail FROM event_log WHERE event = 'delivery.notSubmitted'`,
     );
     expect(details).toEqual([
       { detail: 'Enter swallowed' },
@@ -239,7 +239,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     await settle();
     expect(gateway.services.status.roster().find((e) => e.name === 'b')?.depth).toBe(0);
     const last = events(
-      `SELECT event, to_state, data FROM events WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY seq DESC LIMIT 1`,
+      `SELECT event, to_state, data FROM event_log WHERE msg_id = '${msgId}' AND actor_kind = 'delivery' ORDER BY hlc DESC LIMIT 1`,
     )[0] as { to_state: string };
     expect(last.to_state).toBe('dead-lettered');
   });
@@ -319,7 +319,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     expect(pane.typed.map((t) => t.split('] ')[1])).toEqual(['one', 'two', 'three']);
     expect(events('SELECT count(*) AS n FROM messages')).toEqual([{ n: 0 }]);
     const digests = events(
-      "SELECT data FROM events WHERE actor_kind = 'delivery' AND event = 'xstate.init'",
+      "SELECT data FROM event_log WHERE actor_kind = 'delivery' AND event = 'xstate.init'",
     ) as Array<{ data: string }>;
     for (const row of digests) {
       const data = JSON.parse(row.data) as Record<string, unknown>;
@@ -387,7 +387,7 @@ describe('the send and delivery flows in memory (in-memory event log, simulated 
     });
     await gateway.services.registrations.deregister('gone-soon');
     const rows = events(
-      "SELECT reason FROM (SELECT json_extract(data, '$.reason') AS reason FROM events WHERE event = 'delivery.deadLettered')",
+      "SELECT reason FROM (SELECT json_extract(data, '$.reason') AS reason FROM event_log WHERE event = 'delivery.deadLettered')",
     );
     expect(rows).toEqual([{ reason: 'recipient-gone' }]);
     expect(() => gateway.directory.resolve('gone-soon')).toThrow(/unknown recipient/);

@@ -63,7 +63,7 @@ describe("an owner's answer to a spawned worker's agent, on the worker's host (i
   const marks = () =>
     (
       memory.events(
-        "SELECT event, data FROM events WHERE actor_kind = 'spawn' AND event LIKE 'spawn.ownerAnswer%' ORDER BY seq",
+        "SELECT event, data FROM event_log WHERE actor_kind = 'spawn' AND event LIKE 'spawn.ownerAnswer%' ORDER BY hlc",
       ) as Array<{ event: string; data: string }>
     ).map((row) => ({ event: row.event, ...JSON.parse(row.data) }));
 
@@ -121,7 +121,7 @@ describe("an owner's answer to a spawned worker's agent, on the worker's host (i
       ['spawn.ownerAnswered', 2, null],
     ]);
     const onWorker = memory.events(
-      "SELECT data FROM events WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered' ORDER BY seq",
+      "SELECT data FROM event_log WHERE actor_kind = 'entity' AND event = 'entity.ownerAnswered' ORDER BY hlc",
     ) as Array<{ data: string }>;
     expect(onWorker.map((r) => JSON.parse(r.data).by)).toEqual(['lead@h1', 'ana@h1']);
     // Nothing left to answer: refused with the agent's own reason, nothing marked as taken.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type CommitStats, WriteBatch } from '../../src/store/WriteBatch.js';
-import type { WriteOp, Writer } from '../../src/store/writers.js';
+import { createBatchEncoder, type WriteOp, type Writer } from '../../src/store/writers.js';
 
 /** A writer that records each transaction it is given. */
 function recordingWriter(): Writer & { batches: WriteOp[][] } {
@@ -82,5 +82,67 @@ describe('WriteBatch', () => {
       [{ sql: 'head', params: ['a', 'pending'] }],
       [{ sql: 'head', params: ['a', 'done'] }],
     ]);
+  });
+
+  it('a keyed write of another statement takes the pending one’s place (a purge of a body put in the same batch)', async () => {
+    const writer = recordingWriter();
+    const batch = new WriteBatch(writer, () => {});
+    batch.write('put', ['m1', 'body'], 'body m1');
+    batch.write('event', [1]);
+    batch.write('purge', ['m1'], 'body m1');
+    await batch.flush();
+    expect(writer.batches).toEqual([
+      [
+        { sql: 'purge', params: ['m1'] },
+        { sql: 'event', params: [1] },
+      ],
+    ]);
+  });
+
+  it('with merge, a keyed write folds into the pending one’s parameters (an actor’s events of one batch)', async () => {
+    const writer = recordingWriter();
+    const batch = new WriteBatch(writer, () => {});
+    const append = (actor: string, event: string) =>
+      batch.write('event', [actor, event, []], `event ${actor}`, (pending) => {
+        (pending[2] as string[]).push(event);
+      });
+    append('a', 'init');
+    append('b', 'init');
+    append('a', 'hold');
+    append('a', 'inject');
+    await batch.flush();
+    append('a', 'typed');
+    await batch.flush();
+    expect(writer.batches).toEqual([
+      [
+        { sql: 'event', params: ['a', 'init', ['hold', 'inject']] },
+        { sql: 'event', params: ['b', 'init', []] },
+      ],
+      [{ sql: 'event', params: ['a', 'typed', []] }],
+    ]);
+  });
+});
+
+describe('createBatchEncoder', () => {
+  it('names each statement by an id, its text sent in the first batch that uses it; parameters flat, in order', () => {
+    const encode = createBatchEncoder();
+    const first = encode([
+      { sql: 'INSERT a', params: [1, 'x'] },
+      { sql: 'INSERT b', params: [] },
+      { sql: 'INSERT a', params: [2, null] },
+    ]);
+    expect(first.defined).toEqual([
+      [0, 'INSERT a'],
+      [1, 'INSERT b'],
+    ]);
+    expect([...first.shape]).toEqual([0, 2, 1, 0, 0, 2]);
+    expect(first.params).toEqual([1, 'x', 2, null]);
+    const second = encode([
+      { sql: 'INSERT b', params: ['y'] },
+      { sql: 'INSERT c', params: [3] },
+    ]);
+    expect(second.defined).toEqual([[2, 'INSERT c']]);
+    expect([...second.shape]).toEqual([1, 1, 2, 1]);
+    expect(second.params).toEqual(['y', 3]);
   });
 });
