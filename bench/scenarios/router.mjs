@@ -101,6 +101,12 @@ function send(recipient, i, { textBytes }) {
   return { kind: 'SEND', to: recipient.gid, text: messageText(i, textBytes) };
 }
 
+/** The statements the gateway's event log has committed so far (`bridge_store_rows_written_total`). */
+async function rowsWritten(gateway) {
+  const metric = await gateway.metrics.registry.getSingleMetric('bridge_store_rows_written_total')?.get();
+  return metric?.values[0]?.value ?? 0;
+}
+
 function expectDepth(entity, expected, what) {
   if (entity.depth !== expected) {
     throw new Error(
@@ -114,7 +120,8 @@ function expectDepth(entity, expected, what) {
  * A gateway in its own data dir under the run's temp dir, with the production config defaults,
  * logging at the default level to a file, and entities a, b (mains) and worker (no-op pane).
  */
-async function openGateway({ dir, name, gatewayConfigFile }, build) {
+async function openGateway(ctx, build) {
+  const { dir, name, gatewayConfigFile } = ctx;
   const tracker = createDeliveryTracker();
   const started = await startGateway({
     home: join(dir, name),
@@ -131,9 +138,13 @@ async function openGateway({ dir, name, gatewayConfigFile }, build) {
     worker: await entity('worker', 'worker', { type: 'tmux', target: '%bench' }),
   };
   const target = build(parts);
+  const rowsBefore = await rowsWritten(gateway);
   return {
     op: target.op,
-    verify: target.verify,
+    // What the event log wrote per message, with the check: statements (rows inserted, upserted
+    // or deleted) over the run, warm-up included.
+    verify: async () =>
+      `${await target.verify()}; event log ${(((await rowsWritten(gateway)) - rowsBefore) / ctx.total).toFixed(2)} statements/message`,
     close: async () => {
       await target.close?.();
       await started.stop();
