@@ -40,21 +40,19 @@ export class WriteBatch {
    * with the same key, in its place, rather than being added: for a row whose last value is all
    * that needs to be durable (an actor's head, upserted at each transition), or a row that a
    * later write of the batch undoes (a body put and purged: the purge takes the put's place, so
-   * the body never reaches the disk). With `merge`, the pending write is kept and `merge` folds
-   * this one into its parameters instead (an actor's events of one batch, one row).
+   * the body never reaches the disk). With `merge`, the pending write is handed to `merge`
+   * instead, which folds this one into it (an actor's events of one batch, one row) and says
+   * so, or says it cannot: then this one is added after it, and is the pending one from then on.
    */
-  write(sql: string, params: unknown[], key?: string, merge?: (pending: unknown[]) => void): void {
+  write(sql: string, params: unknown[], key?: string, merge?: (pending: WriteOp) => boolean): void {
     if (key !== undefined) {
       const pending = this.keyed.get(key);
-      if (pending && merge) {
-        merge(pending.params);
-        return;
-      }
-      if (pending) {
+      if (pending && merge === undefined) {
         pending.sql = sql;
         pending.params = params;
         return;
       }
+      if (pending && merge?.(pending)) return;
     }
     if (this.ops.length === 0) this.firstWriteAt = performance.now();
     const op = { sql, params };

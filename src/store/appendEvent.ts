@@ -41,9 +41,10 @@ export function appendEvent(store: Store, row: EventRow, options: AppendOptions)
       null,
     ],
     `event\0${actor}`,
-    (pending) => {
-      pending[laterParam] = withLater(pending[laterParam] as string | null, laterEntry(row));
-      pending[lastHlcParam] = row.hlc;
+    ({ params }) => {
+      params[laterParam] = withLater(params[laterParam] as string | null, laterEntry(row));
+      params[lastHlcParam] = row.hlc;
+      return true;
     },
   );
   store.batch.write(

@@ -18,36 +18,66 @@ const upsert = `INSERT INTO receipt_outbox
     at = excluded.at, sender = excluded.sender, sender_host = excluded.sender_host, trace_id = excluded.trace_id
   WHERE excluded.rank > receipt_outbox.rank`;
 
+const drop = 'DELETE FROM receipt_outbox WHERE msg_id = ? AND recipient = ? AND stage = ?';
+
+/** Where the stage's rank sits in the upsert's parameters, and the stage in the drop's. */
+const rankParam = 3;
+const droppedStageParam = 2;
+
+/** A delivery's outbox writes of one batch go by its row's key, so that they can fold (below). */
+const rowKey = (msgId: string, recipient: string) => `receipt\0${msgId}\0${recipient}`;
+
 /**
  * Keeps the receipt to tell, in the current batch: the delivery's row now holds this stage,
- * unless it already holds a later one (stages only move forward).
+ * unless it already holds a later one (stages only move forward). In one batch, the later of
+ * two stages is the one written, and a later stage takes the place of the drop of an earlier
+ * one told meanwhile: the rows they leave are the same, with one statement fewer.
  */
 export function putOutboxReceipt(store: Store, entry: OutboxReceipt): void {
   const { receipt } = entry;
-  store.batch.write(upsert, [
+  const rank = stageRank(receipt.stage);
+  const params = [
     receipt.msgId,
     receipt.recipient,
     receipt.stage,
-    stageRank(receipt.stage),
+    rank,
     receipt.reason ?? null,
     receipt.detail ?? null,
     receipt.at,
     entry.sender,
     entry.senderHost,
     entry.traceId,
-  ]);
+  ];
+  store.batch.write(upsert, params, rowKey(receipt.msgId, receipt.recipient), (pending) => {
+    const pendingRank =
+      pending.sql === upsert
+        ? (pending.params[rankParam] as number)
+        : stageRank(pending.params[droppedStageParam] as Receipt['stage']);
+    if (pending.sql === upsert && pendingRank >= rank) return true; // what the upsert's WHERE would keep
+    if (pendingRank >= rank) return false;
+    pending.sql = upsert;
+    pending.params = params;
+    return true;
+  });
 }
 
 /**
  * Drops a delivery's row once `stage` is told, in the current batch; a row that has moved on to
- * a later stage meanwhile stays, to be told in turn.
+ * a later stage meanwhile stays, to be told in turn (and when that later stage is written in
+ * this same batch, the drop would delete nothing: it is not written).
  */
-export function dropOutboxReceipt(store: Store, msgId: string, recipient: string, stage: string): void {
-  store.batch.write('DELETE FROM receipt_outbox WHERE msg_id = ? AND recipient = ? AND stage = ?', [
-    msgId,
-    recipient,
-    stage,
-  ]);
+export function dropOutboxReceipt(
+  store: Store,
+  msgId: string,
+  recipient: string,
+  stage: Receipt['stage'],
+): void {
+  store.batch.write(
+    drop,
+    [msgId, recipient, stage],
+    rowKey(msgId, recipient),
+    (pending) => pending.sql === upsert && (pending.params[rankParam] as number) > stageRank(stage),
+  );
 }
 
 const rowSchema = z.object({

@@ -103,8 +103,9 @@ describe('WriteBatch', () => {
     const writer = recordingWriter();
     const batch = new WriteBatch(writer, () => {});
     const append = (actor: string, event: string) =>
-      batch.write('event', [actor, event, []], `event ${actor}`, (pending) => {
-        (pending[2] as string[]).push(event);
+      batch.write('event', [actor, event, []], `event ${actor}`, ({ params }) => {
+        (params[2] as string[]).push(event);
+        return true;
       });
     append('a', 'init');
     append('b', 'init');
@@ -121,7 +122,30 @@ describe('WriteBatch', () => {
       [{ sql: 'event', params: ['a', 'typed', []] }],
     ]);
   });
+  it('a merge that cannot fold the write adds it after the pending one, which it then stands for', async () => {
+    const writer = recordingWriter();
+    const batch = new WriteBatch(writer, () => {});
+    // Folds into a pending write of a lower number only.
+    const put = (n: number) =>
+      batch.write('put', [n], 'k', (pending) => {
+        if ((pending.params[0] as number) >= n) return false;
+        pending.params = [n];
+        return true;
+      });
+    put(2);
+    put(3);
+    put(1);
+    put(4);
+    await batch.flush();
+    expect(writer.batches).toEqual([
+      [
+        { sql: 'put', params: [3] },
+        { sql: 'put', params: [4] },
+      ],
+    ]);
+  });
 });
+
 
 describe('createBatchEncoder', () => {
   it('names each statement by an id, its text sent in the first batch that uses it; parameters flat, in order', () => {
