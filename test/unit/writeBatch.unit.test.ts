@@ -146,7 +146,6 @@ describe('WriteBatch', () => {
   });
 });
 
-
 describe('createBatchEncoder', () => {
   it('names each statement by an id, its text sent in the first batch that uses it; parameters flat, in order', () => {
     const encode = createBatchEncoder();
