@@ -1,5 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { publicKeyString } from '#bridge/security/publicKey';
+import { newPrivateKey, publicKeyString, sealingKeyId, sealingKeyString } from '#bridge/security/publicKey';
+import { open, SealingSessions, seal } from '#bridge/security/sealing';
 import { sign, verify } from '#bridge/security/signature';
 import { wireSizedBody } from '../lib/floors.mjs';
 import { measure, round } from '../lib/measure.mjs';
@@ -114,6 +115,7 @@ export async function signingPrimitives({ count, warmup, bytes = 600 }) {
         if (!verify(envelope, signature, trusted)) throw new Error('a valid signature did not verify');
       },
     },
+    ...sealingPrimitives(envelope),
   ];
   const rows = [];
   for (const { id, label, op } of primitives) {
@@ -127,6 +129,43 @@ export async function signingPrimitives({ count, warmup, bytes = 600 }) {
     });
   }
   return rows;
+}
+
+/**
+ * Sealing one message's content to one host and opening it there, as a gateway does: within a
+ * session (`SealingSessions`: the key agreement kept between messages), so what is measured is
+ * the content key, the nonces and the two AES-256-GCM passes of each message.
+ */
+function sealingPrimitives(content) {
+  const privateKey = newPrivateKey('x25519');
+  const key = sealingKeyString(privateKey);
+  const keys = {
+    current: { keyId: sealingKeyId(key), privateKey, publicKeyString: key, path: '' },
+    byId: new Map([
+      [sealingKeyId(key), { keyId: sealingKeyId(key), privateKey, publicKeyString: key, path: '' }],
+    ]),
+  };
+  const aad = Buffer.from('SEND|msg|host-a|host-b');
+  const recipients = [{ host: 'host-b', key }];
+  const sending = new SealingSessions();
+  const opening = new SealingSessions();
+  const sealed = seal(content, recipients, aad, sending);
+  return [
+    {
+      id: 'seal',
+      label: 'seal to one host (sealing.ts seal, in a session)',
+      op: () => {
+        seal(content, recipients, aad, sending);
+      },
+    },
+    {
+      id: 'open',
+      label: 'open on that host (sealing.ts open, in a session)',
+      op: () => {
+        if (!open(sealed, 'host-b', keys, aad, opening).ok) throw new Error('a sealed message did not open');
+      },
+    },
+  ];
 }
 
 /** A real encoded SEND envelope of exactly `bytes` bytes (its text padded or trimmed to fit). */

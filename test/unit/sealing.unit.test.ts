@@ -80,6 +80,27 @@ describe('sealing a message’s content to its hosts (X25519, HKDF-SHA256, AES-2
     expect(open(next, 'host-b', b, headers, opening)).toMatchObject({ ok: true, content });
   });
 
+  it('the random bytes come from a pool, each handed out once: 2,000 seals (refills among them) share no nonce or wrapped key, and each opens', () => {
+    const sending = new SealingSessions();
+    const opening = new SealingSessions();
+    const seals = Array.from({ length: 2_000 }, () =>
+      seal(content, [to('host-b', b), to('host-c', c)], headers, sending),
+    );
+    const ivs = seals.map((sealed) => sealed.iv);
+    const keys = seals.flatMap((sealed) => sealed.recipients.map((entry) => entry.key));
+    expect(new Set(ivs).size).toBe(ivs.length);
+    expect(new Set(keys).size).toBe(keys.length);
+    // A nonce is not a prefix of the next one's: no two draws overlap in the pool.
+    const nonces = keys.map((key) => Buffer.from(key, 'base64url').subarray(0, 12).toString('hex'));
+    expect(new Set([...nonces, ...ivs.map((iv) => Buffer.from(iv, 'base64url').toString('hex'))]).size).toBe(
+      nonces.length + ivs.length,
+    );
+    for (const sealed of [seals[0]!, seals[999]!, seals[1_999]!]) {
+      expect(open(sealed, 'host-b', b, headers, opening)).toMatchObject({ ok: true, content });
+      expect(open(sealed, 'host-c', c, headers, opening)).toMatchObject({ ok: true, content });
+    }
+  });
+
   it('replayed to another host: not sealed to it, and it says to whom it was', () => {
     const sealed = seal(content, [to('host-b', b)], headers);
     expect(open(sealed, 'host-c', c, headers)).toEqual({
