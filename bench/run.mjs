@@ -5,8 +5,9 @@
 // (d) The cost of signing: the admin-socket and in-process cross-host scenarios with
 // security.signing required, beside the same scenario with signing off as the baseline (a target
 // may carry `config`, merged over BENCH_GATEWAY_CONFIG into a config file of its own), and the
-// node:crypto Ed25519 sign and verify primitives on a 600-byte envelope. (d') The cost of sealing:
-// the same two scenarios with security.encryption required beside off (signing on in both).
+// node:crypto Ed25519 sign and verify primitives on a 600-byte envelope, and a seal and an open of
+// it in a session. (d') The cost of sealing: the same two scenarios with security.encryption
+// required beside off (signing on in both).
 // (e) Replay throughput: `agentbridge replay`'s merge of three hosts' generated logs (at least
 // BENCH_REPLAY_EVENTS events, cached in bench/.cache/), with and without the re-run check,
 // from the SQLite logs and from exports of them, beside a raw read-and-merge floor; each run in

@@ -123,7 +123,7 @@ export function renderTable(rows, { markdown = false, columns = rowColumns, text
   return [line(cells[0].map(pad)), line(rule), ...cells.slice(1).map((row) => line(row.map(pad)))].join('\n');
 }
 
-/** The signing primitives (node:crypto Ed25519 on one envelope), one per line. */
+/** The signing and sealing primitives (node:crypto Ed25519, and a seal and an open in a session, on one envelope), one per line. */
 export function renderPrimitives(primitives, { markdown = false } = {}) {
   return renderTable(primitives, { markdown, columns: primitiveColumns, textColumns: 1 });
 }
