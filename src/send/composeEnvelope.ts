@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js';
 import type { Clock } from '../kernel/clock.js';
 import { newTraceId } from '../log/logger.js';
-import { readTraceOfMessage } from '../store/messageBodies.js';
+import { readTraceOfMessage } from '../store/actorHeads.js';
 import type { Store } from '../store/openStore.js';
 import { type Address, type Envelope, schemaVersionString } from '../wire/envelope.js';
 import type { Hlc } from '../wire/hlc.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { deliveryActorId } from './actorIds.js';
 import type { Store } from './openStore.js';
 
 const headSchema = z.object({
@@ -56,3 +57,25 @@ export function countActorsByState(store: Store, actorKind: string): Record<stri
     .all(actorKind);
   return Object.fromEntries(rows.map((r) => [r.state, r.n]));
 }
+
+/**
+ * The trace a message belongs to, for replies that name it in `in_reply_to`: from the head of
+ * its send (sent from here) or of a delivery of it (received here), by the actors table's key,
+ * so that a reply costs the same however long the log has grown (the events table has no index
+ * by msgId). Undefined when this host has neither.
+ */
+export function readTraceOfMessage(store: Store, msgId: string): string | undefined {
+  const row = store
+    .prepare<[{ msgId: string; from: string; to: string }], { trace_id: string }>(traceOfMessageSql)
+    .get({ msgId, from: deliveryActorId(msgId, ''), to: `${msgId}0` });
+  return row?.trace_id;
+}
+
+/**
+ * Exported for the test that reads its query plan. A delivery's id is \`msgId/recipient\`: its
+ * range starts at \`msgId/\` and ends before \`msgId0\` ('0' follows '/').
+ */
+export const traceOfMessageSql = `SELECT trace_id FROM actors WHERE actor_kind = 'send' AND actor_id = @msgId
+  UNION ALL
+  SELECT trace_id FROM actors WHERE actor_kind = 'delivery' AND actor_id >= @from AND actor_id < @to
+  LIMIT 1`;

@@ -93,13 +93,3 @@ export function purgeMessage(store: Store, msgId: string, recipient: string): vo
 
 /** The batch key of a body's row: its put and its purge in one batch are one write. */
 const bodyKey = (msgId: string, recipient: string) => `body\0${msgId}\0${recipient}`;
-
-/** The trace a message belongs to, for replies that name it in `in_reply_to`. */
-export function readTraceOfMessage(store: Store, msgId: string): string | undefined {
-  const row = store
-    .prepare<[string], { trace_id: string }>(
-      'SELECT trace_id FROM events WHERE msg_id = ? ORDER BY seq LIMIT 1',
-    )
-    .get(msgId);
-  return row?.trace_id;
-}
