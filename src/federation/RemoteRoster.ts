@@ -12,6 +12,9 @@ interface RemoteHost {
   /** The schema version its PRESENCE was written in (what it can take). */
   version: string;
   entities: PresenceEntry[];
+  /** Its entities by gid and by name, built once per PRESENCE: a send looks one up, never the list. */
+  byGid: Map<string, PresenceEntry>;
+  byName: Map<string, PresenceEntry[]>;
   inboxMaxLength: number | undefined;
   expiresAt: number;
   ttlMs: number;
@@ -63,9 +66,17 @@ export class RemoteRoster {
     for (const entity of presence.entities) this.lastHost.set(entity.gid, presence.host);
     if (!this.hosts.has(presence.host))
       this.logger.info({ peer: presence.host, entities: presence.entities.length }, 'host joined the roster');
+    const byName = new Map<string, PresenceEntry[]>();
+    for (const entity of presence.entities) {
+      const named = byName.get(entity.name);
+      if (named) named.push(entity);
+      else byName.set(entity.name, [entity]);
+    }
     this.hosts.set(presence.host, {
       version: presence.v,
       entities: presence.entities,
+      byGid: new Map(presence.entities.map((entity) => [entity.gid, entity])),
+      byName,
       inboxMaxLength: presence.inboxMaxLength,
       expiresAt: this.clock.now() + presence.ttlMs,
       ttlMs: presence.ttlMs,
@@ -117,16 +128,19 @@ export class RemoteRoster {
     this.expire();
     const out: RosterEntry[] = [];
     for (const [host, entry] of this.hosts) {
-      for (const e of entry.entities)
-        out.push({ ...e, host, status: this.reachable ? e.status : unknownStatus });
+      for (const e of entry.entities) out.push(this.entryOf(host, e));
     }
     return out;
+  }
+
+  private entryOf(host: string, entity: PresenceEntry): RosterEntry {
+    return { ...entity, host, status: this.reachable ? entity.status : unknownStatus };
   }
 
   /** The inbox cap the host of entity `gid` announced, if it is in the roster and said. */
   inboxMaxLength(gid: string): number | undefined {
     for (const entry of this.hosts.values()) {
-      if (entry.entities.some((e) => e.gid === gid)) return entry.inboxMaxLength;
+      if (entry.byGid.has(gid)) return entry.inboxMaxLength;
     }
     return undefined;
   }
@@ -136,10 +150,9 @@ export class RemoteRoster {
    * whose PRESENCE lists it now, or else the one that last announced it (since expired).
    */
   hostsOfGid(gid: string): string[] {
-    const now = this.entries()
-      .filter((entry) => entry.gid === gid)
-      .map((entry) => entry.host);
-    if (now.length > 0) return [...new Set(now)];
+    this.expire();
+    const now = [...this.hosts].filter(([, entry]) => entry.byGid.has(gid)).map(([host]) => host);
+    if (now.length > 0) return now;
     const last = this.lastHost.get(gid);
     return last === undefined ? [] : [last];
   }
@@ -155,15 +168,20 @@ export class RemoteRoster {
 
   /** Finds a remote entity by gid, `name@host`, or a bare name unique among remote hosts. */
   find(address: string): RosterEntry[] {
-    const all = this.entries();
-    const byGid = all.filter((e) => e.gid === address);
+    this.expire();
+    const byGid = [...this.hosts].flatMap(([host, entry]) => {
+      const entity = entry.byGid.get(address);
+      return entity ? [this.entryOf(host, entity)] : [];
+    });
     if (byGid.length > 0) return byGid;
     const at = address.lastIndexOf('@');
     if (at > 0) {
-      const name = address.slice(0, at);
       const host = address.slice(at + 1);
-      return all.filter((e) => e.name === name && e.host === host);
+      const named = this.hosts.get(host)?.byName.get(address.slice(0, at)) ?? [];
+      return named.map((entity) => this.entryOf(host, entity));
     }
-    return all.filter((e) => e.name === address);
+    return [...this.hosts].flatMap(([host, entry]) =>
+      (entry.byName.get(address) ?? []).map((entity) => this.entryOf(host, entity)),
+    );
   }
 }

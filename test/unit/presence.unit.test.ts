@@ -352,6 +352,22 @@ describe('RemoteRoster', () => {
       expect(roster.hostsOfGid(bob.gid)).toEqual([]);
     });
 
+    it('find and inboxMaxLength follow each snapshot: an entity a newer one leaves out is found no more there', () => {
+      roster.apply(presence('host-b', hlcAt(1), [alice, bob], { inboxMaxLength: 500 }));
+      roster.apply(presence('host-c', hlcAt(1), [aliceOnC], { ttlMs: 60_000 }));
+      expect(roster.find(bob.gid).map((e) => e.host)).toEqual(['host-b']);
+      expect(roster.find('alice').map((e) => e.host)).toEqual(['host-b', 'host-c']);
+      expect(roster.find('alice@host-c')).toEqual([{ ...aliceOnC, host: 'host-c' }]);
+      expect(roster.inboxMaxLength(bob.gid)).toBe(500);
+      roster.apply(presence('host-b', hlcAt(2), [alice], { inboxMaxLength: 400 }));
+      expect(roster.find(bob.gid)).toEqual([]);
+      expect(roster.find('bob@host-b')).toEqual([]);
+      expect(roster.inboxMaxLength(bob.gid)).toBeUndefined();
+      expect(roster.inboxMaxLength(alice.gid)).toBe(400);
+      clock.increment(ttlMs);
+      expect(roster.find('alice').map((e) => e.host)).toEqual(['host-c']);
+    });
+
     it('expire() drops expired hosts without being asked for entries', () => {
       roster.apply(presence('host-b', hlcAt(1), [alice]));
       roster.apply(presence('host-c', hlcAt(1), [aliceOnC], { ttlMs: 60_000 }));
