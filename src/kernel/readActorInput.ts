@@ -1,8 +1,7 @@
 import type { InputFrom } from 'xstate';
 import { BridgeError, ErrorCode } from '../errors.js';
 import type { ActorKind, MachineOf } from '../machines/index.js';
-import type { EventRow } from '../store/eventRow.js';
-import { parseStoredRow } from '../store/eventRow.js';
+import { type EventRow, parseStoredRow } from '../store/eventRow.js';
 import type { Store } from '../store/openStore.js';
 import { initEvent, parseRecordedEvent, type RecordedInit } from './parseRecordedEvent.js';
 

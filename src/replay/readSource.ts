@@ -62,12 +62,7 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
       host: first?.host ?? '?',
       total: count.n,
       *events() {
-        const rows = select.iterate(...args) as IterableIterator<unknown[]>;
-        yield* inLogOrder(
-          (function* () {
-            for (const values of rows) yield parseStoredRowValues(values);
-          })(),
-        );
+        yield* inLogOrder(parsedRows(select.iterate(...args) as IterableIterator<unknown[]>));
       },
       close: () => db.close(),
     };
@@ -79,6 +74,11 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
       { cause: err },
     );
   }
+}
+
+/** A log's rows (arrays, `eventColumns` in order), each as the events it holds. */
+function* parsedRows(rows: Iterable<unknown[]>): Generator<ReplayEvent[]> {
+  for (const values of rows) yield parseStoredRowValues(values);
 }
 
 function openExport(path: string, traceId: string | undefined): ReplaySource {

@@ -1,4 +1,5 @@
 import { encodeHlc } from '../wire/hlc.js';
+import { parseLater } from './eventRow.js';
 import type { Store } from './openStore.js';
 
 /**
@@ -59,21 +60,10 @@ interface EventRow {
   later: string | null;
 }
 
-/** A row's later events (eventRow.ts), as far as a flow's summary needs them: hlc, event, state. */
-function laterSteps(later: string | null): Array<{ hlc: string; event: string; toState: string }> {
-  if (later === null) return [];
-  try {
-    const list = JSON.parse(later) as unknown;
-    if (!Array.isArray(list)) return [];
-    return list.flatMap((entry: unknown) => {
-      const [hlc, event, , toState] = Array.isArray(entry) ? entry : [];
-      return typeof hlc === 'string' && typeof event === 'string' && typeof toState === 'string'
-        ? [{ hlc, event, toState }]
-        : [];
-    });
-  } catch {
-    return []; // a damaged row: its first event still counts
-  }
+/** A row's later events; a damaged list counts for none (its row's first event still counts). */
+function laterOf(later: string | null): Array<{ hlc: string; event: string; toState: string }> {
+  const parsed = parseLater(later);
+  return parsed.ok ? parsed.events : [];
 }
 
 /** SQL over a row whose \`later\` may be damaged: its later events' count, and its last one's field. */
@@ -216,10 +206,7 @@ export class RecentFlows {
     }
     const { flow } = known;
     known.lastSeq = row.seq;
-    for (const step of [
-      { hlc: row.hlc, event: row.event, toState: row.to_state },
-      ...laterSteps(row.later),
-    ]) {
+    for (const step of [{ hlc: row.hlc, event: row.event, toState: row.to_state }, ...laterOf(row.later)]) {
       flow.events++;
       if (step.hlc < flow.lastHlc) continue;
       flow.lastHlc = step.hlc;

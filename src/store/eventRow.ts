@@ -36,11 +36,11 @@ const dbRowSchema = z.object({
  * first, `later` lists the ones after it, each as `[hlc, event, fromState, toState, data]`; the
  * host, actor, trace and msgId are the row's. Rows written before hold one event and no `later`.
  */
-type LaterEvent = [hlc: string, event: string, fromState: string | null, toState: string, data: unknown];
+type LaterEntry = [hlc: string, event: string, fromState: string | null, toState: string, data: unknown];
 
 /** One event as an entry of a row's `later` list (JSON text, appended with `withLater`). */
 export function laterEntry(row: EventRow): string {
-  return JSON.stringify([row.hlc, row.event, row.fromState, row.toState, row.data] satisfies LaterEvent);
+  return JSON.stringify([row.hlc, row.event, row.fromState, row.toState, row.data] satisfies LaterEntry);
 }
 
 /** A row's `later` list with one more entry. */
@@ -69,33 +69,50 @@ const isTextOrNull = (value: unknown): value is string | null => value === null 
 const isData = (value: unknown): value is Record<string, unknown> | null =>
   value === null || (typeof value === 'object' && !Array.isArray(value));
 
-/** A damaged `later` list: named with its row, as zod names a damaged column. */
-function damagedLater(seq: unknown, why: string): Error {
-  return new Error(`events row seq=${String(seq)}: its later events ${why}`);
+/** One entry of a row's `later` list, as read back. */
+export interface LaterEvent {
+  hlc: string;
+  event: string;
+  fromState: string | null;
+  toState: string;
+  data: Record<string, unknown> | null;
 }
 
-/** The events of one stored row: its own, then its `later` ones, each a whole EventRow. */
-function expand<T extends EventRow>(first: T, later: string | null | undefined): T[] {
-  if (later === null || later === undefined) return [first];
+/**
+ * A row's `later` list read back: its events, or why it is damaged. The gateway's readers throw
+ * that reason (`expand`); the console's list of flows counts the row's first event and goes on.
+ */
+export function parseLater(
+  later: string | null | undefined,
+): { ok: true; events: LaterEvent[] } | { ok: false; why: string } {
+  if (later === null || later === undefined) return { ok: true, events: [] };
   let list: unknown;
   try {
     list = JSON.parse(later);
   } catch (err) {
-    throw damagedLater(first.seq, `are not JSON (${(err as Error).message})`);
+    return { ok: false, why: `are not JSON (${(err as Error).message})` };
   }
-  if (!Array.isArray(list)) throw damagedLater(first.seq, 'are not a list');
-  const events = [first];
+  if (!Array.isArray(list)) return { ok: false, why: 'are not a list' };
+  const events: LaterEvent[] = [];
   for (const entry of list as unknown[]) {
     const [hlc, event, fromState, toState, data] = Array.isArray(entry) ? entry : [];
     if (!(isText(hlc) && isText(event) && isTextOrNull(fromState) && isText(toState) && isData(data))) {
-      throw damagedLater(
-        first.seq,
-        `hold an entry that is not [hlc, event, from, to, data]: ${JSON.stringify(entry)}`,
-      );
+      return {
+        ok: false,
+        why: `hold an entry that is not [hlc, event, from, to, data]: ${JSON.stringify(entry)}`,
+      };
     }
-    events.push({ ...first, hlc, event, fromState, toState, data });
+    events.push({ hlc, event, fromState, toState, data });
   }
-  return events;
+  return { ok: true, events };
+}
+
+/** The events of one stored row: its own, then its `later` ones, each a whole EventRow. */
+function expand<T extends EventRow>(first: T, later: string | null | undefined): T[] {
+  const parsed = parseLater(later);
+  // Named with its row, as zod names a damaged column.
+  if (!parsed.ok) throw new Error(`events row seq=${String(first.seq)}: its later events ${parsed.why}`);
+  return [first, ...parsed.events.map((event) => ({ ...first, ...event }))];
 }
 
 /**

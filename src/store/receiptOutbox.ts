@@ -49,12 +49,13 @@ export function putOutboxReceipt(store: Store, entry: OutboxReceipt): void {
     entry.traceId,
   ];
   store.batch.write(upsert, params, rowKey(receipt.msgId, receipt.recipient), (pending) => {
-    const pendingRank =
-      pending.sql === upsert
-        ? (pending.params[rankParam] as number)
-        : stageRank(pending.params[droppedStageParam] as Receipt['stage']);
-    if (pending.sql === upsert && pendingRank >= rank) return true; // what the upsert's WHERE would keep
-    if (pendingRank >= rank) return false;
+    if (pending.sql === upsert) {
+      // The later stage stays, as the upsert's WHERE would keep it.
+      if ((pending.params[rankParam] as number) < rank) pending.params = params;
+      return true;
+    }
+    // The pending write drops a told stage: a later one takes its place, an earlier one follows it.
+    if (stageRank(pending.params[droppedStageParam] as Receipt['stage']) >= rank) return false;
     pending.sql = upsert;
     pending.params = params;
     return true;
