@@ -126,16 +126,13 @@ export class DeadLetters {
    * the broker is away it waits in memory for the next connect (the event log has it besides).
    */
   deadLetter(envelope: Envelope, reason: DeadLetterReason, detail: string | null): void {
-    const wire = this.encoded(envelope);
-    // Never unsealed when it could not be sealed: the letter says why, and the text stays here.
-    const content = wire.ok ? wire.content : Buffer.alloc(0);
-    if (!wire.ok) detail = `${detail ?? ''} (its text is not in this letter: ${wire.error.message})`.trim();
+    const { content, detail: said } = this.letterOf(envelope, detail ?? '');
     const signedBy = this.deps.signer.headersFor(content);
     const send = async (): Promise<boolean> => {
       if (!this.deps.broker.connected) return false;
       const outcome = await this.publish(content, {
         reason,
-        detail: detail ?? '',
+        detail: said,
         queue: inboxName(envelope.to),
         routingKey: envelope.to,
         messageId: envelope.msgId,
@@ -185,12 +182,12 @@ export class DeadLetters {
       if (this.published.has(key)) continue;
       const wire = readWire(store, letter.msgId, letter.recipient);
       // A message kept before its bytes were: encoded as this host would publish it (sealed).
-      const envelope = wire ? undefined : storedEnvelope(readMessage(store, letter.msgId, letter.recipient));
-      const encoded = envelope && this.encoded(envelope);
-      const content = wire?.content ?? (encoded?.ok ? encoded.content : Buffer.alloc(0));
+      const { content, detail } = wire
+        ? { content: wire.content, detail: letter.detail }
+        : this.letterOf(storedEnvelope(readMessage(store, letter.msgId, letter.recipient)), letter.detail);
       const outcome = await this.publish(content, {
         reason: letter.reason,
-        detail: letter.detail,
+        detail,
         queue: inboxName(letter.recipient),
         routingKey: letter.recipient,
         messageId: letter.msgId,
@@ -209,12 +206,21 @@ export class DeadLetters {
     }
   }
 
-  /** `envelope` as this host publishes it (its text sealed), or why it cannot be. */
-  private encoded(envelope: Envelope): { ok: true; content: Buffer } | { ok: false; error: Error } {
+  /**
+   * What a letter of `envelope` carries, encoded as this host publishes it (its text sealed), and
+   * its detail. Never the text unsealed when it cannot be sealed, nor anything when the body is
+   * no longer kept: the letter is empty then, and its detail says why.
+   */
+  private letterOf(envelope: Envelope | undefined, detail: string): { content: Buffer; detail: string } {
+    const without = (why: string) => ({
+      content: Buffer.alloc(0),
+      detail: `${detail} (its text is not in this letter: ${why})`.trim(),
+    });
+    if (!envelope) return without('its body is no longer kept here');
     try {
-      return { ok: true, content: this.deps.wireBytes?.(envelope) ?? encodeEnvelope(envelope) };
+      return { content: this.deps.wireBytes?.(envelope) ?? encodeEnvelope(envelope), detail };
     } catch (err) {
-      return { ok: false, error: err as Error };
+      return without((err as Error).message);
     }
   }
 
