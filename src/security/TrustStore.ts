@@ -1,8 +1,9 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { hostIdSchema } from '../config/schema.js';
 import { BridgeError, ErrorCode } from '../errors.js';
+import { FileStamps, type FileStampsOptions } from './FileStamps.js';
 import {
   isSealingKey,
   type PublicKeyString,
@@ -146,16 +147,11 @@ export function listTrust(home: string): TrustEntry[] {
     .map(([host, keys]) => ({ host, keys }));
 }
 
-export interface TrustStoreOptions {
-  /** Least time between two checks of the file's metadata; 0 checks on every lookup. */
-  checkIntervalMs?: number;
-  /** Milliseconds clock for the check interval (injected in tests). */
-  now?: () => number;
+/** How often the file is checked for a change (`FileStamps`), and who hears of one that does not load. */
+export interface TrustStoreOptions extends FileStampsOptions {
   /** Called once for each change of the file that cannot be loaded (the store then trusts no one). */
   onError?: (err: BridgeError) => void;
 }
-
-type FileStamp = string;
 
 /** A host's keys by use. */
 interface HostKeys {
@@ -172,8 +168,6 @@ function splitKeys(keys: readonly TrustedKey[]): HostKeys {
   return split;
 }
 
-const racyWindowMs = 2_000;
-
 /**
  * The gateway's view of the trust store. `keysFor` is on the receive hot path: it costs a map
  * lookup, plus a stat of the file at most every `checkIntervalMs`; the file is re-read only when
@@ -186,15 +180,11 @@ const racyWindowMs = 2_000;
 export class TrustStore {
   readonly path: string;
   private hosts: ReadonlyMap<string, HostKeys> = new Map();
-  private stamp: FileStamp | undefined;
-  private racy = false;
-  private nextCheckAt = 0;
+  private readonly file: FileStamps;
   private lastProblem: BridgeError | undefined;
   /** What was loaded last, to tell a change of the keys from a re-read of the same file. */
   private loaded: string | undefined;
   private changes = 0;
-  private readonly checkIntervalMs: number;
-  private readonly now: () => number;
   private readonly onError: ((err: BridgeError) => void) | undefined;
 
   constructor(
@@ -202,8 +192,7 @@ export class TrustStore {
     options: TrustStoreOptions = {},
   ) {
     this.path = trustFilePath(home);
-    this.checkIntervalMs = options.checkIntervalMs ?? 500;
-    this.now = options.now ?? Date.now;
+    this.file = new FileStamps([this.path], options);
     this.onError = options.onError;
     this.refresh(true);
   }
@@ -231,7 +220,7 @@ export class TrustStore {
   }
 
   private current(host: string): HostKeys | undefined {
-    if (this.checkIntervalMs === 0 || this.now() >= this.nextCheckAt) this.refresh(false);
+    if (this.file.due) this.refresh(false);
     return this.hosts.get(host);
   }
 
@@ -240,32 +229,9 @@ export class TrustStore {
     return this.lastProblem;
   }
 
-  private currentStamp(): { stamp: FileStamp | undefined; modifiedMs: number } {
-    try {
-      const stat = statSync(this.path, { bigint: true });
-      return {
-        stamp: `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`,
-        modifiedMs: Number(stat.mtimeMs),
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { stamp: undefined, modifiedMs: 0 };
-      // Cannot stat: force a re-read so that the read reports the real problem.
-      // (The file system's time, as the racy rule below compares with: not the gateway's clock.)
-      return { stamp: `error:${(err as Error).message}`, modifiedMs: Date.now() };
-    }
-  }
-
   private refresh(initial: boolean): void {
-    this.nextCheckAt = this.now() + this.checkIntervalMs;
-    const { stamp, modifiedMs } = this.currentStamp();
-    if (!initial && stamp === this.stamp && !this.racy) return;
-    const changed = stamp !== this.stamp;
-    this.stamp = stamp;
-    // File timestamps are coarse (a kernel tick): an in-place edit of the same size, in the same
-    // tick as our read, would leave the stamp unchanged. While the file is that fresh, re-read
-    // it on every check instead of trusting the stamp (git's "racy clean" rule).
-    // A file's mtime is on the file system's clock: compared with that, not the gateway's.
-    this.racy = Date.now() - modifiedMs < racyWindowMs;
+    const { changed, reread } = this.file.check();
+    if (!initial && !reread) return;
     try {
       const file = readTrustFile(this.home);
       this.hosts = new Map(Object.entries(file.hosts).map(([host, keys]) => [host, splitKeys(keys)]));
