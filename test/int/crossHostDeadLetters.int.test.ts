@@ -29,7 +29,7 @@ import {
 import { TcpForwarder } from '../support/netns.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 import {
-  announcePresence,
+  announcedTo,
   fakePeer,
   publishConfirmed,
   sealedBytes,
@@ -118,10 +118,7 @@ describe('cross-host dead letters keep their bytes', () => {
     created.push(inboxName(target.gid), controlSpec(hostId).name);
     connection = await amqp.connect(brokerEnv.BRIDGE_BROKER_URI);
     channel = await connection.createConfirmChannel();
-    await announcePresence(channel, peer, [sender]);
-    await waitFor('the peer’s sender in the roster', () =>
-      daemon.gateway.services.status.roster().some((e) => e.gid === sender.gid) ? true : undefined,
-    );
+    await announcedTo(daemon.gateway, channel, peer, [sender]);
   });
 
   afterAll(async () => {

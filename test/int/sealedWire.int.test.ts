@@ -18,6 +18,7 @@ import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerEnv, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 import {
+  announcedTo,
   announcePresence,
   fakePeer,
   type LogLine,
@@ -88,10 +89,7 @@ describe('sealed envelopes', () => {
     target = daemon.gateway.directory.authenticate(registration.token) as EntityActor;
     connection = await amqp.connect(brokerEnv.BRIDGE_BROKER_URI);
     channel = await connection.createConfirmChannel();
-    await announcePresence(channel, peer, [sender]);
-    await waitFor('the peer’s sender in the roster', () =>
-      daemon.gateway.services.status.roster().some((e) => e.gid === sender.gid) ? true : undefined,
-    );
+    await announcedTo(daemon.gateway, channel, peer, [sender]);
   });
 
   afterAll(async () => {

@@ -19,6 +19,7 @@ import { deleteQueues, uniqueHostId } from '../support/broker.js';
 import { brokerEnv, brokerUri, dlqUntilSeen, removeDeadLettersOf, waitFor } from '../support/federation.js';
 import { sendEnvelope } from '../support/sendEnvelope.js';
 import {
+  announcedTo,
   announcePresence,
   type FakePeer,
   fakePeer,
@@ -105,10 +106,7 @@ describe('signed envelopes', () => {
     target = daemon.gateway.directory.authenticate(registration.token) as EntityActor;
     connection = await amqp.connect(brokerUri);
     channel = await connection.createConfirmChannel();
-    await announcePresence(channel, peer, [sender]);
-    await waitFor('the peer’s sender in the roster', () =>
-      daemon.gateway.services.status.roster().some((e) => e.gid === sender.gid) ? true : undefined,
-    );
+    await announcedTo(daemon.gateway, channel, peer, [sender]);
   });
 
   afterAll(async () => {

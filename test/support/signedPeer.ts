@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConfirmChannel } from 'amqplib';
 import { rosterKey } from '../../src/federation/topology.js';
+import type { Gateway } from '../../src/gateway/Gateway.js';
 import { type GatewayKeys, initKeys, loadSealingKeys } from '../../src/security/keys.js';
 import type { SealingKeyString } from '../../src/security/publicKey.js';
 import { open, seal } from '../../src/security/sealing.js';
@@ -21,6 +22,7 @@ import {
 import { SignatureHeader } from '../../src/wire/signatureHeaders.js';
 import { uniqueHostId } from './broker.js';
 import { testDeployment } from './federation.js';
+import { waitFor } from './waitFor.js';
 
 /** A gateway's pino line, as the tests read them back. */
 export interface LogLine {
@@ -109,6 +111,20 @@ export function announcePresence(
     signedBy(content, by),
     `presence/${randomUUID()}`,
   );
+}
+
+/** `by` announces `entities` (`announcePresence`), and `gateway`'s roster has taken them in. */
+export async function announcedTo(
+  gateway: Gateway,
+  channel: ConfirmChannel,
+  by: FakePeer,
+  entities: ReadonlyArray<{ gid: string; name: string }>,
+): Promise<void> {
+  await announcePresence(channel, by, entities);
+  await waitFor(`${by.host}'s entities in the roster`, () => {
+    const roster = gateway.services.status.roster();
+    return entities.every((entity) => roster.some((e) => e.gid === entity.gid)) ? true : undefined;
+  });
 }
 
 /**
