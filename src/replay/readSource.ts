@@ -44,7 +44,7 @@ function openDatabase(path: string, traceId: string | undefined): ReplaySource {
   try {
     const where = traceId === undefined ? '' : ' WHERE trace_id = ?';
     const args = traceId === undefined ? [] : [traceId];
-    // A log from before schema migration 7 has no later events; one opened read-only is not migrated.
+    // A log from before schema migration 6 has no later events; one opened read-only is not migrated.
     const hasLater =
       db.prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = 'later'").get() !== undefined;
     const events = hasLater ? '1 + iif(json_valid(later), json_array_length(later), 0)' : '1';

@@ -32,7 +32,7 @@ const dbRowSchema = z.object({
 });
 
 /**
- * A stored row holds an actor's events of one commit (schema migration 7): its columns are the
+ * A stored row holds an actor's events of one commit (schema migration 6): its columns are the
  * first, `later` lists the ones after it, each as `[hlc, event, fromState, toState, data]`; the
  * host, actor, trace and msgId are the row's. Rows written before hold one event and no `later`.
  */

@@ -4,7 +4,7 @@ import type { Store } from './openStore.js';
  * The spawn request that launched `gid` on this host, if any (what a STOP after the spawn
  * left memory looks up). It reads the spawn actors' rows only (`events_by_actor`: a few per
  * spawn, never the whole log): the launch is a row of its own in a log written before schema
- * migration 7, and since then usually a later event of the spawn's first row. A row whose data
+ * migration 6, and since then usually a later event of the spawn's first row. A row whose data
  * does not parse is passed over, not an error.
  */
 export function findSpawnOfGid(store: Store, gid: string): string | undefined {

@@ -16,7 +16,7 @@ import type { Envelope } from '../../src/wire/envelope.js';
 import { encodeHlc } from '../../src/wire/hlc.js';
 
 /**
- * An actor's events of one commit are one row of a real events.db (schema migration 7), and
+ * An actor's events of one commit are one row of a real events.db (schema migration 6), and
  * every reader gives them back one by one, in the order they happened: the gateway's own
  * (an actor's events, a flow's, the clock's start, the console's flows), replay, and the
  * `event_log` view; a log written before, migrated or opened read-only, reads as it did.
@@ -161,10 +161,10 @@ describe('the event log: one row per actor per commit, read back event by event'
     ]);
   });
 
-  it('a log written before migration 7 reads as it did, read-only or migrated, beside new rows', async () => {
+  it('a log written before migration 6 reads as it did, read-only or migrated, beside new rows', async () => {
     const old = new BetterSqlite3(file);
-    for (const migration of migrations.slice(0, 6)) old.exec(migration);
-    old.pragma('user_version = 6');
+    for (const migration of migrations.slice(0, 5)) old.exec(migration);
+    old.pragma('user_version = 5');
     const insert = old.prepare(
       `INSERT INTO events (hlc, host, actor_kind, actor_id, trace_id, msg_id, event, from_state, to_state, data)
        VALUES (?, 'h1', 'delivery', 'd-0', 'trace-0', 'm-0', ?, ?, ?, NULL)`,
